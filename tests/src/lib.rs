@@ -1,0 +1,114 @@
+//! Helpers for vmscope's end-to-end tests: finding the binary, deciding
+//! whether a root-only test may run, and running vmscope with a timeout.
+//!
+//! Tests panic with context rather than returning errors, so a failure points
+//! at its line.
+#![allow(clippy::unwrap_used, reason = "test helpers fail loudly by design")]
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output, Stdio},
+    time::{Duration, Instant},
+};
+
+/// The vmscope binary under test: `$VMSCOPE_BIN`, else the workspace's
+/// release build.
+pub fn vmscope_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("VMSCOPE_BIN") {
+        return PathBuf::from(p);
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let p = root.join("target/release/vmscope");
+    assert!(
+        p.exists(),
+        "{} not built; run `cargo xtask test` (or set VMSCOPE_BIN)",
+        p.display()
+    );
+    p
+}
+
+/// The helper workload binary built with this crate: cargo puts it next to
+/// the `deps/` directory that holds the test executables.
+pub fn testchild() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let p = exe
+        .parent()
+        .and_then(Path::parent)
+        .unwrap()
+        .join("vmscope-testchild");
+    assert!(p.exists(), "{} not built", p.display());
+    p
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: no arguments, no side effects.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Whether a root-only test can run. Outside CI, when not root, it prints a
+/// one-line reason and the test returns early; with VMSCOPE_REQUIRE_BPF=1 a
+/// skip is a failure.
+pub fn root_or_skip(test: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    let required = std::env::var("VMSCOPE_REQUIRE_BPF").is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "{test}: needs root to load eBPF programs, and VMSCOPE_REQUIRE_BPF=1 forbids skipping"
+    );
+    eprintln!("skipped {test}: needs root (eBPF); run the suite with sudo to include it");
+    false
+}
+
+/// Runs `cmd`, killing it after `limit`, and returns its output.
+pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawning vmscope");
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("try_wait").is_some() {
+            return child.wait_with_output().expect("collecting output");
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("collecting output");
+            panic!(
+                "timed out after {limit:?}; stderr: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `vmscope ARGS` with a generous timeout.
+pub fn vmscope(args: &[&str]) -> Output {
+    let mut c = Command::new(vmscope_bin());
+    c.args(args);
+    run_with_timeout(c, Duration::from_secs(120))
+}
+
+pub fn read_json(path: &Path) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+}
+
+/// A JSON value at a `/`-separated pointer, as u64, with a helpful panic.
+pub fn u64_at(v: &serde_json::Value, pointer: &str) -> u64 {
+    v.pointer(pointer)
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or_else(|| panic!("{pointer} missing or not an integer in {v:#}"))
+}
+
+/// Asserts `got` is within `pct` percent of `want`.
+pub fn assert_within_pct(what: &str, got: u64, want: u64, pct: f64) {
+    let diff = got.abs_diff(want) as f64;
+    assert!(
+        diff <= want as f64 * pct / 100.0,
+        "{what}: {got} is not within {pct}% of {want} (diff {diff})"
+    );
+}

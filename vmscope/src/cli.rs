@@ -1,0 +1,109 @@
+//! The command line (clap derive). Every subcommand and flag lives here.
+
+use std::{path::PathBuf, time::Duration};
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::timefmt::parse_duration;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "vmscope",
+    version,
+    about = "Watch the Linux virtual-memory system at work (eBPF)",
+    after_help = "Exit codes: 0 ok, 1 failure, 2 usage error, 77 not enough privilege \
+                  (needs root or CAP_BPF+CAP_PERFMON); when wrapping a command: its own code, \
+                  128+N if it died of signal N, 125 if vmscope failed, 127 if not found."
+)]
+pub struct Cli {
+    /// Show diagnostics, including those reported by the eBPF programs.
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Report what this kernel lets vmscope do: hooks, attach kinds, privileges.
+    Doctor(DoctorArgs),
+    /// Record VM activity to a JSON document, optionally wrapping a command.
+    Record(RecordArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Output file (`-` for stdout). Written to a temporary name and renamed.
+    #[arg(short, long, default_value = "vmscope.json")]
+    pub output: PathBuf,
+
+    /// Stop after this long (a bare number means seconds). Without a command
+    /// and without this, recording runs until Ctrl-C.
+    #[arg(short, long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Sampling interval for the time series.
+    #[arg(short, long, default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+
+    /// Restrict per-process figures to these pids and their descendants.
+    #[arg(short, long, value_delimiter = ',', conflicts_with = "command")]
+    pub pid: Vec<u32>,
+
+    /// Run the wrapped command as root even when vmscope was started by sudo.
+    #[arg(long)]
+    pub as_root: bool,
+
+    /// The command to run and observe (after `--`).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::*;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn record_parses_perf_like_flags() {
+        let cli = Cli::try_parse_from([
+            "vmscope", "record", "-o", "x.json", "-d", "5", "-i", "250ms", "--", "sleep", "1",
+        ])
+        .expect("parses");
+        let Command::Record(r) = cli.command else {
+            panic!("not record")
+        };
+        assert_eq!(r.duration, Some(Duration::from_secs(5)));
+        assert_eq!(r.interval, Duration::from_millis(250));
+        assert_eq!(r.command, ["sleep", "1"]);
+    }
+
+    #[test]
+    fn pid_list_is_comma_separated() {
+        let cli = Cli::try_parse_from(["vmscope", "record", "-p", "1,22,333"]).expect("parses");
+        let Command::Record(r) = cli.command else {
+            panic!("not record")
+        };
+        assert_eq!(r.pid, [1, 22, 333]);
+    }
+
+    #[test]
+    fn bad_pid_is_a_usage_error() {
+        let e = Cli::try_parse_from(["vmscope", "record", "-p", "x"]).expect_err("rejects");
+        assert_eq!(e.exit_code(), 2);
+    }
+}

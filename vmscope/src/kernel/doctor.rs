@@ -1,0 +1,351 @@
+//! `vmscope doctor`: what this kernel lets vmscope do. Attach kinds are found
+//! by loading and attaching tiny programs, not by reading kernel config.
+
+use std::fmt::Write as _;
+
+use aya::{
+    Btf, Ebpf,
+    programs::{
+        BtfTracePoint, FEntry, FExit, KProbe, PerfEvent, TracePoint,
+        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
+    },
+};
+use serde::Serialize;
+
+use super::{caps::Privileges, hooks, system, tracefs};
+use crate::{cli::DoctorArgs, exit, loader, record::Tool};
+
+#[derive(Debug, Serialize)]
+pub struct HookReport {
+    pub hook: String,
+    pub present: bool,
+    /// The older name found instead, if any (e.g. mm_vmscan_writepage).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub found_as: Option<String>,
+    pub used_for: &'static str,
+    /// What vmscope does when the hook is absent (null when present).
+    pub fallback: Option<&'static str>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AttachKind {
+    pub kind: &'static str,
+    pub works: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TracefsReport {
+    pub path: Option<String>,
+    pub mounted_by_vmscope: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Availability {
+    pub available: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub tool: Tool,
+    pub kernel: system::KernelInfo,
+    pub btf: bool,
+    /// Lockdown mode, or null when the kernel has no lockdown LSM.
+    pub lockdown: Option<String>,
+    pub tracefs: TracefsReport,
+    pub privileges: Privileges,
+    pub hooks: Vec<HookReport>,
+    pub attach_kinds: Vec<AttachKind>,
+    /// Which method times rmap/kernel functions: fentry when it works, else
+    /// stack sampling through perf_event.
+    pub function_timing: &'static str,
+    pub swap_devices: Vec<system::SwapDevice>,
+    pub psi_memory: Availability,
+    pub memory_cgroup: system::MemoryCgroup,
+}
+
+pub fn run(args: &DoctorArgs) -> anyhow::Result<u8> {
+    let privileges = Privileges::current();
+    privileges.require_bpf()?;
+    let report = collect(privileges);
+    if !report.attach_kinds.iter().any(|k| k.works) {
+        let why = report
+            .attach_kinds
+            .iter()
+            .filter_map(|k| k.error.as_deref())
+            .next()
+            .unwrap_or("unknown");
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        }
+        return Err(exit::failure(
+            exit::NO_PRIVILEGE,
+            format!("no eBPF program kind can be loaded here: {why}"),
+        ));
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(0)
+}
+
+pub fn collect(privileges: Privileges) -> Report {
+    let tracefs = match tracefs::tracefs() {
+        Ok(t) => TracefsReport {
+            path: Some(t.path.display().to_string()),
+            mounted_by_vmscope: t.mounted_by_vmscope,
+            error: None,
+        },
+        Err(e) => TracefsReport {
+            path: None,
+            mounted_by_vmscope: false,
+            error: Some(e),
+        },
+    };
+    let hooks = hooks::ALL
+        .iter()
+        .map(|h| {
+            let found = std::iter::once(h.name)
+                .chain(h.older_names.iter().copied())
+                .find(|n| tracefs::event_exists(h.category, n));
+            HookReport {
+                hook: h.full_name(),
+                present: found.is_some(),
+                found_as: found
+                    .filter(|n| *n != h.name)
+                    .map(|n| format!("{}:{n}", h.category)),
+                used_for: h.used_for,
+                fallback: found.is_none().then_some(h.fallback),
+            }
+        })
+        .collect();
+    let attach_kinds = probe_attach_kinds();
+    let fentry_works = attach_kinds.iter().any(|k| k.kind == "fentry" && k.works);
+    Report {
+        tool: Tool::this(),
+        kernel: system::kernel_info(),
+        btf: system::btf_present(),
+        lockdown: system::lockdown(),
+        tracefs,
+        privileges,
+        hooks,
+        attach_kinds,
+        function_timing: if fentry_works {
+            "fentry/fexit"
+        } else {
+            "stack sampling (perf_event); fentry refused"
+        },
+        swap_devices: system::swap_devices(),
+        psi_memory: match system::psi_memory_available() {
+            Ok(()) => Availability {
+                available: true,
+                reason: None,
+            },
+            Err(e) => Availability {
+                available: false,
+                reason: Some(e),
+            },
+        },
+        memory_cgroup: system::memory_cgroup(),
+    }
+}
+
+fn probe_attach_kinds() -> Vec<AttachKind> {
+    let kinds = [
+        "tracepoint",
+        "tp_btf",
+        "fentry",
+        "fexit",
+        "kprobe",
+        "perf_event",
+    ];
+    let mut ebpf = match loader::object().and_then(|o| Ok(Ebpf::load(o)?)) {
+        Ok(e) => e,
+        Err(e) => {
+            let msg = format!("loading the eBPF object: {e:#}");
+            return kinds
+                .iter()
+                .map(|&kind| AttachKind {
+                    kind,
+                    works: false,
+                    error: Some(msg.clone()),
+                })
+                .collect();
+        }
+    };
+    let btf = Btf::from_sys_fs().map_err(|e| format!("kernel BTF unavailable: {e}"));
+    kinds
+        .iter()
+        .map(|&kind| {
+            let result = try_kind(&mut ebpf, kind, &btf);
+            AttachKind {
+                kind,
+                works: result.is_ok(),
+                error: result.err(),
+            }
+        })
+        .collect()
+}
+
+fn try_kind(ebpf: &mut Ebpf, kind: &str, btf: &Result<Btf, String>) -> Result<(), String> {
+    let e = |err: aya::programs::ProgramError| loader::one_line(&err);
+    fn prog<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut aya::programs::Program, String> {
+        ebpf.program_mut(name)
+            .ok_or_else(|| format!("program {name} missing from the eBPF object"))
+    }
+    match kind {
+        "tracepoint" => {
+            let p: &mut TracePoint = prog(ebpf, "probe_tracepoint")?.try_into().map_err(e)?;
+            p.load().map_err(e)?;
+            p.attach("sched", "sched_process_exit").map_err(e)?;
+        }
+        "tp_btf" => {
+            let btf = btf.as_ref().map_err(Clone::clone)?;
+            let p: &mut BtfTracePoint = prog(ebpf, "probe_tp_btf")?.try_into().map_err(e)?;
+            p.load("sched_process_exit", btf).map_err(e)?;
+            p.attach().map_err(e)?;
+        }
+        "fentry" => {
+            let btf = btf.as_ref().map_err(Clone::clone)?;
+            let p: &mut FEntry = prog(ebpf, "probe_fentry")?.try_into().map_err(e)?;
+            p.load("do_exit", btf).map_err(e)?;
+            p.attach().map_err(e)?;
+        }
+        "fexit" => {
+            let btf = btf.as_ref().map_err(Clone::clone)?;
+            let p: &mut FExit = prog(ebpf, "probe_fexit")?.try_into().map_err(e)?;
+            p.load("do_exit", btf).map_err(e)?;
+            p.attach().map_err(e)?;
+        }
+        "kprobe" => {
+            let p: &mut KProbe = prog(ebpf, "probe_kprobe")?.try_into().map_err(e)?;
+            p.load().map_err(e)?;
+            p.attach("do_exit", 0).map_err(e)?;
+        }
+        "perf_event" => {
+            let p: &mut PerfEvent = prog(ebpf, "probe_perf_event")?.try_into().map_err(e)?;
+            p.load().map_err(e)?;
+            p.attach(
+                PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                PerfEventScope::AllProcessesOneCpu { cpu: 0 },
+                SamplePolicy::Frequency(1),
+                false,
+            )
+            .map_err(e)?;
+        }
+        other => return Err(format!("unknown attach kind {other}")),
+    }
+    Ok(())
+}
+
+/// The human-readable report.
+pub fn render(r: &Report) -> String {
+    let mut s = String::new();
+    let yn = |b: bool| if b { "yes" } else { "no" };
+    let _ = writeln!(s, "vmscope {} doctor", r.tool.version);
+    let _ = writeln!(s, "kernel      {} ({})", r.kernel.release, r.kernel.machine);
+    let _ = writeln!(s, "btf         {}", yn(r.btf));
+    let _ = writeln!(
+        s,
+        "lockdown    {}",
+        r.lockdown.as_deref().unwrap_or("no lockdown LSM")
+    );
+    match (&r.tracefs.path, &r.tracefs.error) {
+        (Some(p), _) => {
+            let how = if r.tracefs.mounted_by_vmscope {
+                " (mounted by vmscope)"
+            } else {
+                ""
+            };
+            let _ = writeln!(s, "tracefs     {p}{how}");
+        }
+        (None, e) => {
+            let _ = writeln!(
+                s,
+                "tracefs     unavailable: {}",
+                e.as_deref().unwrap_or("unknown")
+            );
+        }
+    }
+    let p = &r.privileges;
+    let _ = writeln!(
+        s,
+        "privileges  root={} CAP_BPF={} CAP_PERFMON={} CAP_SYS_ADMIN={}",
+        yn(p.root),
+        yn(p.cap_bpf),
+        yn(p.cap_perfmon),
+        yn(p.cap_sys_admin)
+    );
+    let _ = writeln!(s, "\nattach kinds (loaded and attached for real):");
+    for k in &r.attach_kinds {
+        match &k.error {
+            None => {
+                let _ = writeln!(s, "  {:<11} works", k.kind);
+            }
+            Some(err) => {
+                let _ = writeln!(s, "  {:<11} refused: {err}", k.kind);
+            }
+        }
+    }
+    let _ = writeln!(s, "function timing: {}", r.function_timing);
+    let _ = writeln!(s, "\nhooks:");
+    for h in &r.hooks {
+        if h.present {
+            let alias = h
+                .found_as
+                .as_deref()
+                .map(|a| format!(" (as {a})"))
+                .unwrap_or_default();
+            let _ = writeln!(s, "  present  {}{alias}: {}", h.hook, h.used_for);
+        } else {
+            let _ = writeln!(
+                s,
+                "  absent   {}: {}",
+                h.hook,
+                h.fallback.unwrap_or("no fallback")
+            );
+        }
+    }
+    let _ = writeln!(s, "\nswap devices:");
+    if r.swap_devices.is_empty() {
+        let _ = writeln!(
+            s,
+            "  none (swap figures will be zero because nothing can swap)"
+        );
+    }
+    for d in &r.swap_devices {
+        let _ = writeln!(
+            s,
+            "  {} {} {} MiB, {} MiB used, priority {}",
+            d.name,
+            d.kind,
+            d.size_bytes >> 20,
+            d.used_bytes >> 20,
+            d.priority
+        );
+    }
+    let _ = writeln!(
+        s,
+        "PSI memory  {}",
+        match &r.psi_memory.reason {
+            None => "available".to_string(),
+            Some(e) => format!("unavailable: {e}"),
+        }
+    );
+    let _ = writeln!(
+        s,
+        "memory cgroup {}",
+        match (&r.memory_cgroup.version, &r.memory_cgroup.path) {
+            (Some(v), Some(p)) => format!("{v} at {p}"),
+            _ => "controller not mounted".to_string(),
+        }
+    );
+    s
+}

@@ -1,0 +1,18 @@
+//! vmscope: eBPF-instrumented observability for the Linux virtual-memory system.
+//!
+//! Data flows one way: eBPF programs aggregate in maps ([`loader`]), the
+//! [`collect`] module turns maps and /proc into raw cumulative [`collect::Sample`]s,
+//! the pure [`model`] derives deltas and tables, and views ([`record`], doctor)
+//! only format.
+
+pub mod app;
+pub mod child;
+pub mod cli;
+pub mod collect;
+pub mod exit;
+pub mod kernel;
+pub mod loader;
+pub mod model;
+pub mod record;
+pub mod recorder;
+pub mod timefmt;

@@ -1,0 +1,275 @@
+//! Pure functions from raw samples to the figures users read. Nothing here
+//! touches the kernel, so everything is unit-tested with hand-made samples.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use vmscope_common::{FAULT_CLASSES, fault_class_name};
+
+use crate::{
+    collect::{FaultCounters, Sample},
+    loader::FaultSource,
+};
+
+/// `now - then`, or `None` when the counter went backwards (reset or wrap):
+/// an unknown delta, never a huge one.
+pub fn delta(then: u64, now: u64) -> Option<u64> {
+    now.checked_sub(then)
+}
+
+/// Fault counts split by class.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassCounts {
+    pub total: u64,
+    pub by_class: BTreeMap<String, u64>,
+}
+
+impl ClassCounts {
+    fn from_array(a: &[u64; FAULT_CLASSES]) -> Self {
+        Self {
+            total: a.iter().sum(),
+            by_class: (0..FAULT_CLASSES)
+                .map(|k| (fault_class_name(k).to_string(), a[k]))
+                .collect(),
+        }
+    }
+}
+
+/// Page-fault totals over a span. With the perf fallback, classes (and the
+/// user/kernel split) are unavailable and say so instead of showing zeros.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultTotals {
+    pub source: FaultSource,
+    /// All faults, whatever the source.
+    pub total: Option<u64>,
+    pub user: Option<ClassCounts>,
+    pub kernel: Option<ClassCounts>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable_reason: Option<String>,
+}
+
+/// Element-wise difference; `None` if any counter went backwards.
+pub fn fault_delta(then: &FaultCounters, now: &FaultCounters) -> Option<FaultCounters> {
+    let mut d = FaultCounters {
+        unclassified: delta(then.unclassified, now.unclassified)?,
+        ..Default::default()
+    };
+    for k in 0..FAULT_CLASSES {
+        d.user[k] = delta(then.user[k], now.user[k])?;
+        d.kernel[k] = delta(then.kernel[k], now.kernel[k])?;
+    }
+    Some(d)
+}
+
+/// Totals for counters that accumulated from zero (or a delta).
+pub fn fault_totals(source: FaultSource, d: Option<&FaultCounters>) -> FaultTotals {
+    match (source, d) {
+        (_, None) => FaultTotals {
+            source,
+            total: None,
+            user: None,
+            kernel: None,
+            unavailable_reason: Some("a counter went backwards; delta unknown".into()),
+        },
+        (FaultSource::Tracepoint, Some(d)) => {
+            let user = ClassCounts::from_array(&d.user);
+            let kernel = ClassCounts::from_array(&d.kernel);
+            FaultTotals {
+                source,
+                total: Some(user.total + kernel.total),
+                user: Some(user),
+                kernel: Some(kernel),
+                unavailable_reason: None,
+            }
+        }
+        (FaultSource::PerfSoftware, Some(d)) => FaultTotals {
+            source,
+            total: Some(d.unclassified),
+            user: None,
+            kernel: None,
+            unavailable_reason: Some(
+                "exceptions:page_fault_user is absent; the perf software event gives \
+                 counts without user/kernel split or error-code classes"
+                    .into(),
+            ),
+        },
+        (FaultSource::Unavailable, Some(_)) => FaultTotals {
+            source,
+            total: None,
+            user: None,
+            kernel: None,
+            unavailable_reason: Some("no page-fault probe could be attached".into()),
+        },
+    }
+}
+
+/// One process over the whole recording.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessTotal {
+    pub pid: u32,
+    pub comm: String,
+    pub faults: FaultTotals,
+}
+
+/// Replays samples into per-process totals, largest fault count first, at
+/// most `limit` rows. Per-process counters start at zero when the probes
+/// attach, so each process's last cumulative value is its total.
+pub fn process_totals(source: FaultSource, samples: &[Sample], limit: usize) -> Vec<ProcessTotal> {
+    let mut latest: BTreeMap<u32, (&str, &FaultCounters)> = BTreeMap::new();
+    for s in samples {
+        for p in &s.procs {
+            latest.insert(p.pid, (&p.comm, &p.faults));
+        }
+    }
+    let mut rows: Vec<ProcessTotal> = latest
+        .into_iter()
+        .map(|(pid, (comm, f))| ProcessTotal {
+            pid,
+            comm: comm.to_string(),
+            faults: fault_totals(source, Some(f)),
+        })
+        .collect();
+    rows.sort_by(|a, b| b.faults.total.cmp(&a.faults.total).then(a.pid.cmp(&b.pid)));
+    rows.truncate(limit);
+    rows
+}
+
+/// Sum of per-process totals for a set of pids (e.g. a wrapped command's tree).
+pub fn tree_faults(source: FaultSource, samples: &[Sample]) -> FaultTotals {
+    let mut latest: BTreeMap<u32, &FaultCounters> = BTreeMap::new();
+    for s in samples {
+        for p in &s.procs {
+            latest.insert(p.pid, &p.faults);
+        }
+    }
+    let mut sum = FaultCounters::default();
+    for f in latest.values() {
+        sum.unclassified += f.unclassified;
+        for k in 0..FAULT_CLASSES {
+            sum.user[k] += f.user[k];
+            sum.kernel[k] += f.kernel[k];
+        }
+    }
+    fault_totals(source, Some(&sum))
+}
+
+/// What was lost to bounded maps.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lost {
+    /// Per-process entries evicted from the LRU map (their counts are gone).
+    pub proc_evictions: u64,
+    /// Children that could not be followed.
+    pub untracked_children: u64,
+}
+
+pub fn lost(last: Option<&Sample>) -> Lost {
+    last.map_or_else(Lost::default, |s| Lost {
+        proc_evictions: s.proc_inserts.saturating_sub(s.proc_entries),
+        untracked_children: s.tracked_full,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collect::ProcSample;
+
+    fn counters(user_write_np: u64, kernel_read_np: u64) -> FaultCounters {
+        let mut f = FaultCounters::default();
+        f.user[2] = user_write_np;
+        f.kernel[0] = kernel_read_np;
+        f
+    }
+
+    fn sample(procs: Vec<(u32, &str, FaultCounters)>) -> Sample {
+        Sample {
+            procs: procs
+                .into_iter()
+                .map(|(pid, comm, faults)| ProcSample {
+                    pid,
+                    comm: comm.into(),
+                    faults,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn backwards_counter_is_unknown_not_huge() {
+        assert_eq!(delta(10, 15), Some(5));
+        assert_eq!(delta(15, 10), None);
+        let t = fault_totals(
+            FaultSource::Tracepoint,
+            fault_delta(&counters(5, 0), &counters(3, 0)).as_ref(),
+        );
+        assert_eq!(t.total, None);
+        assert!(t.unavailable_reason.is_some());
+    }
+
+    #[test]
+    fn tracepoint_totals_split_user_kernel_and_class() {
+        let d = fault_delta(&counters(10, 1), &counters(110, 4)).expect("forward");
+        let t = fault_totals(FaultSource::Tracepoint, Some(&d));
+        assert_eq!(t.total, Some(103));
+        let user = t.user.expect("user");
+        assert_eq!(user.total, 100);
+        assert_eq!(user.by_class["write_not_present"], 100);
+        assert_eq!(t.kernel.expect("kernel").by_class["read_not_present"], 3);
+    }
+
+    #[test]
+    fn perf_fallback_reports_classes_unavailable_not_zero() {
+        let d = FaultCounters {
+            unclassified: 42,
+            ..Default::default()
+        };
+        let t = fault_totals(FaultSource::PerfSoftware, Some(&d));
+        assert_eq!(t.total, Some(42));
+        assert!(t.user.is_none() && t.kernel.is_none());
+        assert!(t.unavailable_reason.is_some());
+    }
+
+    #[test]
+    fn process_totals_use_latest_value_and_sort_by_faults() {
+        let s1 = sample(vec![(10, "a", counters(5, 0)), (20, "b", counters(1, 0))]);
+        // pid 10 unchanged (absent); pid 20 grew; pid 30 appeared
+        let s2 = sample(vec![(20, "b", counters(50, 0)), (30, "c", counters(7, 0))]);
+        let rows = process_totals(FaultSource::Tracepoint, &[s1, s2], 10);
+        let got: Vec<(u32, Option<u64>)> = rows.iter().map(|r| (r.pid, r.faults.total)).collect();
+        assert_eq!(got, [(20, Some(50)), (30, Some(7)), (10, Some(5))]);
+        let top1 = process_totals(
+            FaultSource::Tracepoint,
+            &[sample(vec![(1, "x", counters(1, 0))])],
+            0,
+        );
+        assert!(top1.is_empty());
+    }
+
+    #[test]
+    fn tree_faults_sum_every_process() {
+        let s1 = sample(vec![(10, "a", counters(5, 1)), (20, "b", counters(1, 0))]);
+        let s2 = sample(vec![(20, "b", counters(4, 0))]);
+        let t = tree_faults(FaultSource::Tracepoint, &[s1, s2]);
+        assert_eq!(t.user.expect("user").total, 9);
+        assert_eq!(t.total, Some(10));
+    }
+
+    #[test]
+    fn evictions_are_inserts_minus_live_entries() {
+        let s = Sample {
+            proc_inserts: 12,
+            proc_entries: 10,
+            tracked_full: 1,
+            ..Default::default()
+        };
+        assert_eq!(
+            lost(Some(&s)),
+            Lost {
+                proc_evictions: 2,
+                untracked_children: 1
+            }
+        );
+        assert_eq!(lost(None), Lost::default());
+    }
+}

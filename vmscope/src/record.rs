@@ -1,0 +1,211 @@
+//! The recording document: schema, writer (atomic), reader (validating).
+
+use std::{
+    io::Write as _,
+    path::{Path, PathBuf},
+};
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    child::ChildReport,
+    collect::Sample,
+    exit,
+    kernel::system::KernelInfo,
+    loader::{FaultSource, ProbeStatus},
+    model::{FaultTotals, Lost, ProcessTotal},
+};
+
+/// Bumped on any incompatible change to [`Recording`].
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// How many processes `processes` lists (largest fault count first).
+pub const TOP_PROCESSES: usize = 50;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+impl Tool {
+    pub fn this() -> Self {
+        Self {
+            name: "vmscope".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScopeKind {
+    /// Every process.
+    System,
+    /// The given pids and their descendants.
+    Pids,
+    /// The wrapped command's process tree.
+    Command,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scope {
+    pub kind: ScopeKind,
+    pub pids: Vec<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    /// System-wide, whatever the scope.
+    pub system_faults: FaultTotals,
+    /// The scope's processes (all of them for a system-wide recording).
+    pub scope_faults: FaultTotals,
+}
+
+/// One recording. Raw cumulative `samples` are kept next to the summaries so
+/// later tools can recompute with current code.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Recording {
+    pub schema_version: u32,
+    pub tool: Tool,
+    pub kernel: KernelInfo,
+    /// vmscope's own command line.
+    pub command_line: Vec<String>,
+    /// The wrapped command, if any.
+    pub command: Option<Vec<String>>,
+    pub scope: Scope,
+    pub interval_ns: u64,
+    pub start_time: String,
+    pub end_time: String,
+    pub duration_ns: u64,
+    /// Set when the recording ended on a signal (e.g. "SIGINT").
+    pub interrupted_by: Option<String>,
+    pub probes: Vec<ProbeStatus>,
+    pub fault_source: FaultSource,
+    /// Names of the per-class slots in `samples[].faults.user/kernel`.
+    pub fault_classes: Vec<String>,
+    pub child: Option<ChildReport>,
+    pub totals: Totals,
+    /// At most `processes_limit` rows.
+    pub processes: Vec<ProcessTotal>,
+    pub processes_limit: usize,
+    pub lost: Lost,
+    pub samples: Vec<Sample>,
+}
+
+/// Where a recording goes.
+#[derive(Clone, Debug)]
+pub enum Output {
+    Stdout,
+    File(PathBuf),
+}
+
+impl Output {
+    /// Checks the destination before anything runs: its directory must exist
+    /// and be writable. Fails with one line naming the path.
+    pub fn prepare(path: &Path) -> anyhow::Result<Self> {
+        if path.as_os_str() == "-" {
+            return Ok(Self::Stdout);
+        }
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if !dir.is_dir() {
+            return Err(exit::failure(
+                exit::FAILURE,
+                format!(
+                    "cannot write {}: directory {} does not exist; create it or choose another -o",
+                    path.display(),
+                    dir.display()
+                ),
+            ));
+        }
+        if path.is_dir() {
+            return Err(exit::failure(
+                exit::FAILURE,
+                format!(
+                    "cannot write {}: it is a directory; give a file name with -o",
+                    path.display()
+                ),
+            ));
+        }
+        if rustix::fs::access(dir, rustix::fs::Access::WRITE_OK).is_err() {
+            return Err(exit::failure(
+                exit::FAILURE,
+                format!(
+                    "cannot write {}: directory {} is not writable",
+                    path.display(),
+                    dir.display()
+                ),
+            ));
+        }
+        Ok(Self::File(path.to_path_buf()))
+    }
+
+    /// Writes `rec` completely or not at all: to a temporary name in the same
+    /// directory, flushed, then renamed over the destination.
+    pub fn write(&self, rec: &Recording) -> anyhow::Result<()> {
+        match self {
+            Self::Stdout => {
+                let mut out = std::io::stdout().lock();
+                serde_json::to_writer_pretty(&mut out, rec)
+                    .context("writing the recording to stdout")?;
+                writeln!(out).context("writing the recording to stdout")?;
+                Ok(())
+            }
+            Self::File(path) => write_atomic(path, |w| {
+                serde_json::to_writer_pretty(&mut *w, rec)?;
+                writeln!(w)?;
+                Ok(())
+            }),
+        }
+    }
+}
+
+/// Writes a file through a temporary sibling and a rename.
+pub fn write_atomic(
+    path: &Path,
+    fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let name = path
+        .file_name()
+        .with_context(|| format!("{} has no file name", path.display()))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".tmp-{}", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let result = (|| -> anyhow::Result<()> {
+        let f =
+            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let mut w = std::io::BufWriter::new(f);
+        fill(&mut w)?;
+        let f = w.into_inner().context("flushing")?;
+        f.sync_all().context("syncing")?;
+        std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.with_context(|| format!("writing {}", path.display()))
+}
+
+/// Reads a recording, rejecting other schema versions with a clear message.
+pub fn read(path: &Path) -> anyhow::Result<Recording> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    from_str(&text).with_context(|| format!("{} is not a vmscope recording", path.display()))
+}
+
+pub fn from_str(text: &str) -> anyhow::Result<Recording> {
+    let v: serde_json::Value = serde_json::from_str(text).context("invalid JSON")?;
+    match v.get("schema_version").and_then(serde_json::Value::as_u64) {
+        Some(n) if n == u64::from(SCHEMA_VERSION) => {}
+        Some(n) => anyhow::bail!(
+            "schema_version {n} is not supported (this vmscope reads {SCHEMA_VERSION})"
+        ),
+        None => anyhow::bail!("no schema_version field"),
+    }
+    serde_json::from_value(v).context("fields do not match the recording schema")
+}

@@ -1,0 +1,201 @@
+//! `vmscope record`: attach, sample every interval, stop on command exit,
+//! duration or signal, and write one complete document.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Context as _;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::{
+    child,
+    cli::RecordArgs,
+    collect::{Collector, Sample},
+    exit,
+    kernel::{caps::Privileges, system},
+    loader::{self, LoadOptions},
+    model,
+    record::{self, Output, Recording, Scope, ScopeKind, Totals},
+    timefmt,
+};
+
+pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
+    // Everything that can be checked before anything runs is checked first.
+    let output = Output::prepare(&args.output)?;
+    if args.interval.is_zero() {
+        return Err(exit::failure(
+            exit::USAGE,
+            "--interval must be greater than zero",
+        ));
+    }
+    let resolved = match args.command.first() {
+        Some(name) => Some(child::resolve(name)?),
+        None => None,
+    };
+    for &pid in &args.pid {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            return Err(exit::failure(
+                exit::USAGE,
+                format!("-p {pid}: no such process"),
+            ));
+        }
+    }
+    Privileges::current().require_bpf()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(record(args, output, resolved))
+}
+
+async fn record(
+    args: RecordArgs,
+    output: Output,
+    resolved: Option<std::path::PathBuf>,
+) -> anyhow::Result<u8> {
+    let (scope, filtered) = if !args.command.is_empty() {
+        (ScopeKind::Command, true)
+    } else if !args.pid.is_empty() {
+        (ScopeKind::Pids, true)
+    } else {
+        (ScopeKind::System, false)
+    };
+    let mut probes = loader::load(&LoadOptions { filtered })?;
+    for p in probes.probes.iter().filter(|p| !p.attached) {
+        log::warn!(
+            "{} unavailable: {}",
+            p.probe,
+            p.reason.as_deref().unwrap_or("unknown")
+        );
+    }
+    let mut pids = args.pid.clone();
+    for &pid in &pids {
+        probes.track(pid)?;
+    }
+    let gated = match &resolved {
+        Some(path) => {
+            let g = child::spawn_gated(path, &args.command, child::run_as_from_sudo(args.as_root))?;
+            probes.track(g.pid)?;
+            pids.push(g.pid);
+            Some(g)
+        }
+        None => None,
+    };
+
+    let start_wall = SystemTime::now();
+    let start = Instant::now();
+    let mut collector = Collector::new(start);
+    let mut samples: Vec<Sample> = vec![collector.sample(&mut probes)?];
+
+    let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+    let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
+    let mut sighup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
+
+    let mut waiter = match gated {
+        Some(g) => {
+            let pid = g.pid;
+            let started = g.release()?;
+            Some((
+                pid,
+                tokio::task::spawn_blocking(move || child::wait(pid, started)),
+            ))
+        }
+        None => None,
+    };
+    let mut deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
+    let mut ticker =
+        tokio::time::interval_at(tokio::time::Instant::now() + args.interval, args.interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+
+    let mut interrupted_by: Option<&'static str> = None;
+    let mut child_report = None;
+    loop {
+        let dl = deadline;
+        let until_deadline = async move {
+            match dl {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        let child_done = async {
+            match waiter.as_mut() {
+                Some((_, h)) => h.await,
+                None => std::future::pending().await,
+            }
+        };
+        let sig = tokio::select! {
+            _ = ticker.tick() => {
+                samples.push(collector.sample(&mut probes)?);
+                None
+            }
+            r = child_done => {
+                child_report = Some(r.context("waiting for the command")??);
+                break;
+            }
+            () = until_deadline => Some(("duration", libc::SIGTERM)),
+            _ = sigint.recv() => Some(("SIGINT", libc::SIGINT)),
+            _ = sigterm.recv() => Some(("SIGTERM", libc::SIGTERM)),
+            _ = sighup.recv() => Some(("SIGHUP", libc::SIGHUP)),
+        };
+        let Some((why, signo)) = sig else { continue };
+        if why == "duration" {
+            deadline = None;
+        } else {
+            interrupted_by.get_or_insert(why);
+        }
+        match &waiter {
+            // Forward and keep sampling until it exits: the document is
+            // written once the command is gone, so nothing is lost.
+            Some((pid, _)) => {
+                log::info!("{why}: sending signal {signo} to the command (pid {pid})");
+                child::forward_signal(*pid, signo);
+            }
+            None => break,
+        }
+    }
+    samples.push(collector.sample(&mut probes)?);
+    let end_wall = SystemTime::now();
+    let duration = start.elapsed();
+
+    let source = probes.fault_source;
+    let first = samples.first().map(|s| s.faults).unwrap_or_default();
+    let last = samples.last().map(|s| s.faults).unwrap_or_default();
+    let system_faults = model::fault_totals(source, model::fault_delta(&first, &last).as_ref());
+    let scope_faults = model::tree_faults(source, &samples);
+    let rec = Recording {
+        schema_version: record::SCHEMA_VERSION,
+        tool: record::Tool::this(),
+        kernel: system::kernel_info(),
+        command_line: std::env::args().collect(),
+        command: (!args.command.is_empty()).then(|| args.command.clone()),
+        scope: Scope { kind: scope, pids },
+        interval_ns: nanos(args.interval),
+        start_time: timefmt::rfc3339(start_wall),
+        end_time: timefmt::rfc3339(end_wall),
+        duration_ns: nanos(duration),
+        interrupted_by: interrupted_by.map(str::to_string),
+        probes: probes.probes.clone(),
+        fault_source: source,
+        fault_classes: (0..vmscope_common::FAULT_CLASSES)
+            .map(|k| vmscope_common::fault_class_name(k).to_string())
+            .collect(),
+        child: child_report.clone(),
+        totals: Totals {
+            system_faults,
+            scope_faults,
+        },
+        processes: model::process_totals(source, &samples, record::TOP_PROCESSES),
+        processes_limit: record::TOP_PROCESSES,
+        lost: model::lost(samples.last()),
+        samples,
+    };
+    output.write(&rec)?;
+    Ok(match (&child_report, interrupted_by) {
+        (Some(c), _) => u8::try_from(c.exit_code).unwrap_or(exit::WRAPPER_FAILED),
+        (None, Some(_)) => 0,
+        (None, None) => 0,
+    })
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
