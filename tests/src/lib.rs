@@ -5,6 +5,8 @@
 //! at its line.
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly by design")]
 
+pub mod pressure;
+
 use std::{
     path::{Path, PathBuf},
     process::{Command, Output, Stdio},

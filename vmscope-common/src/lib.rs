@@ -5,6 +5,7 @@
 #![no_std]
 
 pub mod fault;
+pub mod madvise;
 
 pub use fault::{FAULT_CLASSES, fault_class, fault_class_name};
 
@@ -16,7 +17,94 @@ pub const MAX_PROCS: u32 = 10240;
 /// Capacity of the set of followed tgids (the wrapped command's tree, or `-p`).
 pub const MAX_TRACKED: u32 = 65536;
 
-/// Indices into the per-CPU `COUNTERS` array: system-wide counters.
+/// Capacity of the map of operations in flight (begin seen, end pending).
+pub const MAX_INFLIGHT: u32 = 16384;
+
+/// Buckets per latency histogram: bucket `b` holds durations in
+/// `[2^(b-1), 2^b)` nanoseconds (bucket 0 holds 0 ns).
+pub const HIST_BUCKETS: u32 = 64;
+
+/// Log2 bucket of a duration in nanoseconds.
+#[inline(always)]
+pub fn hist_bucket(ns: u64) -> u32 {
+    let b = 64 - ns.leading_zeros();
+    if b >= HIST_BUCKETS {
+        HIST_BUCKETS - 1
+    } else {
+        b
+    }
+}
+
+/// Latency histograms, by id. Each has `HIST_BUCKETS` slots in `HISTS` at
+/// `id * HIST_BUCKETS`, and a sum of nanoseconds in `HIST_SUMS` at `id`.
+pub mod hist {
+    pub const RECLAIM_DIRECT: u32 = 0;
+    pub const RECLAIM_MEMCG: u32 = 1;
+    pub const RECLAIM_MEMCG_SOFTLIMIT: u32 = 2;
+    pub const RECLAIM_NODE: u32 = 3;
+    pub const KSWAPD_ACTIVE: u32 = 4;
+    pub const SHRINK_SLAB: u32 = 5;
+    pub const MUNMAP: u32 = 6;
+    pub const MPROTECT: u32 = 7;
+    pub const PROCESS_MADVISE: u32 = 8;
+    /// One histogram per madvise behaviour slot (see `madvise::slot`).
+    pub const MADVISE_BASE: u32 = 9;
+    pub const COUNT: u32 = MADVISE_BASE + crate::madvise::SLOTS;
+}
+
+/// Kinds of in-flight operation, the low byte of an `INFLIGHT` key.
+pub mod kind {
+    pub const MADVISE: u64 = 1;
+    pub const PROCESS_MADVISE: u64 = 2;
+    pub const MUNMAP: u64 = 3;
+    pub const MPROTECT: u64 = 4;
+    pub const RECLAIM_DIRECT: u64 = 5;
+    pub const RECLAIM_MEMCG: u64 = 6;
+    pub const RECLAIM_MEMCG_SOFTLIMIT: u64 = 7;
+    pub const RECLAIM_NODE: u64 = 8;
+    pub const SHRINK_SLAB: u64 = 9;
+    /// Keyed by node id, not task: kswapd is woken by one task and sleeps in another.
+    pub const KSWAPD: u64 = 10;
+}
+
+/// An operation whose begin was seen: start time and up to two arguments.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Inflight {
+    pub start_ns: u64,
+    pub arg0: u64,
+    pub arg1: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<Inflight>() == 24);
+
+/// Indices into the `OFFSETS` global: tracepoint field offsets read from
+/// tracefs at load time.
+pub mod off {
+    pub const PF_ERROR_CODE: usize = 0;
+    pub const FORK_CHILD_PID: usize = 1;
+    pub const MADVISE_LEN: usize = 2;
+    pub const MADVISE_BEHAVIOR: usize = 3;
+    pub const SYS_EXIT_RET: usize = 4;
+    pub const PROCESS_MADVISE_BEHAVIOR: usize = 5;
+    pub const TLB_REASON: usize = 6;
+    pub const TLB_PAGES: usize = 7;
+    pub const LRU_INACTIVE_SCANNED: usize = 8;
+    pub const LRU_INACTIVE_RECLAIMED: usize = 9;
+    pub const LRU_INACTIVE_DIRTY: usize = 10;
+    pub const LRU_INACTIVE_WRITEBACK: usize = 11;
+    pub const LRU_INACTIVE_IMMEDIATE: usize = 12;
+    pub const LRU_INACTIVE_UNMAP_FAIL: usize = 13;
+    pub const LRU_ACTIVE_TAKEN: usize = 14;
+    pub const LRU_ACTIVE_DEACTIVATED: usize = 15;
+    pub const WRITE_FOLIO_FLAGS: usize = 16;
+    pub const KSWAPD_WAKE_NID: usize = 17;
+    pub const KSWAPD_SLEEP_NID: usize = 18;
+    pub const COUNT: usize = 20;
+}
+
+/// Indices into the per-CPU `COUNTERS` array: system-wide counters (and
+/// scope-filtered ones for syscall-driven metrics, see the README).
 pub mod counter {
     /// User-mode page faults, by class: `USER_FAULT_BASE + fault_class(err)`.
     pub const USER_FAULT_BASE: u32 = 0;
@@ -28,8 +116,32 @@ pub mod counter {
     pub const PROC_INSERTS: u32 = 13;
     /// Children that could not be followed because the tracked set was full.
     pub const TRACKED_FULL: u32 = 14;
+    /// Begin events dropped because the in-flight map was full.
+    pub const INFLIGHT_FULL: u32 = 15;
+    /// `tlb_flush` by reason 0..=5; `TLB_REASON_BASE + 6` counts other values.
+    pub const TLB_REASON_BASE: u32 = 16;
+    pub const TLB_REASONS: u32 = 7;
+    /// Pages flushed by ranged flushes.
+    pub const TLB_PAGES: u32 = 23;
+    /// Full flushes (pages == -1).
+    pub const TLB_FULL: u32 = 24;
+    pub const LRU_SCANNED: u32 = 25;
+    pub const LRU_RECLAIMED: u32 = 26;
+    pub const LRU_DIRTY: u32 = 27;
+    pub const LRU_WRITEBACK: u32 = 28;
+    pub const LRU_IMMEDIATE: u32 = 29;
+    pub const LRU_UNMAP_FAIL: u32 = 30;
+    pub const LRU_ACTIVE_TAKEN: u32 = 31;
+    pub const LRU_ACTIVE_DEACTIVATED: u32 = 32;
+    pub const WRITE_ANON: u32 = 33;
+    pub const WRITE_FILE: u32 = 34;
+    pub const PROCESS_MADVISE_ERRORS: u32 = 35;
+    /// madvise per behaviour slot: calls, bytes, errors.
+    pub const MADVISE_CALLS_BASE: u32 = 40;
+    pub const MADVISE_BYTES_BASE: u32 = MADVISE_CALLS_BASE + crate::madvise::SLOTS;
+    pub const MADVISE_ERRORS_BASE: u32 = MADVISE_BYTES_BASE + crate::madvise::SLOTS;
     /// Number of slots in the array.
-    pub const COUNT: u32 = 64;
+    pub const COUNT: u32 = MADVISE_ERRORS_BASE + crate::madvise::SLOTS;
 }
 
 /// Per-process cumulative statistics, keyed by tgid in an LRU hash map.
@@ -43,13 +155,47 @@ pub struct ProcStats {
     pub kernel_faults: [u64; FAULT_CLASSES],
     /// Faults seen through the perf fallback (class unknown).
     pub unclassified_faults: u64,
-    /// The task name (`comm`) of the thread that last created this entry.
+    /// Time this process stalled in direct reclaim, and how often.
+    pub direct_reclaim_ns: u64,
+    pub direct_reclaims: u64,
+    /// Time in memcg reclaim entered by this process, and how often.
+    pub memcg_reclaim_ns: u64,
+    pub memcg_reclaims: u64,
+    /// madvise + process_madvise calls made.
+    pub madvise_calls: u64,
+    /// TLB shootdown IPIs this process sent (`tlb_flush` reason 4).
+    pub tlb_shootdowns: u64,
+    /// The task name (`comm`), refreshed on exec.
     pub comm: [u8; 16],
 }
 
-const _: () = assert!(core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 1) + 16);
+const _: () = assert!(core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 7) + 16);
 
 #[cfg(feature = "user")]
-// SAFETY: `ProcStats` is `repr(C)`, `Copy`, made only of integers and has no
-// padding (asserted above), so any bit pattern is valid.
-unsafe impl aya::Pod for ProcStats {}
+mod pod {
+    // SAFETY (both): `repr(C)`, `Copy`, only integers, no padding (asserted
+    // above), so any bit pattern is valid.
+    unsafe impl aya::Pod for super::ProcStats {}
+    unsafe impl aya::Pod for super::Inflight {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log2_buckets() {
+        assert_eq!(hist_bucket(0), 0);
+        assert_eq!(hist_bucket(1), 1);
+        assert_eq!(hist_bucket(2), 2);
+        assert_eq!(hist_bucket(3), 2);
+        assert_eq!(hist_bucket(1024), 11);
+        assert_eq!(hist_bucket(u64::MAX), HIST_BUCKETS - 1);
+    }
+
+    #[test]
+    fn counter_layout_does_not_overlap() {
+        assert!(counter::PROCESS_MADVISE_ERRORS < counter::MADVISE_CALLS_BASE);
+        assert!(counter::TLB_REASON_BASE + counter::TLB_REASONS <= counter::TLB_PAGES);
+    }
+}

@@ -36,3 +36,148 @@ pub fn sched_process_exec(_ctx: TracePointContext) -> u32 {
     crate::faults::on_exec();
     0
 }
+
+// madvise family and the syscalls that drive TLB shootdowns.
+
+#[tracepoint]
+pub fn sys_enter_madvise(ctx: TracePointContext) -> u32 {
+    crate::syscalls::madvise_enter(&ctx);
+    0
+}
+
+#[tracepoint]
+pub fn sys_exit_madvise(ctx: TracePointContext) -> u32 {
+    crate::syscalls::madvise_exit(&ctx);
+    0
+}
+
+#[tracepoint]
+pub fn sys_enter_process_madvise(ctx: TracePointContext) -> u32 {
+    crate::syscalls::process_madvise_enter(&ctx);
+    0
+}
+
+#[tracepoint]
+pub fn sys_exit_process_madvise(ctx: TracePointContext) -> u32 {
+    crate::syscalls::process_madvise_exit(&ctx);
+    0
+}
+
+#[tracepoint]
+pub fn sys_enter_munmap(_ctx: TracePointContext) -> u32 {
+    crate::syscalls::timed_enter(vmscope_common::kind::MUNMAP);
+    0
+}
+
+#[tracepoint]
+pub fn sys_exit_munmap(_ctx: TracePointContext) -> u32 {
+    crate::syscalls::timed_exit(vmscope_common::kind::MUNMAP, vmscope_common::hist::MUNMAP);
+    0
+}
+
+#[tracepoint]
+pub fn sys_enter_mprotect(_ctx: TracePointContext) -> u32 {
+    crate::syscalls::timed_enter(vmscope_common::kind::MPROTECT);
+    0
+}
+
+#[tracepoint]
+pub fn sys_exit_mprotect(_ctx: TracePointContext) -> u32 {
+    crate::syscalls::timed_exit(
+        vmscope_common::kind::MPROTECT,
+        vmscope_common::hist::MPROTECT,
+    );
+    0
+}
+
+// Reclaim.
+
+macro_rules! reclaim_pair {
+    ($begin:ident, $end:ident, $kind:ident, $hist:ident) => {
+        #[tracepoint]
+        pub fn $begin(_ctx: TracePointContext) -> u32 {
+            crate::reclaim::task_begin(vmscope_common::kind::$kind);
+            0
+        }
+
+        #[tracepoint]
+        pub fn $end(_ctx: TracePointContext) -> u32 {
+            crate::reclaim::task_end(vmscope_common::kind::$kind, vmscope_common::hist::$hist);
+            0
+        }
+    };
+}
+
+reclaim_pair!(
+    mm_vmscan_direct_reclaim_begin,
+    mm_vmscan_direct_reclaim_end,
+    RECLAIM_DIRECT,
+    RECLAIM_DIRECT
+);
+reclaim_pair!(
+    mm_vmscan_memcg_reclaim_begin,
+    mm_vmscan_memcg_reclaim_end,
+    RECLAIM_MEMCG,
+    RECLAIM_MEMCG
+);
+reclaim_pair!(
+    mm_vmscan_memcg_softlimit_reclaim_begin,
+    mm_vmscan_memcg_softlimit_reclaim_end,
+    RECLAIM_MEMCG_SOFTLIMIT,
+    RECLAIM_MEMCG_SOFTLIMIT
+);
+reclaim_pair!(
+    mm_vmscan_node_reclaim_begin,
+    mm_vmscan_node_reclaim_end,
+    RECLAIM_NODE,
+    RECLAIM_NODE
+);
+
+#[tracepoint]
+pub fn mm_shrink_slab_start(_ctx: TracePointContext) -> u32 {
+    crate::reclaim::slab_begin();
+    0
+}
+
+#[tracepoint]
+pub fn mm_shrink_slab_end(_ctx: TracePointContext) -> u32 {
+    crate::reclaim::slab_end();
+    0
+}
+
+#[tracepoint]
+pub fn mm_vmscan_kswapd_wake(ctx: TracePointContext) -> u32 {
+    crate::reclaim::kswapd_wake(&ctx);
+    0
+}
+
+#[tracepoint]
+pub fn mm_vmscan_kswapd_sleep(ctx: TracePointContext) -> u32 {
+    crate::reclaim::kswapd_sleep(&ctx);
+    0
+}
+
+#[tracepoint]
+pub fn mm_vmscan_lru_shrink_inactive(ctx: TracePointContext) -> u32 {
+    crate::reclaim::shrink_inactive(&ctx);
+    0
+}
+
+#[tracepoint]
+pub fn mm_vmscan_lru_shrink_active(ctx: TracePointContext) -> u32 {
+    crate::reclaim::shrink_active(&ctx);
+    0
+}
+
+/// Also attached as `mm_vmscan_writepage` on kernels before the rename.
+#[tracepoint]
+pub fn mm_vmscan_write_folio(ctx: TracePointContext) -> u32 {
+    crate::reclaim::write_folio(&ctx);
+    0
+}
+
+#[tracepoint]
+pub fn tlb_flush(ctx: TracePointContext) -> u32 {
+    crate::tlb::on_flush(&ctx);
+    0
+}

@@ -14,7 +14,8 @@ pub enum Mode {
 
 #[inline(always)]
 pub fn on_tracepoint(ctx: &TracePointContext, mode: Mode) {
-    let err: u64 = unsafe { ctx.read_at(maps::pf_error_code_off()) }.unwrap_or(0);
+    let err: u64 =
+        unsafe { ctx.read_at(maps::offset(vmscope_common::off::PF_ERROR_CODE)) }.unwrap_or(0);
     let class = fault_class(err);
     if class >= FAULT_CLASSES {
         return;

@@ -15,7 +15,9 @@ pub fn on_fork(ctx: &TracePointContext) {
     if maps::TRACKED.get_ptr(parent).is_none() {
         return;
     }
-    let Ok(child) = (unsafe { ctx.read_at::<i32>(maps::fork_child_pid_off()) }) else {
+    let Ok(child) =
+        (unsafe { ctx.read_at::<i32>(maps::offset(vmscope_common::off::FORK_CHILD_PID)) })
+    else {
         return;
     };
     // A new thread's tid lands here too; it is harmless (faults are keyed by

@@ -24,6 +24,12 @@ mod filter;
 mod maps;
 #[cfg(target_arch = "bpf")]
 mod probes;
+#[cfg(target_arch = "bpf")]
+mod reclaim;
+#[cfg(target_arch = "bpf")]
+mod syscalls;
+#[cfg(target_arch = "bpf")]
+mod tlb;
 
 #[cfg(target_arch = "bpf")]
 #[panic_handler]

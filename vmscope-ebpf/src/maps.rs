@@ -1,10 +1,14 @@
 //! Maps and load-time globals shared by every hook family.
 
 use aya_ebpf::{
+    helpers::bpf_ktime_get_ns,
     macros::map,
     maps::{HashMap, LruHashMap, PerCpuArray},
 };
-use vmscope_common::{MAX_PROCS, MAX_TRACKED, ProcStats, counter};
+use vmscope_common::{
+    HIST_BUCKETS, Inflight, MAX_INFLIGHT, MAX_PROCS, MAX_TRACKED, ProcStats, counter, hist,
+    hist_bucket, off,
+};
 
 /// System-wide counters, indexed by `vmscope_common::counter`.
 #[map]
@@ -22,11 +26,23 @@ pub static TRACKED: HashMap<u32, u32> = HashMap::with_max_entries(MAX_TRACKED, 0
 #[unsafe(no_mangle)]
 static FILTER_ENABLED: u32 = 0;
 
-/// Tracepoint field offsets, read by the loader from tracefs `format` files.
+/// Tracepoint field offsets (indexed by `vmscope_common::off`), read by the
+/// loader from tracefs `format` files.
 #[unsafe(no_mangle)]
-static PF_ERROR_CODE_OFF: u32 = 0;
-#[unsafe(no_mangle)]
-static FORK_CHILD_PID_OFF: u32 = 0;
+static OFFSETS: [u32; off::COUNT] = [0; off::COUNT];
+
+/// Latency histograms: `hist::COUNT` runs of `HIST_BUCKETS` log2-ns buckets.
+#[map]
+pub static HISTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(hist::COUNT * HIST_BUCKETS, 0);
+
+/// Sum of nanoseconds per histogram.
+#[map]
+pub static HIST_SUMS: PerCpuArray<u64> = PerCpuArray::with_max_entries(hist::COUNT, 0);
+
+/// Operations whose begin was seen, keyed by `tid << 8 | kind` (LRU, so a
+/// task that dies mid-operation cannot leak an entry).
+#[map]
+pub static INFLIGHT: LruHashMap<u64, Inflight> = LruHashMap::with_max_entries(MAX_INFLIGHT, 0);
 
 #[inline(always)]
 fn global(v: &u32) -> u32 {
@@ -39,22 +55,85 @@ pub fn filter_enabled() -> bool {
     global(&FILTER_ENABLED) != 0
 }
 
+/// The offset of a tracepoint field, by `vmscope_common::off` index.
 #[inline(always)]
-pub fn pf_error_code_off() -> usize {
-    global(&PF_ERROR_CODE_OFF) as usize
-}
-
-#[inline(always)]
-pub fn fork_child_pid_off() -> usize {
-    global(&FORK_CHILD_PID_OFF) as usize
+pub fn offset(idx: usize) -> usize {
+    if idx < off::COUNT {
+        global(&OFFSETS[idx]) as usize
+    } else {
+        0
+    }
 }
 
 #[inline(always)]
 pub fn count(idx: u32) {
+    add(idx, 1);
+}
+
+#[inline(always)]
+pub fn add(idx: u32, n: u64) {
     if let Some(p) = COUNTERS.get_ptr_mut(idx) {
         // Per-CPU slot, and eBPF programs do not migrate: a plain add is safe.
+        unsafe { *p += n };
+    }
+}
+
+/// Records one duration in histogram `id`.
+#[inline(always)]
+pub fn observe(id: u32, ns: u64) {
+    if let Some(p) = HISTS.get_ptr_mut(id * HIST_BUCKETS + hist_bucket(ns)) {
         unsafe { *p += 1 };
     }
+    if let Some(p) = HIST_SUMS.get_ptr_mut(id) {
+        unsafe { *p += ns };
+    }
+}
+
+#[inline(always)]
+pub fn now() -> u64 {
+    unsafe { bpf_ktime_get_ns() }
+}
+
+#[inline(always)]
+pub fn current_tid() -> u32 {
+    aya_ebpf::helpers::bpf_get_current_pid_tgid() as u32
+}
+
+/// Whether the current task's process is in scope (always, unless filtering).
+#[inline(always)]
+pub fn in_scope() -> bool {
+    !filter_enabled() || TRACKED.get_ptr(current_tgid()).is_some()
+}
+
+/// Notes the start of an operation of `kind` for the current task.
+#[inline(always)]
+pub fn begin(kind: u64, arg0: u64, arg1: u64) {
+    begin_keyed((u64::from(current_tid()) << 8) | kind, arg0, arg1);
+}
+
+#[inline(always)]
+pub fn begin_keyed(key: u64, arg0: u64, arg1: u64) {
+    let v = Inflight {
+        start_ns: now(),
+        arg0,
+        arg1,
+    };
+    if INFLIGHT.insert(key, v, 0).is_err() {
+        count(counter::INFLIGHT_FULL);
+    }
+}
+
+/// Ends the current task's operation of `kind`: its record and duration.
+#[inline(always)]
+pub fn end(kind: u64) -> Option<(Inflight, u64)> {
+    end_keyed((u64::from(current_tid()) << 8) | kind)
+}
+
+#[inline(always)]
+pub fn end_keyed(key: u64) -> Option<(Inflight, u64)> {
+    let rec = unsafe { *INFLIGHT.get_ptr(key)? };
+    let _ = INFLIGHT.remove(key);
+    Some((rec, now().saturating_sub(rec.start_ns)))
 }
 
 #[inline(always)]
@@ -87,13 +166,19 @@ pub fn current_proc() -> Option<*mut ProcStats> {
 /// Adds one to a shared (not per-CPU) counter.
 #[inline(always)]
 pub fn atomic_inc(p: *mut u64) {
+    atomic_add(p, 1);
+}
+
+/// Adds `n` to a shared (not per-CPU) counter.
+#[inline(always)]
+pub fn atomic_add(p: *mut u64, n: u64) {
     // SAFETY: `p` points into a map value, which is 8-byte aligned and lives
     // as long as the program runs.
     // The bpf target has no `AtomicU64::fetch_add`; the intrinsic lowers to
     // the BPF atomic add instruction.
     unsafe {
         core::intrinsics::atomic_xadd::<u64, u64, { core::intrinsics::AtomicOrdering::Relaxed }>(
-            p, 1,
+            p, n,
         )
     };
 }

@@ -13,6 +13,7 @@ pub mod exit;
 pub mod kernel;
 pub mod loader;
 pub mod model;
+pub mod procstat;
 pub mod record;
 pub mod recorder;
 pub mod timefmt;

@@ -14,9 +14,9 @@ use aya::{
     },
 };
 use serde::{Deserialize, Serialize};
-use vmscope_common::ProcStats;
+use vmscope_common::{ProcStats, off};
 
-use crate::kernel::{hooks, tracefs};
+use crate::kernel::tracefs;
 
 /// The eBPF object built by build.rs (empty when built with AYA_BUILD_SKIP=1).
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/vmscope"));
@@ -58,6 +58,8 @@ pub struct LoadOptions {
 pub struct Loaded {
     _ebpf: Ebpf,
     pub counters: PerCpuArray<MapData, u64>,
+    pub hists: PerCpuArray<MapData, u64>,
+    pub hist_sums: PerCpuArray<MapData, u64>,
     pub procs: HashMap<MapData, u32, ProcStats>,
     tracked: HashMap<MapData, u32, u32>,
     pub probes: Vec<ProbeStatus>,
@@ -110,34 +112,204 @@ pub fn one_line(e: &dyn std::error::Error) -> String {
     s.lines().next().unwrap_or_default().to_string()
 }
 
-struct Offsets {
-    pf_error_code: Result<u32, String>,
-    fork_child_pid: Result<u32, String>,
+/// A tracepoint program and the fields it reads.
+struct Spec {
+    category: &'static str,
+    /// The current name first, then older names of the same event.
+    names: &'static [&'static str],
+    prog: &'static str,
+    /// (`off::*` index, field name, accepted sizes).
+    fields: Fields,
+    /// Only needed when following a process tree.
+    filtered_only: bool,
 }
 
-fn read_offsets(off: &[String]) -> Offsets {
-    let field = |hook: &hooks::Hook, field: &str, sizes: &[u32]| -> Result<u32, String> {
-        if off.contains(&hook.full_name()) {
-            return Err(format!("disabled by {DISABLE_ENV}"));
+type Fields = &'static [(usize, &'static str, &'static [u32])];
+
+const fn spec(category: &'static str, name: &'static [&'static str], fields: Fields) -> Spec {
+    Spec {
+        category,
+        names: name,
+        prog: name[0],
+        fields,
+        filtered_only: false,
+    }
+}
+
+const RET: Fields = &[(off::SYS_EXIT_RET, "ret", &[8])];
+
+/// Every tracepoint beyond the page-fault pair, in attach order. The program
+/// is named after the event's current name.
+const SPECS: &[Spec] = &[
+    Spec {
+        category: "sched",
+        names: &["sched_process_fork"],
+        prog: "sched_process_fork",
+        fields: &[(off::FORK_CHILD_PID, "child_pid", &[4])],
+        filtered_only: true,
+    },
+    spec("sched", &["sched_process_exec"], &[]),
+    spec(
+        "syscalls",
+        &["sys_enter_madvise"],
+        &[
+            (off::MADVISE_LEN, "len_in", &[8]),
+            (off::MADVISE_BEHAVIOR, "behavior", &[8]),
+        ],
+    ),
+    spec("syscalls", &["sys_exit_madvise"], RET),
+    spec(
+        "syscalls",
+        &["sys_enter_process_madvise"],
+        &[(off::PROCESS_MADVISE_BEHAVIOR, "behavior", &[8])],
+    ),
+    spec("syscalls", &["sys_exit_process_madvise"], RET),
+    spec("syscalls", &["sys_enter_munmap"], &[]),
+    spec("syscalls", &["sys_exit_munmap"], &[]),
+    spec("syscalls", &["sys_enter_mprotect"], &[]),
+    spec("syscalls", &["sys_exit_mprotect"], &[]),
+    spec("vmscan", &["mm_vmscan_direct_reclaim_begin"], &[]),
+    spec("vmscan", &["mm_vmscan_direct_reclaim_end"], &[]),
+    spec("vmscan", &["mm_vmscan_memcg_reclaim_begin"], &[]),
+    spec("vmscan", &["mm_vmscan_memcg_reclaim_end"], &[]),
+    spec("vmscan", &["mm_vmscan_memcg_softlimit_reclaim_begin"], &[]),
+    spec("vmscan", &["mm_vmscan_memcg_softlimit_reclaim_end"], &[]),
+    spec("vmscan", &["mm_vmscan_node_reclaim_begin"], &[]),
+    spec("vmscan", &["mm_vmscan_node_reclaim_end"], &[]),
+    spec("vmscan", &["mm_shrink_slab_start"], &[]),
+    spec("vmscan", &["mm_shrink_slab_end"], &[]),
+    spec(
+        "vmscan",
+        &["mm_vmscan_kswapd_wake"],
+        &[(off::KSWAPD_WAKE_NID, "nid", &[4])],
+    ),
+    spec(
+        "vmscan",
+        &["mm_vmscan_kswapd_sleep"],
+        &[(off::KSWAPD_SLEEP_NID, "nid", &[4])],
+    ),
+    spec(
+        "vmscan",
+        &["mm_vmscan_lru_shrink_inactive"],
+        &[
+            (off::LRU_INACTIVE_SCANNED, "nr_scanned", &[8]),
+            (off::LRU_INACTIVE_RECLAIMED, "nr_reclaimed", &[8]),
+            (off::LRU_INACTIVE_DIRTY, "nr_dirty", &[8]),
+            (off::LRU_INACTIVE_WRITEBACK, "nr_writeback", &[8]),
+            (off::LRU_INACTIVE_IMMEDIATE, "nr_immediate", &[8]),
+            (off::LRU_INACTIVE_UNMAP_FAIL, "nr_unmap_fail", &[8]),
+        ],
+    ),
+    spec(
+        "vmscan",
+        &["mm_vmscan_lru_shrink_active"],
+        &[
+            (off::LRU_ACTIVE_TAKEN, "nr_taken", &[8]),
+            (off::LRU_ACTIVE_DEACTIVATED, "nr_deactivated", &[8]),
+        ],
+    ),
+    spec(
+        "vmscan",
+        &["mm_vmscan_write_folio", "mm_vmscan_writepage"],
+        &[(off::WRITE_FOLIO_FLAGS, "reclaim_flags", &[4])],
+    ),
+    spec(
+        "tlb",
+        &["tlb_flush"],
+        &[
+            (off::TLB_REASON, "reason", &[4]),
+            (off::TLB_PAGES, "pages", &[8]),
+        ],
+    ),
+];
+
+/// The event name a probe will attach to and the offsets it needs, or why
+/// it cannot be used.
+struct Plan {
+    probe: String,
+    event: Result<(&'static str, Vec<(usize, u32)>), String>,
+}
+
+fn plan(
+    category: &'static str,
+    names: &[&'static str],
+    fields: Fields,
+    disabled: &[String],
+) -> Plan {
+    let probe = format!("{category}:{}", names[0]);
+    if names
+        .iter()
+        .any(|n| disabled.contains(&format!("{category}:{n}")))
+    {
+        return Plan {
+            probe,
+            event: Err(format!("disabled by {DISABLE_ENV}")),
+        };
+    }
+    let Some(&name) = names.iter().find(|n| tracefs::event_exists(category, n)) else {
+        return Plan {
+            probe,
+            event: Err(format!(
+                "tracepoint {category}:{} not found in this kernel",
+                names[0]
+            )),
+        };
+    };
+    let event = (|| {
+        if fields.is_empty() {
+            return Ok((name, Vec::new()));
         }
-        let fmt = tracefs::event_format(hook.category, hook.name)?;
-        fmt.int_field(field, sizes)
-            .map(|f| f.offset)
-            .map_err(|e| e.to_string())
+        let fmt = tracefs::event_format(category, name)?;
+        let offs = fields
+            .iter()
+            .map(|&(idx, field, sizes)| {
+                fmt.int_field(field, sizes)
+                    .map(|f| (idx, f.offset))
+                    .map_err(|e| e.to_string())
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((name, offs))
+    })();
+    Plan { probe, event }
+}
+
+/// Records a plan's offsets; a slot already holding a different offset makes
+/// the plan unusable rather than corrupting another probe's reads.
+fn claim(offsets: &mut [Option<u32>; off::COUNT], plan: &mut Plan) {
+    let Ok((_, fields)) = &plan.event else { return };
+    for &(idx, o) in fields {
+        if let Some(prev) = offsets[idx]
+            && prev != o
+        {
+            plan.event = Err(format!(
+                "field offset {o} conflicts with offset {prev} read for another probe"
+            ));
+            return;
+        }
+    }
+    for &(idx, o) in fields {
+        offsets[idx] = Some(o);
+    }
+}
+
+/// Attaches one planned tracepoint program.
+fn attach_planned(ebpf: &mut Ebpf, category: &str, prog: &str, plan: Plan) -> ProbeStatus {
+    let result = plan
+        .event
+        .and_then(|(name, _)| attach_tracepoint(ebpf, prog, category, name).map(|()| name));
+    let (attached, reason) = match result {
+        Ok(name) if format!("{category}:{name}") != plan.probe => (
+            true,
+            Some(format!("attached as {category}:{name} (older kernel name)")),
+        ),
+        Ok(_) => (true, None),
+        Err(e) => (false, Some(e)),
     };
-    let user = field(&hooks::PAGE_FAULT_USER, "error_code", &[8, 4]);
-    let pf_error_code = match (
-        &user,
-        field(&hooks::PAGE_FAULT_KERNEL, "error_code", &[8, 4]),
-    ) {
-        (Ok(u), Ok(k)) if *u != k => Err(format!(
-            "error_code offset differs between page_fault_user ({u}) and page_fault_kernel ({k})"
-        )),
-        _ => user,
-    };
-    Offsets {
-        pf_error_code,
-        fork_child_pid: field(&hooks::SCHED_PROCESS_FORK, "child_pid", &[4]),
+    ProbeStatus {
+        probe: plan.probe,
+        method: "tracepoint".into(),
+        attached,
+        reason,
     }
 }
 
@@ -150,15 +322,26 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     if let Err(e) = raise_memlock() {
         log::debug!("could not raise RLIMIT_MEMLOCK ({e}); fine on kernels >= 5.11");
     }
-    let off = disabled();
-    let offsets = read_offsets(&off);
+    let disabled = disabled();
+    let mut offsets: [Option<u32>; off::COUNT] = [None; off::COUNT];
+    let ec: Fields = &[(off::PF_ERROR_CODE, "error_code", &[8, 4])];
+    let mut pf_user = plan("exceptions", &["page_fault_user"], ec, &disabled);
+    let mut pf_kernel = plan("exceptions", &["page_fault_kernel"], ec, &disabled);
+    claim(&mut offsets, &mut pf_user);
+    claim(&mut offsets, &mut pf_kernel);
+    let mut plans: Vec<(&Spec, Plan)> = SPECS
+        .iter()
+        .filter(|s| opts.filtered || !s.filtered_only)
+        .map(|s| (s, plan(s.category, s.names, s.fields, &disabled)))
+        .collect();
+    for (_, p) in &mut plans {
+        claim(&mut offsets, p);
+    }
+    let globals: [u32; off::COUNT] = offsets.map(|o| o.unwrap_or(0));
     let filtered: u32 = opts.filtered.into();
-    let pf_off = offsets.pf_error_code.as_ref().copied().unwrap_or(0);
-    let fork_off = offsets.fork_child_pid.as_ref().copied().unwrap_or(0);
     let mut ebpf = EbpfLoader::new()
         .override_global("FILTER_ENABLED", &filtered, true)
-        .override_global("PF_ERROR_CODE_OFF", &pf_off, true)
-        .override_global("FORK_CHILD_PID_OFF", &fork_off, true)
+        .override_global("OFFSETS", &globals, true)
         .load(object)
         .context("loading the eBPF object into the kernel")?;
     let logger = aya_log::EbpfLogger::init(&mut ebpf)
@@ -166,22 +349,15 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         .ok();
 
     let mut probes = Vec::new();
-    let user = attach_tp(
-        &mut ebpf,
-        &off,
-        &hooks::PAGE_FAULT_USER,
-        "page_fault_user",
-        &offsets.pf_error_code,
-    );
+    let user = attach_planned(&mut ebpf, "exceptions", "page_fault_user", pf_user);
     let user_ok = user.attached;
     probes.push(user);
     let fault_source = if user_ok {
-        probes.push(attach_tp(
+        probes.push(attach_planned(
             &mut ebpf,
-            &off,
-            &hooks::PAGE_FAULT_KERNEL,
+            "exceptions",
             "page_fault_kernel",
-            &offsets.pf_error_code,
+            pf_kernel,
         ));
         FaultSource::Tracepoint
     } else {
@@ -205,58 +381,26 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
             FaultSource::Unavailable
         }
     };
-    if opts.filtered {
-        probes.push(attach_tp(
-            &mut ebpf,
-            &off,
-            &hooks::SCHED_PROCESS_FORK,
-            "sched_process_fork",
-            &offsets.fork_child_pid,
-        ));
+    for (s, p) in plans {
+        probes.push(attach_planned(&mut ebpf, s.category, s.prog, p));
     }
-    probes.push(attach_tp(
-        &mut ebpf,
-        &off,
-        &hooks::SCHED_PROCESS_EXEC,
-        "sched_process_exec",
-        &Ok(0),
-    ));
 
     let counters = PerCpuArray::try_from(take(&mut ebpf, "COUNTERS")?)?;
+    let hists = PerCpuArray::try_from(take(&mut ebpf, "HISTS")?)?;
+    let hist_sums = PerCpuArray::try_from(take(&mut ebpf, "HIST_SUMS")?)?;
     let procs = HashMap::try_from(take(&mut ebpf, "PROCS")?)?;
     let tracked = HashMap::try_from(take(&mut ebpf, "TRACKED")?)?;
     Ok(Loaded {
         _ebpf: ebpf,
         counters,
+        hists,
+        hist_sums,
         procs,
         tracked,
         probes,
         fault_source,
         logger,
     })
-}
-
-/// Attaches one tracepoint program, given the outcome of reading its offsets.
-fn attach_tp(
-    ebpf: &mut Ebpf,
-    off: &[String],
-    hook: &hooks::Hook,
-    prog: &str,
-    offsets: &Result<u32, String>,
-) -> ProbeStatus {
-    let result = (|| -> Result<(), String> {
-        if off.contains(&hook.full_name()) {
-            return Err(format!("disabled by {DISABLE_ENV}"));
-        }
-        offsets.as_ref().map_err(Clone::clone)?;
-        attach_tracepoint(ebpf, prog, hook.category, hook.name)
-    })();
-    ProbeStatus {
-        probe: hook.full_name(),
-        method: "tracepoint".into(),
-        attached: result.is_ok(),
-        reason: result.err(),
-    }
 }
 
 fn take(ebpf: &mut Ebpf, name: &str) -> anyhow::Result<aya::maps::Map> {

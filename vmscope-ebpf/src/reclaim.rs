@@ -1,0 +1,112 @@
+//! Reclaim: stall latency by kind from begin/end pairs, kswapd active time,
+//! LRU scan/reclaim counters and reclaim write-back.
+
+use aya_ebpf::programs::TracePointContext;
+use vmscope_common::{counter, hist, kind, off};
+
+use crate::maps;
+
+/// Direct and memcg reclaim run in the allocating task: scope-filtered and
+/// charged to it per process.
+pub fn task_begin(k: u64) {
+    if maps::in_scope() {
+        maps::begin(k, 0, 0);
+    }
+}
+
+pub fn task_end(k: u64, histogram: u32) {
+    let Some((_, ns)) = maps::end(k) else {
+        return;
+    };
+    maps::observe(histogram, ns);
+    if k != kind::RECLAIM_DIRECT && k != kind::RECLAIM_MEMCG {
+        return;
+    }
+    if let Some(p) = maps::current_proc() {
+        unsafe {
+            if k == kind::RECLAIM_DIRECT {
+                maps::atomic_add(&raw mut (*p).direct_reclaim_ns, ns);
+                maps::atomic_inc(&raw mut (*p).direct_reclaims);
+            } else {
+                maps::atomic_add(&raw mut (*p).memcg_reclaim_ns, ns);
+                maps::atomic_inc(&raw mut (*p).memcg_reclaims);
+            }
+        }
+    }
+}
+
+/// shrink_slab runs inside whichever reclaim called it; system-wide.
+pub fn slab_begin() {
+    maps::begin(kind::SHRINK_SLAB, 0, 0);
+}
+
+pub fn slab_end() {
+    if let Some((_, ns)) = maps::end(kind::SHRINK_SLAB) {
+        maps::observe(hist::SHRINK_SLAB, ns);
+    }
+}
+
+#[inline(always)]
+fn nid(ctx: &TracePointContext, idx: usize) -> u64 {
+    let n = unsafe { ctx.read_at::<i32>(maps::offset(idx)) }.unwrap_or(0);
+    (n as u32 as u64) << 8 | kind::KSWAPD | (1 << 63)
+}
+
+/// A wake while kswapd is already awake keeps the first wake time.
+pub fn kswapd_wake(ctx: &TracePointContext) {
+    let key = nid(ctx, off::KSWAPD_WAKE_NID);
+    if maps::INFLIGHT.get_ptr(key).is_none() {
+        maps::begin_keyed(key, 0, 0);
+    }
+}
+
+pub fn kswapd_sleep(ctx: &TracePointContext) {
+    if let Some((_, ns)) = maps::end_keyed(nid(ctx, off::KSWAPD_SLEEP_NID)) {
+        maps::observe(hist::KSWAPD_ACTIVE, ns);
+    }
+}
+
+#[inline(always)]
+fn field(ctx: &TracePointContext, idx: usize) -> u64 {
+    unsafe { ctx.read_at::<u64>(maps::offset(idx)) }.unwrap_or(0)
+}
+
+pub fn shrink_inactive(ctx: &TracePointContext) {
+    maps::add(counter::LRU_SCANNED, field(ctx, off::LRU_INACTIVE_SCANNED));
+    maps::add(
+        counter::LRU_RECLAIMED,
+        field(ctx, off::LRU_INACTIVE_RECLAIMED),
+    );
+    maps::add(counter::LRU_DIRTY, field(ctx, off::LRU_INACTIVE_DIRTY));
+    maps::add(
+        counter::LRU_WRITEBACK,
+        field(ctx, off::LRU_INACTIVE_WRITEBACK),
+    );
+    maps::add(
+        counter::LRU_IMMEDIATE,
+        field(ctx, off::LRU_INACTIVE_IMMEDIATE),
+    );
+    maps::add(
+        counter::LRU_UNMAP_FAIL,
+        field(ctx, off::LRU_INACTIVE_UNMAP_FAIL),
+    );
+}
+
+pub fn shrink_active(ctx: &TracePointContext) {
+    maps::add(counter::LRU_ACTIVE_TAKEN, field(ctx, off::LRU_ACTIVE_TAKEN));
+    maps::add(
+        counter::LRU_ACTIVE_DEACTIVATED,
+        field(ctx, off::LRU_ACTIVE_DEACTIVATED),
+    );
+}
+
+/// `reclaim_flags`: RECLAIM_WB_ANON 0x1, RECLAIM_WB_FILE 0x2.
+pub fn write_folio(ctx: &TracePointContext) {
+    let flags = unsafe { ctx.read_at::<i32>(maps::offset(off::WRITE_FOLIO_FLAGS)) }.unwrap_or(0);
+    if flags & 0x1 != 0 {
+        maps::count(counter::WRITE_ANON);
+    }
+    if flags & 0x2 != 0 {
+        maps::count(counter::WRITE_FILE);
+    }
+}

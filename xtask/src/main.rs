@@ -1,0 +1,69 @@
+//! vmscope's development tasks: `cargo xtask <command>`.
+
+mod bootstrap;
+mod process;
+mod tasks;
+mod workspace;
+
+use std::{ffi::OsString, process::ExitCode};
+
+use clap::{Parser, Subcommand};
+
+use crate::{process::Exit, workspace::Workspace};
+
+#[derive(Parser)]
+#[command(
+    name = "xtask",
+    bin_name = "cargo xtask",
+    about = "vmscope's development tasks"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Install what building the eBPF programs needs: rust-src for the
+    /// nightly toolchain, LLVM's development files matching the nightly's
+    /// LLVM, and bpf-linker built against them
+    Bootstrap {
+        /// Only report what is missing (exit status 1 if anything is)
+        #[arg(long)]
+        check: bool,
+    },
+    /// Bootstrap, then build vmscope (release)
+    Build,
+    /// Bootstrap, build, then run vmscope with ARGS (through sudo when not root)
+    Run {
+        /// Arguments for vmscope, after `--`
+        #[arg(last = true, value_name = "ARGS")]
+        args: Vec<OsString>,
+    },
+    /// Bootstrap, then check formatting, run clippy, build, and run the tests
+    Test {
+        /// Extra arguments for `cargo test`, after `--`
+        #[arg(last = true, value_name = "CARGO_TEST_ARGS")]
+        args: Vec<OsString>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = Workspace::new().and_then(|mut ws| match cli.command {
+        Cmd::Bootstrap { check } => bootstrap::bootstrap(&mut ws, check),
+        Cmd::Build => tasks::build(&mut ws),
+        Cmd::Run { args } => tasks::run(&mut ws, &args),
+        Cmd::Test { args } => tasks::test(&mut ws, &args),
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => match e.downcast_ref::<Exit>() {
+            Some(Exit(code)) => ExitCode::from(*code),
+            None => {
+                eprintln!("xtask: error: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
