@@ -177,14 +177,10 @@ impl ZramSwap {
         let dev = path_cstring(&swap.device);
         let flags = SWAP_FLAG_PREFER | SWAP_FLAG_PRIO_MASK;
         // SAFETY: `dev` is a NUL-terminated path that outlives the call.
-        let rc = unsafe { libc::swapon(dev.as_ptr(), flags) };
-        assert_eq!(
-            rc,
-            0,
-            "swapon {}: {}",
-            swap.device.display(),
-            io::Error::last_os_error()
-        );
+        if unsafe { libc::swapon(dev.as_ptr(), flags) } != 0 {
+            let e = io::Error::last_os_error();
+            panic!("swapon {}: {e}", swap.device.display());
+        }
         swap.swapped_on = true;
         swap
     }
@@ -197,8 +193,12 @@ impl ZramSwap {
         let disksize = Path::new("/sys/block/zram0/disksize");
         let unused = fs::read_to_string(disksize).is_ok_and(|s| s.trim() == "0")
             && !active_swaps().contains(&device);
-        // On failure zram0 is someone else's: nothing to undo.
-        (unused && write_file(disksize, size).is_ok()).then_some(ZramSwap {
+        // On failure zram0 is someone else's: nothing to undo. (The value is
+        // built only on success, as dropping it resets the device.)
+        if !unused || write_file(disksize, size).is_err() {
+            return None;
+        }
+        Some(ZramSwap {
             index: 0,
             device,
             hot_added: false,
@@ -238,35 +238,16 @@ impl Drop for ZramSwap {
             let dev = path_cstring(&self.device);
             // SAFETY: `dev` is a NUL-terminated path that outlives the call.
             if unsafe { libc::swapoff(dev.as_ptr()) } != 0 {
-                // The device still holds swapped pages; leave it alone.
+                let e = io::Error::last_os_error();
+                // The device may still hold swapped pages; leave it alone.
                 eprintln!(
-                    "ZramSwap: swapoff {}: {}; leaving the device in place",
-                    self.device.display(),
-                    io::Error::last_os_error()
+                    "ZramSwap: swapoff {}: {e}; leaving the device in place",
+                    self.device.display()
                 );
                 return;
             }
         }
-        let t0 = std::time::Instant::now();
-        let mut tries = 0;
-        let r = retry_busy(|| {
-            tries += 1;
-            let r = write_file(&self.sysfs("reset"), "1");
-            if r.is_err() && tries < 3 {
-                eprintln!(
-                    "DBG disksize={:?} initstate={:?} fds={:?}",
-                    fs::read_to_string(self.sysfs("disksize")),
-                    fs::read_to_string(self.sysfs("initstate")),
-                    fs::read_dir("/proc/self/fd")
-                        .unwrap()
-                        .filter_map(|e| fs::read_link(e.unwrap().path()).ok())
-                        .collect::<Vec<_>>()
-                );
-            }
-            r
-        });
-        eprintln!("DBG reset {:?} after {tries} tries {:?}", r, t0.elapsed());
-        if let Err(e) = r {
+        if let Err(e) = retry_busy(|| write_file(&self.sysfs("reset"), "1")) {
             eprintln!("ZramSwap: resetting {}: {e}", self.device.display());
         }
         if self.hot_added {
@@ -292,6 +273,20 @@ static CGROUP_SEQ: AtomicU32 = AtomicU32::new(0);
 /// option, or else a cgroup2 mount whose root offers `memory`.
 fn memory_controller() -> (PathBuf, u8) {
     let mounts = must_read(Path::new("/proc/self/mounts"));
+    find_memory_controller(&mounts, |mnt| {
+        fs::read_to_string(mnt.join("cgroup.controllers")).unwrap_or_default()
+    })
+    .unwrap_or_else(|| {
+        panic!("no memory cgroup controller (v1 or v2) in /proc/self/mounts:\n{mounts}")
+    })
+}
+
+/// [`memory_controller`] over `mounts` (the text of `/proc/self/mounts`),
+/// with `controllers` reading a cgroup2 mount's `cgroup.controllers`.
+fn find_memory_controller(
+    mounts: &str,
+    controllers: impl Fn(&Path) -> String,
+) -> Option<(PathBuf, u8)> {
     let mut v2 = None;
     for line in mounts.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
@@ -300,18 +295,16 @@ fn memory_controller() -> (PathBuf, u8) {
         };
         let mnt = PathBuf::from(unescape_octal(mnt));
         match fstype {
-            "cgroup" if opts.split(',').any(|o| o == "memory") => return (mnt, 1),
-            "cgroup2" if v2.is_none() => {
-                let ctl = fs::read_to_string(mnt.join("cgroup.controllers")).unwrap_or_default();
-                if ctl.split_whitespace().any(|c| c == "memory") {
-                    v2 = Some(mnt);
-                }
+            "cgroup" if opts.split(',').any(|o| o == "memory") => return Some((mnt, 1)),
+            "cgroup2"
+                if v2.is_none() && controllers(&mnt).split_whitespace().any(|c| c == "memory") =>
+            {
+                v2 = Some(mnt);
             }
             _ => {}
         }
     }
-    let mnt = v2.expect("no memory cgroup controller mounted (v1 or v2) in /proc/self/mounts");
-    (mnt, 2)
+    v2.map(|m| (m, 2))
 }
 
 impl MemCgroup {
@@ -483,6 +476,30 @@ mod tests {
     fn quotes_for_the_shell() {
         assert_eq!(shell_quote("/x/y"), "'/x/y'");
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
+    }
+
+    #[test]
+    fn finds_the_memory_controller() {
+        let hybrid = "tmpfs /sys/fs/cgroup tmpfs rw 0 0\n\
+                      cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n\
+                      cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n\
+                      cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0\n";
+        let none = |_: &Path| String::from("cpu io pids");
+        assert_eq!(
+            find_memory_controller(hybrid, none),
+            Some((PathBuf::from("/sys/fs/cgroup/memory"), 1))
+        );
+        let unified = "cgroup2 /sys/fs/cgroup cgroup2 rw,nsdelegate 0 0\n";
+        let with_memory = |_: &Path| String::from("cpuset cpu io memory pids");
+        assert_eq!(
+            find_memory_controller(unified, with_memory),
+            Some((PathBuf::from("/sys/fs/cgroup"), 2))
+        );
+        assert_eq!(find_memory_controller(unified, none), None);
+        assert_eq!(
+            find_memory_controller(hybrid.lines().next().unwrap(), with_memory),
+            None
+        );
     }
 
     #[test]

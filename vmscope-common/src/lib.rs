@@ -77,6 +77,9 @@ pub struct Inflight {
 }
 
 const _: () = assert!(core::mem::size_of::<Inflight>() == 24);
+// Counter ranges must not overlap.
+const _: () = assert!(counter::PROCESS_MADVISE_ERRORS < counter::MADVISE_CALLS_BASE);
+const _: () = assert!(counter::TLB_REASON_BASE + counter::TLB_REASONS <= counter::TLB_PAGES);
 
 /// Indices into the `OFFSETS` global: tracepoint field offsets read from
 /// tracefs at load time.
@@ -191,11 +194,5 @@ mod tests {
         assert_eq!(hist_bucket(3), 2);
         assert_eq!(hist_bucket(1024), 11);
         assert_eq!(hist_bucket(u64::MAX), HIST_BUCKETS - 1);
-    }
-
-    #[test]
-    fn counter_layout_does_not_overlap() {
-        assert!(counter::PROCESS_MADVISE_ERRORS < counter::MADVISE_CALLS_BASE);
-        assert!(counter::TLB_REASON_BASE + counter::TLB_REASONS <= counter::TLB_PAGES);
     }
 }

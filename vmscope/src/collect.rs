@@ -1,15 +1,74 @@
 //! Turns eBPF maps into raw cumulative [`Sample`]s. No formatting here.
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     time::{Instant, SystemTime},
 };
 
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
-use vmscope_common::{FAULT_CLASSES, ProcStats, counter};
+use vmscope_common::{FAULT_CLASSES, HIST_BUCKETS, ProcStats, counter, hist, madvise};
 
-use crate::{loader::Loaded, timefmt};
+use crate::{
+    hist::{HistSample, behavior_name},
+    loader::Loaded,
+    procstat::{self, Psi, Vmstat},
+    timefmt,
+};
+
+/// Named system-wide eBPF counters and their slots.
+pub const NAMED_COUNTERS: &[(&str, u32)] = &[
+    ("tlb_task_switch", counter::TLB_REASON_BASE),
+    ("tlb_remote_shootdown", counter::TLB_REASON_BASE + 1),
+    ("tlb_local_shootdown", counter::TLB_REASON_BASE + 2),
+    ("tlb_local_mm_shootdown", counter::TLB_REASON_BASE + 3),
+    ("tlb_remote_send_ipi", counter::TLB_REASON_BASE + 4),
+    ("tlb_remote_wrong_cpu", counter::TLB_REASON_BASE + 5),
+    ("tlb_other_reason", counter::TLB_REASON_BASE + 6),
+    ("tlb_pages", counter::TLB_PAGES),
+    ("tlb_full_flushes", counter::TLB_FULL),
+    ("lru_scanned_pages", counter::LRU_SCANNED),
+    ("lru_reclaimed_pages", counter::LRU_RECLAIMED),
+    ("lru_dirty_pages", counter::LRU_DIRTY),
+    ("lru_writeback_pages", counter::LRU_WRITEBACK),
+    ("lru_immediate_pages", counter::LRU_IMMEDIATE),
+    ("lru_unmap_fail_pages", counter::LRU_UNMAP_FAIL),
+    ("lru_active_taken_pages", counter::LRU_ACTIVE_TAKEN),
+    (
+        "lru_active_deactivated_pages",
+        counter::LRU_ACTIVE_DEACTIVATED,
+    ),
+    ("reclaim_write_anon_pages", counter::WRITE_ANON),
+    ("reclaim_write_file_pages", counter::WRITE_FILE),
+    ("process_madvise_errors", counter::PROCESS_MADVISE_ERRORS),
+    ("inflight_dropped", counter::INFLIGHT_FULL),
+];
+
+/// Which probe feeds each named counter (for availability).
+pub fn counter_probe(name: &str) -> &'static str {
+    if name.starts_with("tlb_") {
+        "tlb:tlb_flush"
+    } else if name.starts_with("lru_active") {
+        "vmscan:mm_vmscan_lru_shrink_active"
+    } else if name.starts_with("lru_") {
+        "vmscan:mm_vmscan_lru_shrink_inactive"
+    } else if name.starts_with("reclaim_write") {
+        "vmscan:mm_vmscan_write_folio"
+    } else if name.starts_with("process_madvise") {
+        "syscalls:sys_exit_process_madvise"
+    } else {
+        "always"
+    }
+}
+
+/// Cumulative madvise counts for one behaviour.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MadviseCounts {
+    pub behavior: String,
+    pub calls: u64,
+    pub bytes: u64,
+    pub errors: u64,
+}
 
 /// Cumulative page-fault counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,12 +86,24 @@ pub struct ProcSample {
     pub pid: u32,
     pub comm: String,
     pub faults: FaultCounters,
+    #[serde(default)]
+    pub direct_reclaim_ns: u64,
+    #[serde(default)]
+    pub direct_reclaims: u64,
+    #[serde(default)]
+    pub memcg_reclaim_ns: u64,
+    #[serde(default)]
+    pub memcg_reclaims: u64,
+    #[serde(default)]
+    pub madvise_calls: u64,
+    #[serde(default)]
+    pub tlb_shootdowns: u64,
 }
 
 /// Raw cumulative state at one instant. `procs` holds only the processes
 /// whose counters changed since the previous sample (an absent process kept
 /// its last value), which keeps long recordings small.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     /// Monotonic time since the recording started.
     pub elapsed_ns: u64,
@@ -46,12 +117,27 @@ pub struct Sample {
     pub proc_inserts: u64,
     /// Children not followed because the followed set was full.
     pub tracked_full: u64,
+    /// Named eBPF counters (`NAMED_COUNTERS`), system-wide.
+    #[serde(default)]
+    pub counters: BTreeMap<String, u64>,
+    /// madvise per behaviour (scope-filtered), non-zero ones only.
+    #[serde(default)]
+    pub madvise: Vec<MadviseCounts>,
+    /// Histograms that changed since the previous sample.
+    #[serde(default)]
+    pub hists: Vec<HistSample>,
+    #[serde(default)]
+    pub vmstat: Vmstat,
+    /// Null when PSI is unavailable (the reason is in the recording).
+    #[serde(default)]
+    pub psi: Option<Psi>,
 }
 
 /// Reads samples from loaded probes.
 pub struct Collector {
     start: Instant,
     last: HashMap<u32, ProcStats>,
+    last_hists: HashMap<u32, HistSample>,
 }
 
 impl Collector {
@@ -59,6 +145,7 @@ impl Collector {
         Self {
             start,
             last: HashMap::new(),
+            last_hists: HashMap::new(),
         }
     }
 
@@ -86,6 +173,12 @@ impl Collector {
                     kernel: stats.kernel_faults,
                     unclassified: stats.unclassified_faults,
                 },
+                direct_reclaim_ns: stats.direct_reclaim_ns,
+                direct_reclaims: stats.direct_reclaims,
+                memcg_reclaim_ns: stats.memcg_reclaim_ns,
+                memcg_reclaims: stats.memcg_reclaims,
+                madvise_calls: stats.madvise_calls,
+                tlb_shootdowns: stats.tlb_shootdowns,
             });
         }
         procs.sort_by_key(|p| p.pid);
@@ -98,7 +191,26 @@ impl Collector {
             faults.user[k] = c(counter::USER_FAULT_BASE + k as u32);
             faults.kernel[k] = c(counter::KERNEL_FAULT_BASE + k as u32);
         }
+        let named = NAMED_COUNTERS
+            .iter()
+            .map(|&(name, idx)| (name.to_string(), c(idx)))
+            .collect();
+        let madvise = (0..madvise::SLOTS)
+            .map(|slot| MadviseCounts {
+                behavior: behavior_name(slot),
+                calls: c(counter::MADVISE_CALLS_BASE + slot),
+                bytes: c(counter::MADVISE_BYTES_BASE + slot),
+                errors: c(counter::MADVISE_ERRORS_BASE + slot),
+            })
+            .filter(|m| m.calls > 0)
+            .collect();
+        let hists = self.changed_hists(probes)?;
         Ok(Sample {
+            counters: named,
+            madvise,
+            hists,
+            vmstat: procstat::read().unwrap_or_default(),
+            psi: procstat::read_psi().ok(),
             elapsed_ns: u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX),
             timestamp: timefmt::rfc3339(SystemTime::now()),
             faults,
@@ -110,22 +222,46 @@ impl Collector {
     }
 }
 
+impl Collector {
+    fn changed_hists(&mut self, probes: &Loaded) -> anyhow::Result<Vec<HistSample>> {
+        let mut out = Vec::new();
+        for id in 0..hist::COUNT {
+            let mut buckets = Vec::new();
+            for b in 0..HIST_BUCKETS {
+                let v = sum_cpus(&probes.hists, id * HIST_BUCKETS + b)?;
+                if v > 0 {
+                    buckets.push([u64::from(b), v]);
+                }
+            }
+            let h = HistSample {
+                name: crate::hist::name(id),
+                sum_ns: sum_cpus(&probes.hist_sums, id)?,
+                buckets,
+            };
+            if h.buckets.is_empty() || self.last_hists.get(&id) == Some(&h) {
+                continue;
+            }
+            self.last_hists.insert(id, h.clone());
+            out.push(h);
+        }
+        Ok(out)
+    }
+}
+
+fn sum_cpus(arr: &aya::maps::PerCpuArray<aya::maps::MapData, u64>, i: u32) -> anyhow::Result<u64> {
+    let per_cpu = arr
+        .get(&i, 0)
+        .with_context(|| format!("reading slot {i}"))?;
+    Ok(per_cpu.iter().fold(0u64, |a, v| a.wrapping_add(*v)))
+}
+
 fn same_counts(a: &ProcStats, b: &ProcStats) -> bool {
-    a.user_faults == b.user_faults
-        && a.kernel_faults == b.kernel_faults
-        && a.unclassified_faults == b.unclassified_faults
-        && a.comm == b.comm
+    a == b
 }
 
 fn read_counters(probes: &Loaded) -> anyhow::Result<Vec<u64>> {
-    (0..vmscope_common::counter::COUNT)
-        .map(|i| {
-            let per_cpu = probes
-                .counters
-                .get(&i, 0)
-                .with_context(|| format!("reading counter {i}"))?;
-            Ok(per_cpu.iter().fold(0u64, |a, v| a.wrapping_add(*v)))
-        })
+    (0..counter::COUNT)
+        .map(|i| sum_cpus(&probes.counters, i))
         .collect()
 }
 

@@ -223,11 +223,14 @@ const SPECS: &[Spec] = &[
     ),
 ];
 
+/// `(off::* index, offset)` pairs a probe needs in `OFFSETS`.
+type Offsets = Vec<(usize, u32)>;
+
 /// The event name a probe will attach to and the offsets it needs, or why
 /// it cannot be used.
 struct Plan {
     probe: String,
-    event: Result<(&'static str, Vec<(usize, u32)>), String>,
+    event: Result<(&'static str, Offsets), String>,
 }
 
 fn plan(

@@ -109,24 +109,37 @@ pub struct ProcessTotal {
     pub pid: u32,
     pub comm: String,
     pub faults: FaultTotals,
+    pub direct_reclaim_ns: u64,
+    pub direct_reclaims: u64,
+    pub memcg_reclaim_ns: u64,
+    pub memcg_reclaims: u64,
+    pub madvise_calls: u64,
+    /// TLB shootdown IPIs this process sent.
+    pub tlb_shootdowns: u64,
 }
 
 /// Replays samples into per-process totals, largest fault count first, at
 /// most `limit` rows. Per-process counters start at zero when the probes
 /// attach, so each process's last cumulative value is its total.
 pub fn process_totals(source: FaultSource, samples: &[Sample], limit: usize) -> Vec<ProcessTotal> {
-    let mut latest: BTreeMap<u32, (&str, &FaultCounters)> = BTreeMap::new();
+    let mut latest: BTreeMap<u32, &crate::collect::ProcSample> = BTreeMap::new();
     for s in samples {
         for p in &s.procs {
-            latest.insert(p.pid, (&p.comm, &p.faults));
+            latest.insert(p.pid, p);
         }
     }
     let mut rows: Vec<ProcessTotal> = latest
-        .into_iter()
-        .map(|(pid, (comm, f))| ProcessTotal {
-            pid,
-            comm: comm.to_string(),
-            faults: fault_totals(source, Some(f)),
+        .into_values()
+        .map(|p| ProcessTotal {
+            pid: p.pid,
+            comm: p.comm.clone(),
+            faults: fault_totals(source, Some(&p.faults)),
+            direct_reclaim_ns: p.direct_reclaim_ns,
+            direct_reclaims: p.direct_reclaims,
+            memcg_reclaim_ns: p.memcg_reclaim_ns,
+            memcg_reclaims: p.memcg_reclaims,
+            madvise_calls: p.madvise_calls,
+            tlb_shootdowns: p.tlb_shootdowns,
         })
         .collect();
     rows.sort_by(|a, b| b.faults.total.cmp(&a.faults.total).then(a.pid.cmp(&b.pid)));
@@ -189,6 +202,12 @@ mod tests {
                     pid,
                     comm: comm.into(),
                     faults,
+                    direct_reclaim_ns: 0,
+                    direct_reclaims: 0,
+                    memcg_reclaim_ns: 0,
+                    memcg_reclaims: 0,
+                    madvise_calls: 0,
+                    tlb_shootdowns: 0,
                 })
                 .collect(),
             ..Default::default()

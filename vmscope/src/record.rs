@@ -61,6 +61,9 @@ pub struct Totals {
     pub system_faults: FaultTotals,
     /// The scope's processes (all of them for a system-wide recording).
     pub scope_faults: FaultTotals,
+    /// Everything else: eBPF counters, madvise, histograms, vmstat, PSI.
+    #[serde(flatten)]
+    pub vm: crate::totals::VmTotals,
 }
 
 /// One recording. Raw cumulative `samples` are kept next to the summaries so

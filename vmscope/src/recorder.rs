@@ -182,6 +182,11 @@ async fn record(
         totals: Totals {
             system_faults,
             scope_faults,
+            vm: crate::totals::vm_totals(
+                &samples,
+                &probes.probes,
+                crate::procstat::read_psi().err().as_deref(),
+            ),
         },
         processes: model::process_totals(source, &samples, record::TOP_PROCESSES),
         processes_limit: record::TOP_PROCESSES,

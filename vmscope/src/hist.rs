@@ -1,0 +1,211 @@
+//! Log2 latency histograms: names, cumulative state and summaries.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use vmscope_common::{HIST_BUCKETS, hist, madvise};
+
+/// The name of histogram `id`, as used in JSON and metrics.
+pub fn name(id: u32) -> String {
+    match id {
+        hist::RECLAIM_DIRECT => "reclaim_direct".into(),
+        hist::RECLAIM_MEMCG => "reclaim_memcg".into(),
+        hist::RECLAIM_MEMCG_SOFTLIMIT => "reclaim_memcg_softlimit".into(),
+        hist::RECLAIM_NODE => "reclaim_node".into(),
+        hist::KSWAPD_ACTIVE => "kswapd_active".into(),
+        hist::SHRINK_SLAB => "shrink_slab".into(),
+        hist::MUNMAP => "munmap".into(),
+        hist::MPROTECT => "mprotect".into(),
+        hist::PROCESS_MADVISE => "process_madvise".into(),
+        id => format!("madvise_{}", behavior_name(id - hist::MADVISE_BASE)),
+    }
+}
+
+/// snake_case name of a madvise behaviour slot (`dontneed`, `free`, `other`,
+/// or the number for values without a name).
+pub fn behavior_name(slot: u32) -> String {
+    match madvise::slot_value(slot) {
+        Some(v) => madvise::name(v).map_or_else(|| v.to_string(), str::to_lowercase),
+        None => "other".into(),
+    }
+}
+
+/// The probe (tracepoint) a histogram depends on.
+pub fn probe_of(id: u32) -> &'static str {
+    match id {
+        hist::RECLAIM_DIRECT => "vmscan:mm_vmscan_direct_reclaim_end",
+        hist::RECLAIM_MEMCG => "vmscan:mm_vmscan_memcg_reclaim_end",
+        hist::RECLAIM_MEMCG_SOFTLIMIT => "vmscan:mm_vmscan_memcg_softlimit_reclaim_end",
+        hist::RECLAIM_NODE => "vmscan:mm_vmscan_node_reclaim_end",
+        hist::KSWAPD_ACTIVE => "vmscan:mm_vmscan_kswapd_sleep",
+        hist::SHRINK_SLAB => "vmscan:mm_shrink_slab_end",
+        hist::MUNMAP => "syscalls:sys_exit_munmap",
+        hist::MPROTECT => "syscalls:sys_exit_mprotect",
+        hist::PROCESS_MADVISE => "syscalls:sys_exit_process_madvise",
+        _ => "syscalls:sys_exit_madvise",
+    }
+}
+
+/// Cumulative state of one histogram in a sample: non-zero buckets only.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistSample {
+    pub name: String,
+    pub sum_ns: u64,
+    /// `[bucket, count]` pairs; bucket `b` holds `[2^(b-1), 2^b)` ns.
+    pub buckets: Vec<[u64; 2]>,
+}
+
+/// A histogram over a span, with percentiles.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub count: u64,
+    pub sum_ns: u64,
+    /// Percentiles and max are the upper bounds of log2 buckets (so at most
+    /// 2x the true value), or null when the histogram is empty.
+    pub p50_ns: Option<u64>,
+    pub p90_ns: Option<u64>,
+    pub p99_ns: Option<u64>,
+    pub max_ns: Option<u64>,
+    /// Non-empty buckets: upper bound (inclusive) in ns, and count.
+    pub buckets: Vec<Bucket>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bucket {
+    pub le_ns: u64,
+    pub count: u64,
+}
+
+/// Inclusive upper bound of bucket `b` in nanoseconds.
+pub fn upper_bound_ns(b: u64) -> u64 {
+    if b == 0 {
+        0
+    } else if b >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << b) - 1
+    }
+}
+
+/// Dense counts from a sample's sparse buckets.
+pub fn dense(s: &HistSample) -> [u64; HIST_BUCKETS as usize] {
+    let mut d = [0u64; HIST_BUCKETS as usize];
+    for &[b, c] in &s.buckets {
+        if let Some(slot) = d.get_mut(b as usize) {
+            *slot = c;
+        }
+    }
+    d
+}
+
+/// Summary of `last - first`; `None` when a bucket went backwards.
+pub fn summarize(first: Option<&HistSample>, last: &HistSample) -> Option<Summary> {
+    let a = first.map(dense).unwrap_or([0; HIST_BUCKETS as usize]);
+    let b = dense(last);
+    let mut d = [0u64; HIST_BUCKETS as usize];
+    for i in 0..d.len() {
+        d[i] = b[i].checked_sub(a[i])?;
+    }
+    let sum_ns = last.sum_ns.checked_sub(first.map_or(0, |f| f.sum_ns))?;
+    Some(summary_of(&d, sum_ns))
+}
+
+pub fn summary_of(d: &[u64], sum_ns: u64) -> Summary {
+    let count: u64 = d.iter().sum();
+    let pct = |q: f64| -> Option<u64> {
+        if count == 0 {
+            return None;
+        }
+        let rank = ((q * count as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (b, &c) in d.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Some(upper_bound_ns(b as u64));
+            }
+        }
+        None
+    };
+    Summary {
+        count,
+        sum_ns,
+        p50_ns: pct(0.50),
+        p90_ns: pct(0.90),
+        p99_ns: pct(0.99),
+        max_ns: d
+            .iter()
+            .rposition(|&c| c > 0)
+            .map(|b| upper_bound_ns(b as u64)),
+        buckets: d
+            .iter()
+            .enumerate()
+            .filter(|&(_, &c)| c > 0)
+            .map(|(b, &c)| Bucket {
+                le_ns: upper_bound_ns(b as u64),
+                count: c,
+            })
+            .collect(),
+    }
+}
+
+/// Replays samples (each holding only changed histograms) into the latest
+/// cumulative state per name.
+pub fn latest<'a>(
+    samples: impl IntoIterator<Item = &'a [HistSample]>,
+) -> BTreeMap<String, &'a HistSample> {
+    let mut m = BTreeMap::new();
+    for hs in samples {
+        for h in hs {
+            m.insert(h.name.clone(), h);
+        }
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hs(buckets: &[[u64; 2]], sum: u64) -> HistSample {
+        HistSample {
+            name: "x".into(),
+            sum_ns: sum,
+            buckets: buckets.to_vec(),
+        }
+    }
+
+    #[test]
+    fn names_are_stable() {
+        assert_eq!(name(hist::RECLAIM_DIRECT), "reclaim_direct");
+        assert_eq!(name(hist::MADVISE_BASE + 8), "madvise_free");
+        assert_eq!(name(hist::MADVISE_BASE + 4), "madvise_dontneed");
+        assert_eq!(name(hist::MADVISE_BASE + 5), "madvise_5");
+        assert_eq!(name(hist::MADVISE_BASE + madvise::OTHER), "madvise_other");
+    }
+
+    #[test]
+    fn percentiles_are_bucket_upper_bounds() {
+        // 90 samples in [512, 1024) ns, 10 in [1 Mi, 2 Mi) ns.
+        let s = summarize(None, &hs(&[[10, 90], [21, 10]], 12345)).expect("forward");
+        assert_eq!(s.count, 100);
+        assert_eq!(s.p50_ns, Some(1023));
+        assert_eq!(s.p90_ns, Some(1023));
+        assert_eq!(s.p99_ns, Some((1 << 21) - 1));
+        assert_eq!(s.max_ns, Some((1 << 21) - 1));
+        assert_eq!(s.buckets.len(), 2);
+    }
+
+    #[test]
+    fn empty_histogram_has_no_percentiles_not_zero() {
+        let s = summarize(None, &hs(&[], 0)).expect("forward");
+        assert_eq!((s.count, s.p50_ns, s.max_ns), (0, None, None));
+    }
+
+    #[test]
+    fn deltas_subtract_and_detect_backwards() {
+        let s = summarize(Some(&hs(&[[3, 5]], 10)), &hs(&[[3, 7], [4, 1]], 30)).expect("forward");
+        assert_eq!(s.count, 3);
+        assert_eq!(s.sum_ns, 20);
+        assert!(summarize(Some(&hs(&[[3, 5]], 10)), &hs(&[[3, 4]], 30)).is_none());
+    }
+}
