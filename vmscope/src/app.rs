@@ -11,6 +11,7 @@ pub fn run(cli: Cli) -> u8 {
     init_logging(cli.verbose);
     let (result, default_code) = match cli.command {
         Command::Doctor(args) => (kernel::doctor::run(&args), exit::FAILURE),
+        Command::Overhead(args) => (crate::overhead::run(&args), exit::FAILURE),
         Command::Record(args) => {
             let wraps = !args.command.is_empty();
             let code = if wraps {

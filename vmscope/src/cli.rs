@@ -30,6 +30,19 @@ pub enum Command {
     Doctor(DoctorArgs),
     /// Record VM activity to a JSON document, optionally wrapping a command.
     Record(RecordArgs),
+    /// Benchmark the probes' cost per page fault against nothing attached
+    /// and an empty program on the same tracepoints.
+    Overhead(OverheadArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct OverheadArgs {
+    /// Fresh pages touched per pass.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub pages: usize,
+    /// Rounds; each runs all three modes.
+    #[arg(short, long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
+    pub rounds: u32,
 }
 
 #[derive(Debug, Args)]

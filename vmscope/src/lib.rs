@@ -14,6 +14,7 @@ pub mod hist;
 pub mod kernel;
 pub mod loader;
 pub mod model;
+pub mod overhead;
 pub mod procstat;
 pub mod record;
 pub mod recorder;
