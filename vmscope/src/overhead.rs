@@ -69,14 +69,20 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
     let (mut none, mut empty, mut full) = (Vec::new(), Vec::new(), Vec::new());
     touch_pass(pages)?; // warm-up
     for round in 0..args.rounds as usize {
-        none.push(touch_pass(pages)?);
-        {
-            let _floor = floor()?;
-            empty.push(touch_pass(pages)?);
-        }
-        {
-            let _probes = loader::load(&LoadOptions { filtered: false })?;
-            full.push(touch_pass(pages)?);
+        // Rotate the order each round: whichever mode runs first after a
+        // load or unload pays for it, and rotation spreads that evenly.
+        for k in 0..3 {
+            match (round + k) % 3 {
+                0 => none.push(touch_pass(pages)?),
+                1 => {
+                    let _floor = floor()?;
+                    empty.push(touch_pass(pages)?);
+                }
+                _ => {
+                    let _probes = loader::load(&LoadOptions { filtered: false })?;
+                    full.push(touch_pass(pages)?);
+                }
+            }
         }
         eprintln!(
             "round {}/{}: none {:.0} ns, floor {:.0} ns, vmscope {:.0} ns per fault",
