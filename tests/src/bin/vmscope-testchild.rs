@@ -22,26 +22,18 @@ fn page_size() -> usize {
 /// Writes one byte to each of `pages` fresh private anonymous pages, with
 /// THP disabled on the range so every page is its own fault.
 fn touch(pages: usize) {
-    let ps = page_size();
-    let len = pages * ps;
-    // SAFETY: anonymous mapping of `len` bytes, used only within bounds.
+    let len = pages * page_size();
+    let p = map(len);
+    // SAFETY: the whole mapping, then unmapped.
     unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
+        assert_eq!(
+            libc::madvise(p.cast(), len, libc::MADV_NOHUGEPAGE),
             0,
-        );
-        assert_ne!(p, libc::MAP_FAILED, "mmap failed");
-        assert_eq!(libc::madvise(p, len, libc::MADV_NOHUGEPAGE), 0, "madvise");
-        let base = p.cast::<u8>();
-        for i in 0..pages {
-            std::ptr::write_volatile(base.add(i * ps), 1);
-        }
-        libc::munmap(p, len);
-    }
+            "madvise"
+        )
+    };
+    write_pages(p, pages);
+    unsafe { libc::munmap(p.cast(), len) };
 }
 
 fn map(len: usize) -> *mut u8 {
