@@ -354,6 +354,17 @@ impl MemCgroup {
         cg
     }
 
+    /// Changes the limit. Lowering it below the usage makes the writing task
+    /// (the caller, not the cgroup's members) reclaim the excess.
+    pub fn set_limit(&self, limit_bytes: u64) {
+        let file = if self.version == 1 {
+            "memory.limit_in_bytes"
+        } else {
+            "memory.max"
+        };
+        must_write(&self.path.join(file), &limit_bytes.to_string());
+    }
+
     /// The cgroup's directory.
     pub fn path(&self) -> &Path {
         &self.path

@@ -116,8 +116,9 @@ fn memcg_reclaim_swap_and_lazy_free_agree_with_vmstat() {
     let _swap = pressure::ZramSwap::new(2 << 30);
     let cg = pressure::MemCgroup::new(128 << 20);
     let dir = tempfile::tempdir().unwrap();
+    // 512 MiB written twice in 128 MiB: out to swap, then back in.
     let pages = (512u64 << 20) / 4096;
-    let argv = child(&["touch", &pages.to_string()]);
+    let argv = child(&["rewrite", &pages.to_string()]);
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     let before = pressure::vmstat();
     let rec = record(dir.path(), "swap", &cg.in_cgroup_argv(&argv));
@@ -140,6 +141,17 @@ fn memcg_reclaim_swap_and_lazy_free_agree_with_vmstat() {
         child_row["memcg_reclaims"].as_u64().unwrap() > 0,
         "{child_row}"
     );
+    // Per process, both directions, against the kernel's books.
+    assert!(books("pswpin") > 0, "the second pass swapped nothing in");
+    let row = |k: &str| u64_at(child_row, &format!("/{k}"));
+    assert_within_pct(
+        "child swap-out",
+        row("swap_out_pages"),
+        books("pswpout"),
+        10.0,
+    );
+    assert_within_pct("child swap-in", row("swap_in_pages"), books("pswpin"), 10.0);
+    assert_within_pct("pswpin", recorded("pswpin"), books("pswpin"), 10.0);
 
     // Lazy free: MADV_FREE'd pages are freed by reclaim instead of swapped.
     let argv = child(&["lazyfree", &(16384).to_string()]);
@@ -163,4 +175,110 @@ fn memcg_reclaim_swap_and_lazy_free_agree_with_vmstat() {
         books("pglazyfreed"),
         10.0,
     );
+}
+
+/// Reclaim done by another task (here: this test lowering the limit) is
+/// still charged to the process whose pages went out; the swap-ins are paid
+/// by that process's own faults.
+#[test]
+fn swap_out_is_charged_to_the_owner_not_the_reclaimer() {
+    if !root_or_skip("swap_out_is_charged_to_the_owner_not_the_reclaimer") {
+        return;
+    }
+    let _lock = pressure::exclusive();
+    let _swap = pressure::ZramSwap::new(1 << 30);
+    let cg = pressure::MemCgroup::new(1 << 30);
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("hold");
+    let pages = (256u64 << 20) / 4096;
+    let argv = child(&[
+        "--report",
+        report.to_str().unwrap(),
+        "hold",
+        &pages.to_string(),
+    ]);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let out = dir.path().join("owner.json");
+    let mut c = Command::new(vmscope_bin());
+    c.args(["record", "-i", "250ms", "-o"])
+        .arg(&out)
+        .arg("--")
+        .args(cg.in_cgroup_argv(&argv));
+    let recorder = std::thread::spawn(move || run_with_timeout(c, Duration::from_secs(120)));
+    let held = report.with_extension("held");
+    let t0 = std::time::Instant::now();
+    while !held.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the child never wrote its pages"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = pressure::vmstat();
+    // This thread does the reclaim: the child is asleep.
+    cg.set_limit(32 << 20);
+    cg.set_limit(1 << 30);
+    let mid = pressure::vmstat();
+    std::fs::write(report.with_extension("go"), b"").unwrap();
+    let o = recorder.join().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let after = pressure::vmstat();
+    let pushed = mid["pswpout"] - before["pswpout"];
+    assert!(
+        pushed > pages / 2,
+        "lowering the limit swapped out only {pushed} pages"
+    );
+    let rec = read_json(&out);
+    let procs = rec["processes"].as_array().unwrap();
+    let row = procs
+        .iter()
+        .find(|p| p["comm"] == "vmscope-testchi")
+        .unwrap_or_else(|| panic!("{procs:#?}"));
+    assert_within_pct(
+        "swap-out charged to the owner",
+        u64_at(row, "/swap_out_pages"),
+        after["pswpout"] - before["pswpout"],
+        10.0,
+    );
+    assert_within_pct(
+        "swap-in paid by the owner",
+        u64_at(row, "/swap_in_pages"),
+        after["pswpin"] - before["pswpin"],
+        10.0,
+    );
+    // Nobody else in the recording was charged for them.
+    let others: u64 = procs
+        .iter()
+        .filter(|p| p["pid"] != row["pid"])
+        .map(|p| p["swap_out_pages"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(
+        others * 100 < pushed,
+        "swap-out charged elsewhere: {procs:#?}"
+    );
+}
+
+/// Major faults per process against the child's own rusage.
+#[test]
+fn major_faults_match_the_childs_rusage() {
+    if !root_or_skip("major_faults_match_the_childs_rusage") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("majflt.json");
+    let argv = child(&["--report", report.to_str().unwrap(), "majfault", "4000"]);
+    let rec = record(dir.path(), "majfault", &argv);
+    let ru = read_json(&report);
+    let majflt = u64_at(&ru, "/majflt");
+    assert!(
+        majflt > 1000,
+        "the workload took only {majflt} major faults"
+    );
+    let procs = rec["processes"].as_array().unwrap();
+    let row = procs
+        .iter()
+        .find(|p| p["pid"] == ru["pid"])
+        .unwrap_or_else(|| panic!("{procs:#?}"));
+    assert_eq!(u64_at(row, "/major_faults"), majflt, "{row:#}");
+    assert!(u64_at(&rec, "/totals/counters/major_faults") >= majflt);
 }

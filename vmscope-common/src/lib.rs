@@ -78,7 +78,7 @@ pub struct Inflight {
 
 const _: () = assert!(core::mem::size_of::<Inflight>() == 24);
 // Counter ranges must not overlap.
-const _: () = assert!(counter::PROCESS_MADVISE_ERRORS < counter::MADVISE_CALLS_BASE);
+const _: () = assert!(counter::MM_INSERTS < counter::MADVISE_CALLS_BASE);
 const _: () = assert!(counter::TLB_REASON_BASE + counter::TLB_REASONS <= counter::TLB_PAGES);
 
 /// Indices into the `OFFSETS` global: tracepoint field offsets read from
@@ -103,7 +103,11 @@ pub mod off {
     pub const WRITE_FOLIO_FLAGS: usize = 16;
     pub const KSWAPD_WAKE_NID: usize = 17;
     pub const KSWAPD_SLEEP_NID: usize = 18;
-    pub const COUNT: usize = 20;
+    pub const RSS_MM_ID: usize = 19;
+    pub const RSS_CURR: usize = 20;
+    pub const RSS_MEMBER: usize = 21;
+    pub const RSS_SIZE: usize = 22;
+    pub const COUNT: usize = 24;
 }
 
 /// Indices into the per-CPU `COUNTERS` array: system-wide counters (and
@@ -139,6 +143,13 @@ pub mod counter {
     pub const WRITE_ANON: u32 = 33;
     pub const WRITE_FILE: u32 = 34;
     pub const PROCESS_MADVISE_ERRORS: u32 = 35;
+    /// Major faults (perf software event), system-wide.
+    pub const MAJOR_FAULTS: u32 = 36;
+    /// `rss_stat` MM_SWAPENTS events whose mm was new to the per-mm map
+    /// (its first change cannot be sized, so it is not counted).
+    pub const SWAP_UNSIZED: u32 = 37;
+    /// New entries created in the per-mm map (for eviction accounting).
+    pub const MM_INSERTS: u32 = 38;
     /// madvise per behaviour slot: calls, bytes, errors.
     pub const MADVISE_CALLS_BASE: u32 = 40;
     pub const MADVISE_BYTES_BASE: u32 = MADVISE_CALLS_BASE + crate::madvise::SLOTS;
@@ -146,6 +157,33 @@ pub mod counter {
     /// Number of slots in the array.
     pub const COUNT: u32 = MADVISE_ERRORS_BASE + crate::madvise::SLOTS;
 }
+
+/// Capacity of the per-mm swap map (LRU).
+pub const MAX_MMS: u32 = 16384;
+
+/// `member` of `kmem:rss_stat` for swap entries.
+pub const MM_SWAPENTS: i32 = 2;
+
+/// Swap traffic of one address space, keyed by the `mm_id` hash that
+/// `kmem:rss_stat` reports. Its owner's tgid is learned from events the mm's
+/// own tasks cause (`curr == 1`); 0 while unknown.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MmSwap {
+    pub tgid: u32,
+    /// 1 once `last_bytes` holds an observed value.
+    pub sized: u32,
+    /// The last MM_SWAPENTS value seen, in bytes.
+    pub last_bytes: i64,
+    /// Growth of the swap-entry count: pages unmapped to swap (swap-out).
+    pub out_bytes: u64,
+    /// Decreases caused by the owner's own page faults (swap-in).
+    pub in_bytes: u64,
+    /// Other decreases: unmapping, exit, swapoff.
+    pub freed_bytes: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<MmSwap>() == 40);
 
 /// Per-process cumulative statistics, keyed by tgid in an LRU hash map.
 /// Updated with atomic adds on the eBPF side.
@@ -168,11 +206,13 @@ pub struct ProcStats {
     pub madvise_calls: u64,
     /// TLB shootdown IPIs this process sent (`tlb_flush` reason 4).
     pub tlb_shootdowns: u64,
+    /// Major faults taken (perf software event).
+    pub major_faults: u64,
     /// The task name (`comm`), refreshed on exec.
     pub comm: [u8; 16],
 }
 
-const _: () = assert!(core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 7) + 16);
+const _: () = assert!(core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 8) + 16);
 
 #[cfg(feature = "user")]
 mod pod {
@@ -180,6 +220,7 @@ mod pod {
     // above), so any bit pattern is valid.
     unsafe impl aya::Pod for super::ProcStats {}
     unsafe impl aya::Pod for super::Inflight {}
+    unsafe impl aya::Pod for super::MmSwap {}
 }
 
 #[cfg(test)]

@@ -25,6 +25,21 @@ pub fn page_fault_perf(_ctx: PerfEventContext) -> u32 {
     0
 }
 
+/// Major faults: the software major-faults perf event, period 1. Cheap:
+/// major faults are rare next to minor ones and each costs a read.
+#[perf_event]
+pub fn major_fault_perf(_ctx: PerfEventContext) -> u32 {
+    crate::faults::on_major_fault();
+    0
+}
+
+/// Swap attribution (see `swap.rs`).
+#[tracepoint]
+pub fn rss_stat(ctx: TracePointContext) -> u32 {
+    crate::swap::on_rss_stat(&ctx);
+    0
+}
+
 #[tracepoint]
 pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
     crate::filter::on_fork(&ctx);

@@ -44,6 +44,15 @@ pub fn on_perf_fault() {
     }
 }
 
+/// A major fault (perf software event, period 1): the page had to be read.
+#[inline(always)]
+pub fn on_major_fault() {
+    maps::count(counter::MAJOR_FAULTS);
+    if let Some(p) = maps::current_proc() {
+        maps::atomic_inc(unsafe { &raw mut (*p).major_faults });
+    }
+}
+
 /// After exec the task name changes; keep the entry's `comm` current.
 #[inline(always)]
 pub fn on_exec() {

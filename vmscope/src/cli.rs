@@ -52,6 +52,12 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Json,
+    Jsonl,
+}
+
 #[derive(Debug, Args)]
 pub struct RecordArgs {
     /// Output file (`-` for stdout). Written to a temporary name and renamed.
@@ -74,6 +80,15 @@ pub struct RecordArgs {
     /// Run the wrapped command as root even when vmscope was started by sudo.
     #[arg(long)]
     pub as_root: bool,
+
+    /// List every process seen in `processes`, not only the top 50 by faults.
+    #[arg(long)]
+    pub all: bool,
+
+    /// `json`: one document, written atomically when recording ends.
+    /// `jsonl`: streamed, one line per interval (see the README).
+    #[arg(long, value_enum, default_value_t = Format::Json)]
+    pub format: Format,
 
     /// The command to run and observe (after `--`).
     #[arg(last = true, value_name = "CMD")]

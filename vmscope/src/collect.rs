@@ -42,7 +42,16 @@ pub const NAMED_COUNTERS: &[(&str, u32)] = &[
     ("reclaim_write_file_pages", counter::WRITE_FILE),
     ("process_madvise_errors", counter::PROCESS_MADVISE_ERRORS),
     ("inflight_dropped", counter::INFLIGHT_FULL),
+    ("major_faults", counter::MAJOR_FAULTS),
+    ("swap_unsized_changes", counter::SWAP_UNSIZED),
 ];
+
+/// Counters summed from the per-mm swap map (scope-filtered when scoped),
+/// named like the eBPF counters so totals treat them alike.
+pub const MM_SWAP_OUT: &str = "swap_out_pages";
+pub const MM_SWAP_IN: &str = "swap_in_pages";
+pub const MM_SWAP_FREED: &str = "swap_freed_pages";
+pub const MM_SWAP_OUT_UNOWNED: &str = "swap_out_unowned_pages";
 
 /// Which probe feeds each named counter (for availability).
 pub fn counter_probe(name: &str) -> &'static str {
@@ -56,6 +65,10 @@ pub fn counter_probe(name: &str) -> &'static str {
         "vmscan:mm_vmscan_write_folio"
     } else if name.starts_with("process_madvise") {
         "syscalls:sys_exit_process_madvise"
+    } else if name == "major_faults" {
+        crate::loader::MAJOR_FAULTS_PROBE
+    } else if name.starts_with("swap_") {
+        "kmem:rss_stat"
     } else {
         "always"
     }
@@ -81,7 +94,7 @@ pub struct FaultCounters {
 }
 
 /// One process's cumulative counters.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcSample {
     pub pid: u32,
     pub comm: String,
@@ -98,6 +111,14 @@ pub struct ProcSample {
     pub madvise_calls: u64,
     #[serde(default)]
     pub tlb_shootdowns: u64,
+    #[serde(default)]
+    pub major_faults: u64,
+    /// Pages of this process's memory swapped out, whoever ran reclaim.
+    #[serde(default)]
+    pub swap_out_pages: u64,
+    /// Pages this process faulted back in from swap.
+    #[serde(default)]
+    pub swap_in_pages: u64,
 }
 
 /// Raw cumulative state at one instant. `procs` holds only the processes
@@ -117,6 +138,11 @@ pub struct Sample {
     pub proc_inserts: u64,
     /// Children not followed because the followed set was full.
     pub tracked_full: u64,
+    /// Live entries in the per-mm swap map, and entries ever created.
+    #[serde(default)]
+    pub mm_entries: u64,
+    #[serde(default)]
+    pub mm_inserts: u64,
     /// Named eBPF counters (`NAMED_COUNTERS`), system-wide.
     #[serde(default)]
     pub counters: BTreeMap<String, u64>,
@@ -136,7 +162,8 @@ pub struct Sample {
 /// Reads samples from loaded probes.
 pub struct Collector {
     start: Instant,
-    last: HashMap<u32, ProcStats>,
+    page_size: u64,
+    last: HashMap<u32, ProcSample>,
     last_hists: HashMap<u32, HistSample>,
 }
 
@@ -144,6 +171,7 @@ impl Collector {
     pub fn new(start: Instant) -> Self {
         Self {
             start,
+            page_size: page_size(),
             last: HashMap::new(),
             last_hists: HashMap::new(),
         }
@@ -152,34 +180,25 @@ impl Collector {
     pub fn sample(&mut self, probes: &mut Loaded) -> anyhow::Result<Sample> {
         probes.flush_logs();
         let counters = read_counters(probes)?;
+        let swap = self.read_mms(probes)?;
         let mut procs = Vec::new();
         let mut entries = 0u64;
+        let mut seen = std::collections::HashSet::new();
         for item in probes.procs.iter() {
             let (pid, stats) = item.context("reading the per-process map")?;
             entries += 1;
-            if self
-                .last
-                .get(&pid)
-                .is_some_and(|prev| same_counts(prev, &stats))
-            {
-                continue;
+            seen.insert(pid);
+            let (out, inn) = swap.by_tgid.get(&pid).copied().unwrap_or_default();
+            let p = proc_sample(pid, comm_string(&stats.comm), &stats, out, inn);
+            self.push_changed(&mut procs, p);
+        }
+        // Processes with swap traffic but no other activity while recorded.
+        for (&pid, &(out, inn)) in &swap.by_tgid {
+            if !seen.contains(&pid) {
+                let comm = proc_comm(pid);
+                let p = proc_sample(pid, comm, &ProcStats::default(), out, inn);
+                self.push_changed(&mut procs, p);
             }
-            self.last.insert(pid, stats);
-            procs.push(ProcSample {
-                pid,
-                comm: comm_string(&stats.comm),
-                faults: FaultCounters {
-                    user: stats.user_faults,
-                    kernel: stats.kernel_faults,
-                    unclassified: stats.unclassified_faults,
-                },
-                direct_reclaim_ns: stats.direct_reclaim_ns,
-                direct_reclaims: stats.direct_reclaims,
-                memcg_reclaim_ns: stats.memcg_reclaim_ns,
-                memcg_reclaims: stats.memcg_reclaims,
-                madvise_calls: stats.madvise_calls,
-                tlb_shootdowns: stats.tlb_shootdowns,
-            });
         }
         procs.sort_by_key(|p| p.pid);
         let c = |i: u32| counters.get(i as usize).copied().unwrap_or(0);
@@ -191,10 +210,14 @@ impl Collector {
             faults.user[k] = c(counter::USER_FAULT_BASE + k as u32);
             faults.kernel[k] = c(counter::KERNEL_FAULT_BASE + k as u32);
         }
-        let named = NAMED_COUNTERS
+        let mut named: BTreeMap<String, u64> = NAMED_COUNTERS
             .iter()
             .map(|&(name, idx)| (name.to_string(), c(idx)))
             .collect();
+        named.insert(MM_SWAP_OUT.into(), swap.out);
+        named.insert(MM_SWAP_IN.into(), swap.inn);
+        named.insert(MM_SWAP_FREED.into(), swap.freed);
+        named.insert(MM_SWAP_OUT_UNOWNED.into(), swap.unowned_out);
         let madvise = (0..madvise::SLOTS)
             .map(|slot| MadviseCounts {
                 behavior: behavior_name(slot),
@@ -218,11 +241,55 @@ impl Collector {
             proc_entries: entries,
             proc_inserts: c(counter::PROC_INSERTS),
             tracked_full: c(counter::TRACKED_FULL),
+            mm_entries: swap.entries,
+            mm_inserts: c(counter::MM_INSERTS),
         })
     }
 }
 
+/// The per-mm swap map, summed.
+#[derive(Default)]
+struct SwapSums {
+    /// tgid -> (swapped-out pages, swapped-in pages).
+    by_tgid: HashMap<u32, (u64, u64)>,
+    out: u64,
+    inn: u64,
+    freed: u64,
+    unowned_out: u64,
+    entries: u64,
+}
+
 impl Collector {
+    fn read_mms(&self, probes: &Loaded) -> anyhow::Result<SwapSums> {
+        let mut s = SwapSums::default();
+        let pages = |b: u64| b / self.page_size;
+        for item in probes.mms.iter() {
+            let (_, mm) = item.context("reading the per-mm swap map")?;
+            s.entries += 1;
+            let (out, inn) = (pages(mm.out_bytes), pages(mm.in_bytes));
+            s.out += out;
+            s.inn += inn;
+            s.freed += pages(mm.freed_bytes);
+            if mm.tgid == 0 {
+                s.unowned_out += out;
+            } else if out > 0 || inn > 0 {
+                let e = s.by_tgid.entry(mm.tgid).or_default();
+                e.0 += out;
+                e.1 += inn;
+            }
+        }
+        Ok(s)
+    }
+
+    /// Adds `p` to `out` unless it is unchanged since the last sample.
+    fn push_changed(&mut self, out: &mut Vec<ProcSample>, p: ProcSample) {
+        if self.last.get(&p.pid) == Some(&p) {
+            return;
+        }
+        self.last.insert(p.pid, p.clone());
+        out.push(p);
+    }
+
     fn changed_hists(&mut self, probes: &Loaded) -> anyhow::Result<Vec<HistSample>> {
         let mut out = Vec::new();
         for id in 0..hist::COUNT {
@@ -255,8 +322,38 @@ fn sum_cpus(arr: &aya::maps::PerCpuArray<aya::maps::MapData, u64>, i: u32) -> an
     Ok(per_cpu.iter().fold(0u64, |a, v| a.wrapping_add(*v)))
 }
 
-fn same_counts(a: &ProcStats, b: &ProcStats) -> bool {
-    a == b
+fn proc_sample(pid: u32, comm: String, st: &ProcStats, swap_out: u64, swap_in: u64) -> ProcSample {
+    ProcSample {
+        pid,
+        comm,
+        faults: FaultCounters {
+            user: st.user_faults,
+            kernel: st.kernel_faults,
+            unclassified: st.unclassified_faults,
+        },
+        direct_reclaim_ns: st.direct_reclaim_ns,
+        direct_reclaims: st.direct_reclaims,
+        memcg_reclaim_ns: st.memcg_reclaim_ns,
+        memcg_reclaims: st.memcg_reclaims,
+        madvise_calls: st.madvise_calls,
+        tlb_shootdowns: st.tlb_shootdowns,
+        major_faults: st.major_faults,
+        swap_out_pages: swap_out,
+        swap_in_pages: swap_in,
+    }
+}
+
+/// A process's name from /proc, or empty once it has gone.
+fn proc_comm(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|s| s.trim_end().to_string())
+        .unwrap_or_default()
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
 }
 
 fn read_counters(probes: &Loaded) -> anyhow::Result<Vec<u64>> {

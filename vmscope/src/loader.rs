@@ -14,7 +14,7 @@ use aya::{
     },
 };
 use serde::{Deserialize, Serialize};
-use vmscope_common::{ProcStats, off};
+use vmscope_common::{MmSwap, ProcStats, off};
 
 use crate::kernel::tracefs;
 
@@ -61,6 +61,8 @@ pub struct Loaded {
     pub hists: PerCpuArray<MapData, u64>,
     pub hist_sums: PerCpuArray<MapData, u64>,
     pub procs: HashMap<MapData, u32, ProcStats>,
+    /// Swap traffic per address space (see the eBPF `swap` module).
+    pub mms: HashMap<MapData, u32, MmSwap>,
     tracked: HashMap<MapData, u32, u32>,
     pub probes: Vec<ProbeStatus>,
     pub fault_source: FaultSource,
@@ -212,6 +214,16 @@ const SPECS: &[Spec] = &[
         "vmscan",
         &["mm_vmscan_write_folio", "mm_vmscan_writepage"],
         &[(off::WRITE_FOLIO_FLAGS, "reclaim_flags", &[4])],
+    ),
+    spec(
+        "kmem",
+        &["rss_stat"],
+        &[
+            (off::RSS_MM_ID, "mm_id", &[4]),
+            (off::RSS_CURR, "curr", &[4]),
+            (off::RSS_MEMBER, "member", &[4]),
+            (off::RSS_SIZE, "size", &[8]),
+        ],
     ),
     spec(
         "tlb",
@@ -387,11 +399,13 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     for (s, p) in plans {
         probes.push(attach_planned(&mut ebpf, s.category, s.prog, p));
     }
+    probes.push(attach_major_faults(&mut ebpf, &disabled));
 
     let counters = PerCpuArray::try_from(take(&mut ebpf, "COUNTERS")?)?;
     let hists = PerCpuArray::try_from(take(&mut ebpf, "HISTS")?)?;
     let hist_sums = PerCpuArray::try_from(take(&mut ebpf, "HIST_SUMS")?)?;
     let procs = HashMap::try_from(take(&mut ebpf, "PROCS")?)?;
+    let mms = HashMap::try_from(take(&mut ebpf, "MMS")?)?;
     let tracked = HashMap::try_from(take(&mut ebpf, "TRACKED")?)?;
     Ok(Loaded {
         _ebpf: ebpf,
@@ -399,6 +413,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         hists,
         hist_sums,
         procs,
+        mms,
         tracked,
         probes,
         fault_source,
@@ -429,23 +444,46 @@ fn attach_tracepoint(
         .map_err(|e| format!("attaching {category}:{name}: {}", one_line(&e)))
 }
 
+/// The probe name of the major-fault counter.
+pub const MAJOR_FAULTS_PROBE: &str = "perf:major-faults";
+
+fn attach_major_faults(ebpf: &mut Ebpf, disabled: &[String]) -> ProbeStatus {
+    let result = if disabled.iter().any(|d| d == MAJOR_FAULTS_PROBE) {
+        Err(format!("disabled by {DISABLE_ENV}"))
+    } else {
+        attach_perf_sw(ebpf, "major_fault_perf", SoftwareEvent::PageFaultsMaj)
+    };
+    ProbeStatus {
+        probe: MAJOR_FAULTS_PROBE.into(),
+        method: "perf_event".into(),
+        attached: result.is_ok(),
+        reason: result.err(),
+    }
+}
+
 fn attach_perf_faults(ebpf: &mut Ebpf) -> Result<(), String> {
+    attach_perf_sw(ebpf, "page_fault_perf", SoftwareEvent::PageFaults)
+}
+
+/// Attaches `prog` to a software perf event on every online CPU, sampling
+/// every occurrence.
+fn attach_perf_sw(ebpf: &mut Ebpf, prog: &str, event: SoftwareEvent) -> Result<(), String> {
     let p: &mut PerfEvent = ebpf
-        .program_mut("page_fault_perf")
-        .ok_or("program page_fault_perf missing from the eBPF object")?
+        .program_mut(prog)
+        .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?
         .try_into()
         .map_err(|e: aya::programs::ProgramError| one_line(&e))?;
     p.load()
-        .map_err(|e| format!("loading page_fault_perf: {}", one_line(&e)))?;
+        .map_err(|e| format!("loading {prog}: {}", one_line(&e)))?;
     let cpus = aya::util::online_cpus().map_err(|(what, e)| format!("{what}: {e}"))?;
     for cpu in cpus {
         p.attach(
-            PerfEventConfig::Software(SoftwareEvent::PageFaults),
+            PerfEventConfig::Software(event),
             PerfEventScope::AllProcessesOneCpu { cpu },
             SamplePolicy::Period(1),
             false,
         )
-        .map_err(|e| format!("perf page-faults event on cpu {cpu}: {}", one_line(&e)))?;
+        .map_err(|e| format!("perf {event:?} event on cpu {cpu}: {}", one_line(&e)))?;
     }
     Ok(())
 }

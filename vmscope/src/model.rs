@@ -116,12 +116,31 @@ pub struct ProcessTotal {
     pub madvise_calls: u64,
     /// TLB shootdown IPIs this process sent.
     pub tlb_shootdowns: u64,
+    /// Null when the major-fault probe is unavailable (see `unavailable`).
+    pub major_faults: Option<u64>,
+    /// Pages of this process swapped out, whoever ran reclaim; null when
+    /// `kmem:rss_stat` is unavailable.
+    pub swap_out_pages: Option<u64>,
+    /// Pages this process faulted back in from swap; null likewise.
+    pub swap_in_pages: Option<u64>,
+}
+
+/// Which optional per-process figures the running kernel provides.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProcAvailability {
+    pub major_faults: bool,
+    pub swap: bool,
 }
 
 /// Replays samples into per-process totals, largest fault count first, at
 /// most `limit` rows. Per-process counters start at zero when the probes
 /// attach, so each process's last cumulative value is its total.
-pub fn process_totals(source: FaultSource, samples: &[Sample], limit: usize) -> Vec<ProcessTotal> {
+pub fn process_totals(
+    source: FaultSource,
+    avail: ProcAvailability,
+    samples: &[Sample],
+    limit: usize,
+) -> Vec<ProcessTotal> {
     let mut latest: BTreeMap<u32, &crate::collect::ProcSample> = BTreeMap::new();
     for s in samples {
         for p in &s.procs {
@@ -140,6 +159,9 @@ pub fn process_totals(source: FaultSource, samples: &[Sample], limit: usize) -> 
             memcg_reclaims: p.memcg_reclaims,
             madvise_calls: p.madvise_calls,
             tlb_shootdowns: p.tlb_shootdowns,
+            major_faults: avail.major_faults.then_some(p.major_faults),
+            swap_out_pages: avail.swap.then_some(p.swap_out_pages),
+            swap_in_pages: avail.swap.then_some(p.swap_in_pages),
         })
         .collect();
     rows.sort_by(|a, b| b.faults.total.cmp(&a.faults.total).then(a.pid.cmp(&b.pid)));
@@ -173,12 +195,16 @@ pub struct Lost {
     pub proc_evictions: u64,
     /// Children that could not be followed.
     pub untracked_children: u64,
+    /// Per-mm swap entries evicted from the LRU map (their counts are gone).
+    #[serde(default)]
+    pub mm_evictions: u64,
 }
 
 pub fn lost(last: Option<&Sample>) -> Lost {
     last.map_or_else(Lost::default, |s| Lost {
         proc_evictions: s.proc_inserts.saturating_sub(s.proc_entries),
         untracked_children: s.tracked_full,
+        mm_evictions: s.mm_inserts.saturating_sub(s.mm_entries),
     })
 }
 
@@ -202,12 +228,8 @@ mod tests {
                     pid,
                     comm: comm.into(),
                     faults,
-                    direct_reclaim_ns: 0,
-                    direct_reclaims: 0,
-                    memcg_reclaim_ns: 0,
-                    memcg_reclaims: 0,
-                    madvise_calls: 0,
-                    tlb_shootdowns: 0,
+                    swap_out_pages: u64::from(pid),
+                    ..Default::default()
                 })
                 .collect(),
             ..Default::default()
@@ -254,15 +276,35 @@ mod tests {
         let s1 = sample(vec![(10, "a", counters(5, 0)), (20, "b", counters(1, 0))]);
         // pid 10 unchanged (absent); pid 20 grew; pid 30 appeared
         let s2 = sample(vec![(20, "b", counters(50, 0)), (30, "c", counters(7, 0))]);
-        let rows = process_totals(FaultSource::Tracepoint, &[s1, s2], 10);
+        let rows = process_totals(
+            FaultSource::Tracepoint,
+            ProcAvailability::default(),
+            &[s1, s2],
+            10,
+        );
         let got: Vec<(u32, Option<u64>)> = rows.iter().map(|r| (r.pid, r.faults.total)).collect();
         assert_eq!(got, [(20, Some(50)), (30, Some(7)), (10, Some(5))]);
         let top1 = process_totals(
             FaultSource::Tracepoint,
+            ProcAvailability::default(),
             &[sample(vec![(1, "x", counters(1, 0))])],
             0,
         );
         assert!(top1.is_empty());
+    }
+
+    #[test]
+    fn unavailable_per_process_figures_are_null_not_zero() {
+        let s = [sample(vec![(7, "a", counters(1, 0))])];
+        let none = process_totals(FaultSource::Tracepoint, ProcAvailability::default(), &s, 10);
+        assert_eq!((none[0].swap_out_pages, none[0].major_faults), (None, None));
+        let avail = ProcAvailability {
+            major_faults: true,
+            swap: true,
+        };
+        let some = process_totals(FaultSource::Tracepoint, avail, &s, 10);
+        assert_eq!(some[0].swap_out_pages, Some(7));
+        assert_eq!(some[0].major_faults, Some(0));
     }
 
     #[test]
@@ -280,13 +322,16 @@ mod tests {
             proc_inserts: 12,
             proc_entries: 10,
             tracked_full: 1,
+            mm_inserts: 7,
+            mm_entries: 4,
             ..Default::default()
         };
         assert_eq!(
             lost(Some(&s)),
             Lost {
                 proc_evictions: 2,
-                untracked_children: 1
+                untracked_children: 1,
+                mm_evictions: 3,
             }
         );
         assert_eq!(lost(None), Lost::default());

@@ -97,6 +97,70 @@ pub struct Recording {
     pub samples: Vec<Sample>,
 }
 
+/// The fields of a recording known when it starts: the first line of a
+/// `--format jsonl` stream.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    pub schema_version: u32,
+    pub tool: Tool,
+    pub kernel: KernelInfo,
+    pub command_line: Vec<String>,
+    pub command: Option<Vec<String>>,
+    pub scope: Scope,
+    pub interval_ns: u64,
+    pub start_time: String,
+    pub probes: Vec<ProbeStatus>,
+    pub fault_source: FaultSource,
+    pub fault_classes: Vec<String>,
+}
+
+/// One line of a `--format jsonl` stream: a header, then one sample per
+/// interval, then the whole recording without its samples (they are the
+/// lines above it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Line {
+    Header(Box<Header>),
+    Sample(Box<Sample>),
+    Recording(Box<Recording>),
+}
+
+/// Appends whole lines to a `--format jsonl` stream, flushing each so that
+/// `tail -f` sees every interval as it ends.
+pub struct JsonlWriter {
+    out: Box<dyn std::io::Write + Send>,
+    what: String,
+}
+
+impl JsonlWriter {
+    /// Creates (truncates) the file, or uses stdout. The stream is written
+    /// in place, not renamed: it is meant to be read while it grows.
+    pub fn create(output: &Output) -> anyhow::Result<Self> {
+        Ok(match output {
+            Output::Stdout => Self {
+                out: Box::new(std::io::stdout()),
+                what: "stdout".into(),
+            },
+            Output::File(path) => Self {
+                out: Box::new(
+                    std::fs::File::create(path)
+                        .with_context(|| format!("creating {}", path.display()))?,
+                ),
+                what: path.display().to_string(),
+            },
+        })
+    }
+
+    pub fn line(&mut self, line: &Line) -> anyhow::Result<()> {
+        let mut buf = serde_json::to_vec(line).context("encoding a line")?;
+        buf.push(b'\n');
+        self.out
+            .write_all(&buf)
+            .and_then(|()| self.out.flush())
+            .with_context(|| format!("writing {}", self.what))
+    }
+}
+
 /// Where a recording goes.
 #[derive(Clone, Debug)]
 pub enum Output {
@@ -194,7 +258,8 @@ pub fn write_atomic(
     result.with_context(|| format!("writing {}", path.display()))
 }
 
-/// Reads a recording, rejecting other schema versions with a clear message.
+/// Reads a recording (a JSON document or a `--format jsonl` stream),
+/// rejecting other schema versions with a clear message.
 pub fn read(path: &Path) -> anyhow::Result<Recording> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -202,7 +267,16 @@ pub fn read(path: &Path) -> anyhow::Result<Recording> {
 }
 
 pub fn from_str(text: &str) -> anyhow::Result<Recording> {
+    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    if first.trim_start().starts_with("{\"type\":\"header\"") {
+        return from_jsonl(text);
+    }
     let v: serde_json::Value = serde_json::from_str(text).context("invalid JSON")?;
+    check_version(&v)?;
+    serde_json::from_value(v).context("fields do not match the recording schema")
+}
+
+fn check_version(v: &serde_json::Value) -> anyhow::Result<()> {
     match v.get("schema_version").and_then(serde_json::Value::as_u64) {
         Some(n) if n == u64::from(SCHEMA_VERSION) => {}
         Some(n) => anyhow::bail!(
@@ -210,5 +284,34 @@ pub fn from_str(text: &str) -> anyhow::Result<Recording> {
         ),
         None => anyhow::bail!("no schema_version field"),
     }
-    serde_json::from_value(v).context("fields do not match the recording schema")
+    Ok(())
+}
+
+/// Reassembles a `--format jsonl` stream into one recording.
+pub fn from_jsonl(text: &str) -> anyhow::Result<Recording> {
+    let mut samples = Vec::new();
+    let mut rec = None;
+    for (i, l) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let v: serde_json::Value =
+            serde_json::from_str(l).with_context(|| format!("line {}: invalid JSON", i + 1))?;
+        if v.get("type").and_then(serde_json::Value::as_str) != Some("sample") {
+            check_version(&v).with_context(|| format!("line {}", i + 1))?;
+        }
+        let line: Line = serde_json::from_value(v)
+            .with_context(|| format!("line {}: not a vmscope stream line", i + 1))?;
+        match line {
+            Line::Header(_) => {}
+            Line::Sample(s) => samples.push(*s),
+            Line::Recording(r) => rec = Some(r),
+        }
+    }
+    let mut rec = rec.context(
+        "the stream has no final recording line; vmscope was stopped before it could finish",
+    )?;
+    rec.samples = samples;
+    Ok(*rec)
 }

@@ -8,13 +8,13 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
     child,
-    cli::RecordArgs,
+    cli::{Format, RecordArgs},
     collect::{Collector, Sample},
     exit,
     kernel::{caps::Privileges, system},
     loader::{self, LoadOptions},
     model,
-    record::{self, Output, Recording, Scope, ScopeKind, Totals},
+    record::{self, Header, JsonlWriter, Line, Output, Recording, Scope, ScopeKind, Totals},
     timefmt,
 };
 
@@ -83,8 +83,39 @@ async fn record(
 
     let start_wall = SystemTime::now();
     let start = Instant::now();
+    let header = Header {
+        schema_version: record::SCHEMA_VERSION,
+        tool: record::Tool::this(),
+        kernel: system::kernel_info(),
+        command_line: std::env::args().collect(),
+        command: (!args.command.is_empty()).then(|| args.command.clone()),
+        scope: Scope { kind: scope, pids },
+        interval_ns: nanos(args.interval),
+        start_time: timefmt::rfc3339(start_wall),
+        probes: probes.probes.clone(),
+        fault_source: probes.fault_source,
+        fault_classes: (0..vmscope_common::FAULT_CLASSES)
+            .map(|k| vmscope_common::fault_class_name(k).to_string())
+            .collect(),
+    };
+    let mut stream = match args.format {
+        Format::Json => None,
+        Format::Jsonl => {
+            let mut w = JsonlWriter::create(&output)?;
+            w.line(&Line::Header(Box::new(header.clone())))?;
+            Some(w)
+        }
+    };
     let mut collector = Collector::new(start);
-    let mut samples: Vec<Sample> = vec![collector.sample(&mut probes)?];
+    let mut samples: Vec<Sample> = Vec::new();
+    let mut take = |s: Sample| -> anyhow::Result<()> {
+        if let Some(w) = stream.as_mut() {
+            w.line(&Line::Sample(Box::new(s.clone())))?;
+        }
+        samples.push(s);
+        Ok(())
+    };
+    take(collector.sample(&mut probes)?)?;
 
     let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
@@ -124,7 +155,7 @@ async fn record(
         };
         let sig = tokio::select! {
             _ = ticker.tick() => {
-                samples.push(collector.sample(&mut probes)?);
+                take(collector.sample(&mut probes)?)?;
                 None
             }
             r = child_done => {
@@ -152,7 +183,7 @@ async fn record(
             None => break,
         }
     }
-    samples.push(collector.sample(&mut probes)?);
+    take(collector.sample(&mut probes)?)?;
     let end_wall = SystemTime::now();
     let duration = start.elapsed();
 
@@ -161,39 +192,66 @@ async fn record(
     let last = samples.last().map(|s| s.faults).unwrap_or_default();
     let system_faults = model::fault_totals(source, model::fault_delta(&first, &last).as_ref());
     let scope_faults = model::tree_faults(source, &samples);
-    let rec = Recording {
-        schema_version: record::SCHEMA_VERSION,
-        tool: record::Tool::this(),
-        kernel: system::kernel_info(),
-        command_line: std::env::args().collect(),
-        command: (!args.command.is_empty()).then(|| args.command.clone()),
-        scope: Scope { kind: scope, pids },
-        interval_ns: nanos(args.interval),
-        start_time: timefmt::rfc3339(start_wall),
+    let attached = |name: &str| probes.probes.iter().any(|p| p.probe == name && p.attached);
+    let avail = model::ProcAvailability {
+        major_faults: attached(loader::MAJOR_FAULTS_PROBE),
+        swap: attached("kmem:rss_stat"),
+    };
+    let limit = if args.all {
+        usize::MAX
+    } else {
+        record::TOP_PROCESSES
+    };
+    let Header {
+        schema_version,
+        tool,
+        kernel,
+        command_line,
+        command,
+        scope,
+        interval_ns,
+        start_time,
+        probes: probe_status,
+        fault_source,
+        fault_classes,
+    } = header;
+    let mut rec = Recording {
+        schema_version,
+        tool,
+        kernel,
+        command_line,
+        command,
+        scope,
+        interval_ns,
+        start_time,
         end_time: timefmt::rfc3339(end_wall),
         duration_ns: nanos(duration),
         interrupted_by: interrupted_by.map(str::to_string),
-        probes: probes.probes.clone(),
-        fault_source: source,
-        fault_classes: (0..vmscope_common::FAULT_CLASSES)
-            .map(|k| vmscope_common::fault_class_name(k).to_string())
-            .collect(),
+        fault_source,
+        fault_classes,
         child: child_report.clone(),
         totals: Totals {
             system_faults,
             scope_faults,
             vm: crate::totals::vm_totals(
                 &samples,
-                &probes.probes,
+                &probe_status,
                 crate::procstat::read_psi().err().as_deref(),
             ),
         },
-        processes: model::process_totals(source, &samples, record::TOP_PROCESSES),
-        processes_limit: record::TOP_PROCESSES,
+        probes: probe_status,
+        processes: model::process_totals(source, avail, &samples, limit),
+        processes_limit: limit.min(u32::MAX as usize),
         lost: model::lost(samples.last()),
         samples,
     };
-    output.write(&rec)?;
+    match stream.as_mut() {
+        Some(w) => {
+            rec.samples = Vec::new();
+            w.line(&Line::Recording(Box::new(rec)))?;
+        }
+        None => output.write(&rec)?,
+    }
     Ok(match (&child_report, interrupted_by) {
         (Some(c), _) => u8::try_from(c.exit_code).unwrap_or(exit::WRAPPER_FAILED),
         (None, Some(_)) => 0,

@@ -10,6 +10,14 @@
 //!        vmscope-testchild shootdown N    2 threads; N munmaps of memory both touched
 //!        vmscope-testchild lazyfree PAGES write PAGES, MADV_FREE them, then
 //!                                         allocate and write 2*PAGES more
+//!        vmscope-testchild rewrite PAGES  write PAGES, then write them all again
+//!                                         (under a memcg limit: swap-out, then swap-in)
+//!        vmscope-testchild hold PAGES     write PAGES, wait until FILE (the --report
+//!                                         path + ".go") exists, then write them again
+//!        vmscope-testchild majfault PAGES write a PAGES-long file next to the
+//!                                         report (or in /tmp), drop it from the page
+//!                                         cache with posix_fadvise(DONTNEED), then
+//!                                         read it through a MADV_RANDOM mapping
 #![allow(clippy::unwrap_used, reason = "a test workload fails loudly")]
 
 use std::{io::Write as _, time::Duration};
@@ -131,6 +139,80 @@ fn lazyfree(pages: usize) {
     write_pages(q, 2 * pages);
 }
 
+/// Writes every page twice: under a memcg limit the first pass pushes the
+/// early pages out to swap and the second brings them back.
+fn rewrite(pages: usize) {
+    let len = pages * page_size();
+    let p = map(len);
+    // SAFETY: the whole mapping.
+    unsafe { assert_eq!(libc::madvise(p.cast(), len, libc::MADV_NOHUGEPAGE), 0) };
+    write_pages(p, pages);
+    write_pages(p, pages);
+}
+
+/// Writes every page, waits for `go` to appear (meanwhile someone else may
+/// push the pages out), then writes them again.
+fn hold(pages: usize, go: &std::path::Path) {
+    let len = pages * page_size();
+    let p = map(len);
+    // SAFETY: the whole mapping.
+    unsafe { assert_eq!(libc::madvise(p.cast(), len, libc::MADV_NOHUGEPAGE), 0) };
+    write_pages(p, pages);
+    std::fs::write(go.with_extension("held"), b"").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !go.exists() {
+        assert!(std::time::Instant::now() < deadline, "no {}", go.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    write_pages(p, pages);
+}
+
+/// Major faults: a file's pages read through a mapping after the page cache
+/// dropped them. Readahead makes some of them minor; rusage says which.
+fn majfault(pages: usize, dir: &std::path::Path) {
+    use std::os::fd::AsRawFd as _;
+    let ps = page_size();
+    let path = dir.join(format!(".vmscope-majfault-{}", std::process::id()));
+    let mut f = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    f.write_all(&vec![7u8; pages * ps]).unwrap();
+    f.sync_all().unwrap();
+    let fd = f.as_raw_fd();
+    // SAFETY: plain syscalls on an open descriptor; the mapping is read
+    // within its length and then unmapped.
+    unsafe {
+        assert_eq!(
+            libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED),
+            0,
+            "posix_fadvise"
+        );
+        let len = pages * ps;
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE,
+            fd,
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED, "mmap failed");
+        // No readahead: most pages are then read by a fault of their own.
+        assert_eq!(libc::madvise(p, len, libc::MADV_RANDOM), 0, "madvise");
+        let p: *const u8 = p.cast();
+        let mut sum = 0u64;
+        for i in 0..pages {
+            sum += u64::from(std::ptr::read_volatile(p.add(i * ps)));
+        }
+        assert_eq!(sum, 7 * pages as u64);
+        libc::munmap(p as *mut libc::c_void, len);
+    }
+}
+
 fn report(path: &str) {
     // SAFETY: zeroed rusage is valid; getrusage fills it.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -164,6 +246,20 @@ fn main() {
         "munmap" => munmap_calls(n as usize),
         "shootdown" => shootdown(n as usize),
         "lazyfree" => lazyfree(n as usize),
+        "rewrite" => rewrite(n as usize),
+        "hold" => {
+            let r = report_to.as_deref().expect("hold needs --report");
+            hold(n as usize, &std::path::PathBuf::from(format!("{r}.go")))
+        }
+        "majfault" => {
+            let dir = report_to
+                .as_deref()
+                .and_then(|r| std::path::Path::new(r).parent())
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(std::path::Path::new("/tmp"))
+                .to_path_buf();
+            majfault(n as usize, &dir)
+        }
         other => {
             eprintln!("unknown workload {other}");
             std::process::exit(2)

@@ -1,0 +1,120 @@
+//! Swap attribution from `kmem:rss_stat`, which fires on every change of an
+//! mm's RSS counters with the counter's new value.
+//!
+//! - Every event whose mm is the current task's own (`curr == 1`) teaches the
+//!   mm -> tgid mapping. That is every page fault that maps a page, so this
+//!   path is a per-CPU cache hit in the common case.
+//! - MM_SWAPENTS changes are sized against the previous value of the same mm:
+//!   growth is swap-out, charged to the mm's owner whoever ran reclaim;
+//!   shrinkage in the owner's own context outside munmap/madvise is swap-in
+//!   (a fault); any other shrinkage is entries freed.
+
+use aya_ebpf::{
+    macros::map,
+    maps::{LruHashMap, PerCpuArray},
+    programs::TracePointContext,
+};
+use vmscope_common::{MAX_MMS, MM_SWAPENTS, MmSwap, counter, kind, off};
+
+use crate::maps;
+
+/// Swap traffic per address space, keyed by `mm_id`.
+#[map]
+pub static MMS: LruHashMap<u32, MmSwap> = LruHashMap::with_max_entries(MAX_MMS, 0);
+
+/// Per CPU, the last `mm_id << 32 | tgid` pair already recorded in `MMS`.
+#[map]
+static LEARNED: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+#[inline(always)]
+fn field<T: Copy + Default>(ctx: &TracePointContext, idx: usize) -> T {
+    unsafe { ctx.read_at::<T>(maps::offset(idx)) }.unwrap_or_default()
+}
+
+pub fn on_rss_stat(ctx: &TracePointContext) {
+    let mm_id: u32 = field(ctx, off::RSS_MM_ID);
+    let curr: u32 = field(ctx, off::RSS_CURR);
+    if curr != 0 {
+        learn(mm_id);
+    }
+    let member: i32 = field(ctx, off::RSS_MEMBER);
+    if member != MM_SWAPENTS {
+        return;
+    }
+    let size: i64 = field(ctx, off::RSS_SIZE);
+    let Some(e) = MMS.get_ptr_mut(mm_id) else {
+        // An mm none of whose own tasks has been seen yet. Under a filter it
+        // cannot be one of ours (they are learned on their first fault).
+        if !maps::filter_enabled() {
+            let fresh = MmSwap {
+                sized: 1,
+                last_bytes: size,
+                ..Default::default()
+            };
+            if MMS.insert(mm_id, fresh, 1).is_ok() {
+                maps::count(counter::MM_INSERTS);
+            }
+            maps::count(counter::SWAP_UNSIZED);
+        }
+        return;
+    };
+    // SAFETY: `e` points into a live map value.
+    unsafe {
+        if (*e).sized == 0 {
+            (*e).sized = 1;
+            (*e).last_bytes = size;
+            maps::count(counter::SWAP_UNSIZED);
+            return;
+        }
+        let delta = size - (*e).last_bytes;
+        (*e).last_bytes = size;
+        if delta > 0 {
+            maps::atomic_add(&raw mut (*e).out_bytes, delta as u64);
+        } else if delta < 0 {
+            let freed = delta.unsigned_abs();
+            if curr != 0 && !unmapping() {
+                maps::atomic_add(&raw mut (*e).in_bytes, freed);
+            } else {
+                maps::atomic_add(&raw mut (*e).freed_bytes, freed);
+            }
+        }
+    }
+}
+
+/// Whether the current task is inside munmap or madvise, whose zaps also
+/// drop swap entries of its own mm.
+#[inline(always)]
+fn unmapping() -> bool {
+    let tid = u64::from(maps::current_tid()) << 8;
+    maps::INFLIGHT.get_ptr(tid | kind::MUNMAP).is_some()
+        || maps::INFLIGHT.get_ptr(tid | kind::MADVISE).is_some()
+}
+
+/// Records that `mm_id` belongs to the current process.
+#[inline(always)]
+fn learn(mm_id: u32) {
+    let tgid = maps::current_tgid();
+    let pair = (u64::from(mm_id) << 32) | u64::from(tgid);
+    let Some(cache) = LEARNED.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: per-CPU slot; programs do not migrate.
+    if unsafe { *cache } == pair {
+        return;
+    }
+    unsafe { *cache = pair };
+    if !maps::in_scope() {
+        return;
+    }
+    if let Some(e) = MMS.get_ptr_mut(mm_id) {
+        unsafe { (*e).tgid = tgid };
+        return;
+    }
+    let fresh = MmSwap {
+        tgid,
+        ..Default::default()
+    };
+    if MMS.insert(mm_id, fresh, 1).is_ok() {
+        maps::count(counter::MM_INSERTS);
+    }
+}
