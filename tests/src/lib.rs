@@ -114,3 +114,29 @@ pub fn assert_within_pct(what: &str, got: u64, want: u64, pct: f64) {
         "{what}: {got} is not within {pct}% of {want} (diff {diff})"
     );
 }
+
+/// A validator for one of the published schemas in `vmscope/schema/`.
+pub fn schema(name: &str) -> jsonschema::Validator {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../vmscope/schema")
+        .join(name);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let doc = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
+    jsonschema::validator_for(&doc)
+        .unwrap_or_else(|e| panic!("{} is not a valid schema: {e}", path.display()))
+}
+
+/// Asserts `doc` matches the schema, listing the first mismatches.
+pub fn assert_valid(v: &jsonschema::Validator, doc: &serde_json::Value, what: &str) {
+    let errors: Vec<String> = v
+        .iter_errors(doc)
+        .take(5)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{what} does not match the schema: {errors:#?}"
+    );
+}

@@ -276,6 +276,11 @@ fn sigint_mid_run_leaves_a_complete_document() {
         String::from_utf8_lossy(&o.stderr)
     );
     let rec = read_json(&out);
+    assert_valid(
+        &schema("recording.schema.json"),
+        &rec,
+        "a recording cut short by SIGINT",
+    );
     assert_eq!(rec["interrupted_by"], "SIGINT");
     assert_eq!(rec["child"]["signal"], 2);
     assert!(rec["samples"].as_array().unwrap().len() >= 5);

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::exit;
 
 /// The command's resource usage, like `/usr/bin/time -v`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Rusage {
     pub wall_ns: u64,
     pub user_ns: u64,
@@ -32,7 +32,7 @@ pub struct Rusage {
 }
 
 /// How the command ended.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ChildReport {
     pub pid: u32,
     /// What vmscope exits with: the command's code, or 128+N for signal N.

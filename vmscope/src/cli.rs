@@ -33,6 +33,15 @@ pub enum Command {
     /// Benchmark the probes' cost per page fault against nothing attached
     /// and an empty program on the same tracepoints.
     Overhead(OverheadArgs),
+    /// Print the JSON Schema of recordings (or of `--format jsonl` lines).
+    Schema(SchemaArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SchemaArgs {
+    /// The schema of one `--format jsonl` line instead of a whole recording.
+    #[arg(long)]
+    pub jsonl: bool,
 }
 
 #[derive(Debug, Args)]

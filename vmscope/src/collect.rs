@@ -75,7 +75,7 @@ pub fn counter_probe(name: &str) -> &'static str {
 }
 
 /// Cumulative madvise counts for one behaviour.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MadviseCounts {
     pub behavior: String,
     pub calls: u64,
@@ -84,7 +84,9 @@ pub struct MadviseCounts {
 }
 
 /// Cumulative page-fault counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct FaultCounters {
     /// By class, in the order of `Recording::fault_classes`.
     pub user: [u64; FAULT_CLASSES],
@@ -93,38 +95,43 @@ pub struct FaultCounters {
     pub unclassified: u64,
 }
 
-/// One process's cumulative counters.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// One process's cumulative counters. Zero scalar counters are left out of
+/// the JSON (an absent one is 0) to keep long recordings small.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProcSample {
     pub pid: u32,
     pub comm: String,
     pub faults: FaultCounters,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub direct_reclaim_ns: u64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub direct_reclaims: u64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub memcg_reclaim_ns: u64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub memcg_reclaims: u64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub madvise_calls: u64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub tlb_shootdowns: u64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub major_faults: u64,
     /// Pages of this process's memory swapped out, whoever ran reclaim.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub swap_out_pages: u64,
     /// Pages this process faulted back in from swap.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub swap_in_pages: u64,
 }
 
 /// Raw cumulative state at one instant. `procs` holds only the processes
 /// whose counters changed since the previous sample (an absent process kept
 /// its last value), which keeps long recordings small.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Sample {
     /// Monotonic time since the recording started.
     pub elapsed_ns: u64,

@@ -47,7 +47,7 @@ pub fn probe_of(id: u32) -> &'static str {
 }
 
 /// Cumulative state of one histogram in a sample: non-zero buckets only.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HistSample {
     pub name: String,
     pub sum_ns: u64,
@@ -56,7 +56,7 @@ pub struct HistSample {
 }
 
 /// A histogram over a span, with percentiles.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     pub count: u64,
     pub sum_ns: u64,
@@ -70,7 +70,7 @@ pub struct Summary {
     pub buckets: Vec<Bucket>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Bucket {
     pub le_ns: u64,
     pub count: u64,

@@ -25,7 +25,7 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 pub const DISABLE_ENV: &str = "VMSCOPE_DISABLE_PROBES";
 
 /// What happened to one probe.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ProbeStatus {
     /// The hook, e.g. `exceptions:page_fault_user`, or `perf:page-faults`.
     pub probe: String,
@@ -38,7 +38,7 @@ pub struct ProbeStatus {
 }
 
 /// Where page-fault counts come from on this kernel.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultSource {
     /// `exceptions:page_fault_*`: counts with error-code classes.

@@ -18,7 +18,7 @@ pub fn delta(then: u64, now: u64) -> Option<u64> {
 }
 
 /// Fault counts split by class.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ClassCounts {
     pub total: u64,
     pub by_class: BTreeMap<String, u64>,
@@ -37,7 +37,7 @@ impl ClassCounts {
 
 /// Page-fault totals over a span. With the perf fallback, classes (and the
 /// user/kernel split) are unavailable and say so instead of showing zeros.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FaultTotals {
     pub source: FaultSource,
     /// All faults, whatever the source.
@@ -104,7 +104,7 @@ pub fn fault_totals(source: FaultSource, d: Option<&FaultCounters>) -> FaultTota
 }
 
 /// One process over the whole recording.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProcessTotal {
     pub pid: u32,
     pub comm: String,
@@ -189,7 +189,7 @@ pub fn tree_faults(source: FaultSource, samples: &[Sample]) -> FaultTotals {
 }
 
 /// What was lost to bounded maps.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Lost {
     /// Per-process entries evicted from the LRU map (their counts are gone).
     pub proc_evictions: u64,

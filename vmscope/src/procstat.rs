@@ -110,7 +110,7 @@ fn is_recorded(key: &str) -> bool {
 }
 
 /// One raw sample of the recorded `/proc/vmstat` entries, keyed by name.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Vmstat(pub BTreeMap<String, u64>);
 
 impl Vmstat {
@@ -147,7 +147,7 @@ pub fn read() -> io::Result<Vmstat> {
 
 /// One line of a pressure-stall file: running averages (percent of wall time)
 /// and the cumulative stall time in microseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PsiLine {
     pub avg10: f64,
     pub avg60: f64,
@@ -156,7 +156,7 @@ pub struct PsiLine {
 }
 
 /// Memory pressure-stall information. `full` is absent on old kernels.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Psi {
     pub some: PsiLine,
     pub full: Option<PsiLine>,
@@ -265,7 +265,7 @@ pub fn read_psi() -> Result<Psi, String> {
 }
 
 /// Difference between two [`Vmstat`] samples.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VmstatDelta {
     /// Counter increase over the interval, keyed by name. `None` means the
     /// delta is unknown: the counter went backwards (reset or wrap) or was
@@ -299,7 +299,7 @@ pub fn vmstat_delta(first: &Vmstat, last: &Vmstat) -> VmstatDelta {
 }
 
 /// Summary of memory pressure over an interval.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, schemars::JsonSchema)]
 pub struct PsiSummary {
     /// `some` avg10 of the last sample (percent).
     pub some_avg10: f64,

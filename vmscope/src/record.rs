@@ -23,7 +23,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// How many processes `processes` lists (largest fault count first).
 pub const TOP_PROCESSES: usize = 50;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Tool {
     pub name: String,
     pub version: String,
@@ -38,7 +38,7 @@ impl Tool {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ScopeKind {
     /// Every process.
@@ -49,13 +49,13 @@ pub enum ScopeKind {
     Command,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Scope {
     pub kind: ScopeKind,
     pub pids: Vec<u32>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Totals {
     /// System-wide, whatever the scope.
     pub system_faults: FaultTotals,
@@ -68,7 +68,7 @@ pub struct Totals {
 
 /// One recording. Raw cumulative `samples` are kept next to the summaries so
 /// later tools can recompute with current code.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Recording {
     pub schema_version: u32,
     pub tool: Tool,
@@ -99,7 +99,7 @@ pub struct Recording {
 
 /// The fields of a recording known when it starts: the first line of a
 /// `--format jsonl` stream.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Header {
     pub schema_version: u32,
     pub tool: Tool,
@@ -117,7 +117,7 @@ pub struct Header {
 /// One line of a `--format jsonl` stream: a header, then one sample per
 /// interval, then the whole recording without its samples (they are the
 /// lines above it).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Line {
     Header(Box<Header>),
@@ -159,6 +159,30 @@ impl JsonlWriter {
             .and_then(|()| self.out.flush())
             .with_context(|| format!("writing {}", self.what))
     }
+}
+
+/// The published JSON Schema of a recording (`vmscope/schema/`).
+pub fn recording_schema() -> serde_json::Value {
+    schemars::schema_for!(Recording).to_value()
+}
+
+/// The published JSON Schema of one `--format jsonl` line.
+pub fn line_schema() -> serde_json::Value {
+    schemars::schema_for!(Line).to_value()
+}
+
+/// `vmscope schema`.
+pub fn print_schema(jsonl: bool) -> anyhow::Result<u8> {
+    let s = if jsonl {
+        line_schema()
+    } else {
+        recording_schema()
+    };
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, &s)
+        .and_then(|()| writeln!(out).map_err(serde_json::Error::io))
+        .context("writing the schema to stdout")?;
+    Ok(0)
 }
 
 /// Where a recording goes.
@@ -217,13 +241,13 @@ impl Output {
         match self {
             Self::Stdout => {
                 let mut out = std::io::stdout().lock();
-                serde_json::to_writer_pretty(&mut out, rec)
+                serde_json::to_writer(&mut out, rec)
                     .context("writing the recording to stdout")?;
                 writeln!(out).context("writing the recording to stdout")?;
                 Ok(())
             }
             Self::File(path) => write_atomic(path, |w| {
-                serde_json::to_writer_pretty(&mut *w, rec)?;
+                serde_json::to_writer(&mut *w, rec)?;
                 writeln!(w)?;
                 Ok(())
             }),
@@ -314,4 +338,54 @@ pub fn from_jsonl(text: &str) -> anyhow::Result<Recording> {
     )?;
     rec.samples = samples;
     Ok(*rec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn published(name: &str) -> serde_json::Value {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("schema")
+            .join(name);
+        let text = std::fs::read_to_string(&path).expect("published schema");
+        serde_json::from_str(&text).expect("schema is JSON")
+    }
+
+    #[test]
+    fn published_schemas_are_current() {
+        let hint = "regenerate with `vmscope schema > vmscope/schema/recording.schema.json` \
+                    and `vmscope schema --jsonl > vmscope/schema/jsonl-line.schema.json`";
+        assert!(
+            published("recording.schema.json") == recording_schema(),
+            "{hint}"
+        );
+        assert!(
+            published("jsonl-line.schema.json") == line_schema(),
+            "{hint}"
+        );
+    }
+
+    #[test]
+    fn reader_rejects_other_versions_and_non_recordings() {
+        let e = from_str(r#"{"schema_version": 99}"#).expect_err("newer version");
+        assert!(format!("{e:#}").contains("schema_version 99 is not supported"));
+        assert!(from_str("{}").is_err());
+        assert!(from_str("not json").is_err());
+        assert!(from_str("").is_err());
+    }
+
+    #[test]
+    fn truncated_stream_says_it_has_no_summary() {
+        let header = r#"{"type":"header","schema_version":1}"#;
+        let e = from_str(header).expect_err("incomplete header");
+        assert!(format!("{e:#}").contains("line 1"), "{e:#}");
+        let sample = serde_json::to_string(&Line::Sample(Box::default())).expect("encodes");
+        let text = format!("{sample}\n{sample}\n");
+        let e = from_jsonl(&text).expect_err("no summary line");
+        assert!(
+            format!("{e:#}").contains("no final recording line"),
+            "{e:#}"
+        );
+    }
 }

@@ -15,7 +15,7 @@ use crate::{
     procstat::{self, PsiSummary, VmstatDelta},
 };
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MadviseTotal {
     pub calls: u64,
     pub bytes: u64,
@@ -23,7 +23,7 @@ pub struct MadviseTotal {
     pub latency: Summary,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VmTotals {
     /// Named eBPF counters over the recording; null when the counter went
     /// backwards.

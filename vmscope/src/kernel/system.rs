@@ -4,7 +4,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
 pub struct KernelInfo {
     pub release: String,
     pub version: String,
