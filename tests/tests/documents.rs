@@ -57,6 +57,29 @@ fn recordings_of_every_scope_validate_against_the_schema() {
     ));
     let mut doc = read_json(&wrapped);
     assert_valid(&v, &doc, "a wrapped-command recording");
+    // The per-interval series adds up to the totals.
+    let column = |name: &str| -> u64 {
+        doc["series"]["metrics"][name]
+            .as_array()
+            .unwrap_or_else(|| panic!("no series column {name}"))
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .sum()
+    };
+    let intervals = doc["series"]["end_ns"].as_array().unwrap().len();
+    assert_eq!(intervals + 1, doc["samples"].as_array().unwrap().len());
+    assert_eq!(
+        column("faults"),
+        u64_at(&doc, "/totals/system_faults/total")
+    );
+    assert_eq!(
+        column("scope_faults"),
+        u64_at(&doc, "/totals/scope_faults/total")
+    );
+    assert_eq!(
+        column("vmstat_pgfault"),
+        u64_at(&doc, "/totals/vmstat/counters/pgfault")
+    );
     // The schema has teeth: a wrong type or a missing field is caught.
     doc["samples"][0]["faults"]["user"][0] = serde_json::json!("many");
     assert!(!v.is_valid(&doc));

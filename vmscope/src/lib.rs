@@ -18,5 +18,6 @@ pub mod overhead;
 pub mod procstat;
 pub mod record;
 pub mod recorder;
+pub mod series;
 pub mod timefmt;
 pub mod totals;

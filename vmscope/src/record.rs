@@ -94,6 +94,9 @@ pub struct Recording {
     pub processes: Vec<ProcessTotal>,
     pub processes_limit: usize,
     pub lost: Lost,
+    /// What happened in each interval, derived from `samples`.
+    #[serde(default)]
+    pub series: crate::series::Series,
     pub samples: Vec<Sample>,
 }
 
@@ -241,8 +244,7 @@ impl Output {
         match self {
             Self::Stdout => {
                 let mut out = std::io::stdout().lock();
-                serde_json::to_writer(&mut out, rec)
-                    .context("writing the recording to stdout")?;
+                serde_json::to_writer(&mut out, rec).context("writing the recording to stdout")?;
                 writeln!(out).context("writing the recording to stdout")?;
                 Ok(())
             }

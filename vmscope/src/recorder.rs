@@ -243,6 +243,10 @@ async fn record(
         processes: model::process_totals(source, avail, &samples, limit),
         processes_limit: limit.min(u32::MAX as usize),
         lost: model::lost(samples.last()),
+        series: crate::series::series(&samples, |name| {
+            let probe = crate::collect::counter_probe(name);
+            probe == "always" || attached(probe)
+        }),
         samples,
     };
     match stream.as_mut() {
