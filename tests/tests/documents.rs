@@ -264,3 +264,39 @@ fn pid_scope_counts_only_the_given_process_and_its_children() {
     // Only the target and its `sleep` child can be in scope.
     assert!(procs.len() <= 2, "{procs:#?}");
 }
+
+#[test]
+fn jsonl_stream_interrupted_by_sigint_still_ends_with_the_summary() {
+    if !root_or_skip("jsonl_stream_interrupted_by_sigint_still_ends_with_the_summary") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = path(dir.path(), "int.jsonl");
+    let child = Command::new(vmscope_bin())
+        .args(["record", "-i", "100ms", "--format", "jsonl", "-o"])
+        .arg(&out)
+        .args(["--", "sleep", "30"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // While it runs, the stream already holds the header and samples.
+    let partial = std::fs::read_to_string(&out).unwrap();
+    assert!(partial.starts_with(r#"{"type":"header""#), "{partial}");
+    assert!(partial.lines().count() >= 3, "{partial}");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_valid(&schema("jsonl-line.schema.json"), &last, "the summary line");
+    assert_eq!(last["type"], "recording");
+    assert_eq!(last["interrupted_by"], "SIGINT");
+    assert_eq!(last["child"]["signal"], 2);
+}
