@@ -1,6 +1,7 @@
 //! vmscope's development tasks: `cargo xtask <command>`.
 
 mod bootstrap;
+mod fuzz;
 mod process;
 mod tasks;
 mod workspace;
@@ -46,6 +47,16 @@ enum Cmd {
         #[arg(last = true, value_name = "CARGO_TEST_ARGS")]
         args: Vec<OsString>,
     },
+    /// Fuzz the parsers of untrusted input (vmscope/fuzz) with cargo-fuzz on
+    /// the nightly toolchain, installing cargo-fuzz if it is missing
+    Fuzz {
+        /// Seconds to run each target
+        #[arg(long, value_name = "SECS", default_value_t = fuzz::DEFAULT_SECS)]
+        time: u64,
+        /// The target to run (default: every target, one after the other)
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(fuzz::TARGETS))]
+        target: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -55,6 +66,7 @@ fn main() -> ExitCode {
         Cmd::Build => tasks::build(&mut ws),
         Cmd::Run { args } => tasks::run(&mut ws, &args),
         Cmd::Test { args } => tasks::test(&mut ws, &args),
+        Cmd::Fuzz { time, target } => fuzz::fuzz(&ws, time, target.as_deref()),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
