@@ -102,22 +102,45 @@ fn recorded_faults_match_the_childs_rusage() {
     if !root_or_skip("recorded_faults_match_the_childs_rusage") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let (_, rec, ru) = record_child(dir.path(), "touch", &[], &["touch", &PAGES.to_string()]);
+    // Both ways of attaching: BTF-typed raw tracepoints where the kernel
+    // allows them (the default), and classic tracepoints.
+    for (env, method) in [(None, None), (Some("tp_btf"), Some("tracepoint"))] {
+        let dir = tempfile::tempdir().unwrap();
+        let extra: Vec<(&str, &str)> = env
+            .map(|e| ("VMSCOPE_DISABLE_PROBES", e))
+            .into_iter()
+            .collect();
+        let (_, rec, ru) =
+            record_child(dir.path(), "touch", &extra, &["touch", &PAGES.to_string()]);
+        check_faults(&rec, &ru, method);
+    }
+}
+
+fn check_faults(rec: &serde_json::Value, ru: &serde_json::Value, method: Option<&str>) {
     assert_eq!(rec["schema_version"], 1);
     assert_eq!(rec["fault_source"], "tracepoint");
-    let user = u64_at(&rec, "/totals/scope_faults/user/total");
-    let minflt = u64_at(&ru, "/minflt");
+    let pf = rec["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["probe"] == "exceptions:page_fault_user")
+        .unwrap();
+    assert_eq!(pf["attached"], true, "{pf}");
+    if let Some(m) = method {
+        assert_eq!(pf["method"], m, "{pf}");
+    }
+    let user = u64_at(rec, "/totals/scope_faults/user/total");
+    let minflt = u64_at(ru, "/minflt");
     assert!(
         user >= PAGES,
-        "recorded {user} user faults for {PAGES} touched pages"
+        "recorded {user} user faults for {PAGES} touched pages ({pf})"
     );
     assert_within_pct("user faults vs child's own minflt", user, minflt, 2.0);
     // The kernel's wait4 books agree too.
-    let waited = u64_at(&rec, "/child/rusage/minflt");
+    let waited = u64_at(rec, "/child/rusage/minflt");
     assert_within_pct("user faults vs wait4 minflt", user, waited, 2.0);
     // First touches of anonymous memory are write faults on absent pages.
-    let wnp = u64_at(&rec, "/totals/scope_faults/user/by_class/write_not_present");
+    let wnp = u64_at(rec, "/totals/scope_faults/user/by_class/write_not_present");
     assert!(wnp >= PAGES, "write_not_present {wnp} < {PAGES}");
     // The child shows up by name in the process table.
     let procs = rec["processes"].as_array().unwrap();

@@ -16,6 +16,12 @@ pub enum Mode {
 pub fn on_tracepoint(ctx: &TracePointContext, mode: Mode) {
     let err: u64 =
         unsafe { ctx.read_at(maps::offset(vmscope_common::off::PF_ERROR_CODE)) }.unwrap_or(0);
+    on_fault(err, mode);
+}
+
+/// One fault with its x86 error code.
+#[inline(always)]
+pub fn on_fault(err: u64, mode: Mode) {
     let class = fault_class(err);
     if class >= FAULT_CLASSES {
         return;

@@ -49,6 +49,10 @@ pub struct OverheadArgs {
     /// Fresh pages touched per pass.
     #[arg(long, default_value_t = 1 << 20)]
     pub pages: usize,
+    /// Pages mapped at a time within a pass (each chunk is unmapped before
+    /// the next, so the same physical memory is reused).
+    #[arg(long, default_value_t = 1 << 14)]
+    pub chunk: usize,
     /// Rounds; each runs all three modes.
     #[arg(short, long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,

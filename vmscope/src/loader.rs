@@ -6,10 +6,10 @@ use std::fmt::Write as _;
 
 use anyhow::{Context as _, anyhow};
 use aya::{
-    Ebpf, EbpfLoader,
+    Btf, Ebpf, EbpfLoader,
     maps::{HashMap, MapData, PerCpuArray},
     programs::{
-        PerfEvent, TracePoint,
+        BtfTracePoint, PerfEvent, TracePoint,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
@@ -364,16 +364,42 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         .ok();
 
     let mut probes = Vec::new();
-    let user = attach_planned(&mut ebpf, "exceptions", "page_fault_user", pf_user);
-    let user_ok = user.attached;
-    probes.push(user);
+    let btf_faults = if disabled.iter().any(|d| d == "tp_btf") {
+        Err(format!("tp_btf disabled by {DISABLE_ENV}"))
+    } else if pf_user.event.is_err() {
+        Err("page_fault_user is unavailable".to_string())
+    } else {
+        attach_btf_faults(&mut ebpf)
+    };
+    let user_ok = match btf_faults {
+        Ok(()) => {
+            for which in ["page_fault_user", "page_fault_kernel"] {
+                probes.push(ProbeStatus {
+                    probe: format!("exceptions:{which}"),
+                    method: "tp_btf".into(),
+                    attached: true,
+                    reason: None,
+                });
+            }
+            true
+        }
+        Err(why) => {
+            log::debug!("page faults through classic tracepoints: {why}");
+            let user = attach_planned(&mut ebpf, "exceptions", "page_fault_user", pf_user);
+            let ok = user.attached;
+            probes.push(user);
+            if ok {
+                probes.push(attach_planned(
+                    &mut ebpf,
+                    "exceptions",
+                    "page_fault_kernel",
+                    pf_kernel,
+                ));
+            }
+            ok
+        }
+    };
     let fault_source = if user_ok {
-        probes.push(attach_planned(
-            &mut ebpf,
-            "exceptions",
-            "page_fault_kernel",
-            pf_kernel,
-        ));
         FaultSource::Tracepoint
     } else {
         let result = attach_perf_faults(&mut ebpf);
@@ -442,6 +468,39 @@ fn attach_tracepoint(
     p.attach(category, name)
         .map(|_| ())
         .map_err(|e| format!("attaching {category}:{name}: {}", one_line(&e)))
+}
+
+/// Attaches both page-fault programs as BTF-typed raw tracepoints, or
+/// neither.
+fn attach_btf_faults(ebpf: &mut Ebpf) -> Result<(), String> {
+    let btf = Btf::from_sys_fs().map_err(|e| format!("kernel BTF: {}", one_line(&e)))?;
+    let mut links = Vec::new();
+    for (prog, event) in [
+        ("page_fault_user_btf", "page_fault_user"),
+        ("page_fault_kernel_btf", "page_fault_kernel"),
+    ] {
+        let p: &mut BtfTracePoint = ebpf
+            .program_mut(prog)
+            .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?
+            .try_into()
+            .map_err(|e: aya::programs::ProgramError| one_line(&e))?;
+        p.load(event, &btf)
+            .map_err(|e| format!("loading {prog}: {}", one_line(&e)))?;
+        match p.attach() {
+            Ok(link) => links.push((prog, link)),
+            Err(e) => {
+                // Not half attached: undo the first if the second fails.
+                for (prog, link) in links {
+                    if let Some(Ok(p)) = ebpf.program_mut(prog).map(<&mut BtfTracePoint>::try_from)
+                    {
+                        let _ = p.detach(link);
+                    }
+                }
+                return Err(format!("attaching {prog}: {}", one_line(&e)));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The probe name of the major-fault counter.

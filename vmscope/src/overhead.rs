@@ -6,10 +6,11 @@
 //! The perf-event programs (major faults) are not part of the floor: they
 //! do not fire on the minor faults this loop takes.
 
-use std::time::Instant;
-
 use anyhow::Context as _;
-use aya::{Ebpf, programs::TracePoint};
+use aya::{
+    Ebpf,
+    programs::{BtfTracePoint, TracePoint},
+};
 
 use crate::{
     cli::OverheadArgs,
@@ -17,55 +18,99 @@ use crate::{
     loader::{self, LoadOptions},
 };
 
-/// Nanoseconds per fault for one pass over `pages` fresh pages.
-fn touch_pass(pages: usize) -> anyhow::Result<f64> {
-    let ps = rustix::param::page_size();
-    let len = pages * ps;
-    // SAFETY: a fresh anonymous mapping, written only within bounds, then unmapped.
-    unsafe {
-        let p = rustix::mm::mmap_anonymous(
-            std::ptr::null_mut(),
-            len,
-            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
-            rustix::mm::MapFlags::PRIVATE,
-        )
-        .context("mmap")?;
-        rustix::mm::madvise(p, len, rustix::mm::Advice::LinuxNoHugepage).context("madvise")?;
-        let base = p.cast::<u8>();
-        let start = Instant::now();
-        for i in 0..pages {
-            std::ptr::write_volatile(base.add(i * ps), 1);
-        }
-        let ns = start.elapsed().as_nanos() as f64;
-        rustix::mm::munmap(p, len).context("munmap")?;
-        Ok(ns / pages as f64)
-    }
+/// This thread's CPU time. Unlike wall time it leaves out time other
+/// tasks (or, in a guest, the host) took the CPU away.
+fn thread_cpu_ns() -> u128 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as u128 * 1_000_000_000 + t.tv_nsec as u128
 }
 
-/// An empty program attached to every tracepoint vmscope attaches to, so
-/// the kernel does the same work to fire them (e.g. `kmem:rss_stat` sums its
-/// counter for each event) and only the programs' bodies differ.
-fn floor(tracepoints: &[(String, String)]) -> anyhow::Result<Ebpf> {
-    let mut ebpf = Ebpf::load(loader::object()?).context("loading the eBPF object")?;
-    let p: &mut TracePoint = ebpf
+/// CPU nanoseconds per fault for one pass over `pages` fresh pages, mapped
+/// `chunk` pages at a time and unmapped after each chunk, so the same
+/// physical pages are recycled rather than the whole of memory swept.
+fn touch_pass(pages: usize, chunk: usize) -> anyhow::Result<f64> {
+    let ps = rustix::param::page_size();
+    let chunk = chunk.clamp(1, pages.max(1));
+    let mut done = 0;
+    let mut cpu_ns = 0u128;
+    while done < pages {
+        let n = chunk.min(pages - done);
+        let len = n * ps;
+        // SAFETY: a fresh anonymous mapping, written only within bounds,
+        // then unmapped.
+        unsafe {
+            let p = rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                rustix::mm::MapFlags::PRIVATE,
+            )
+            .context("mmap")?;
+            rustix::mm::madvise(p, len, rustix::mm::Advice::LinuxNoHugepage).context("madvise")?;
+            let base = p.cast::<u8>();
+            let start = thread_cpu_ns();
+            for i in 0..n {
+                std::ptr::write_volatile(base.add(i * ps), 1);
+            }
+            cpu_ns += thread_cpu_ns() - start;
+            rustix::mm::munmap(p, len).context("munmap")?;
+        }
+        done += n;
+    }
+    Ok(cpu_ns as f64 / pages as f64)
+}
+
+/// A hook vmscope attached, and how.
+struct Hook {
+    category: String,
+    event: String,
+    btf: bool,
+}
+
+/// An empty program attached to every tracepoint vmscope attaches to, the
+/// same way (classic or BTF-typed), so the kernel does the same work to fire
+/// them (e.g. `kmem:rss_stat` sums its counter for each classic event) and
+/// only the programs' bodies differ.
+fn floor(hooks: &[Hook]) -> anyhow::Result<Vec<Ebpf>> {
+    let mut loaded = Vec::new();
+    let mut classic = Ebpf::load(loader::object()?).context("loading the eBPF object")?;
+    let p: &mut TracePoint = classic
         .program_mut("probe_tracepoint")
         .context("program probe_tracepoint missing")?
         .try_into()?;
     p.load()?;
-    for (category, name) in tracepoints {
-        p.attach(category, name)
-            .with_context(|| format!("attaching the empty program to {category}:{name}"))?;
+    for h in hooks.iter().filter(|h| !h.btf) {
+        p.attach(&h.category, &h.event).with_context(|| {
+            format!("attaching the empty program to {}:{}", h.category, h.event)
+        })?;
     }
-    Ok(ebpf)
+    loaded.push(classic);
+    let btf = aya::Btf::from_sys_fs();
+    for h in hooks.iter().filter(|h| h.btf) {
+        let btf = btf
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("kernel BTF: {e}"))?;
+        // One object per hook: a BTF program is loaded for one event.
+        let mut ebpf = Ebpf::load(loader::object()?).context("loading the eBPF object")?;
+        let p: &mut BtfTracePoint = ebpf
+            .program_mut("probe_tp_btf")
+            .context("program probe_tp_btf missing")?
+            .try_into()?;
+        p.load(&h.event, btf)?;
+        p.attach()
+            .with_context(|| format!("attaching the empty tp_btf program to {}", h.event))?;
+        loaded.push(ebpf);
+    }
+    Ok(loaded)
 }
 
-/// The tracepoints a full load attaches, as (category, event) pairs.
-fn attached_tracepoints() -> anyhow::Result<Vec<(String, String)>> {
+/// The tracepoints a full load attaches.
+fn attached_hooks() -> anyhow::Result<Vec<Hook>> {
     let probes = loader::load(&LoadOptions { filtered: false })?;
     Ok(probes
         .probes
         .iter()
-        .filter(|p| p.attached && p.method == "tracepoint")
+        .filter(|p| p.attached && (p.method == "tracepoint" || p.method == "tp_btf"))
         .filter_map(|p| {
             let event = p
                 .reason
@@ -74,7 +119,11 @@ fn attached_tracepoints() -> anyhow::Result<Vec<(String, String)>> {
                 .and_then(|r| r.split_whitespace().next())
                 .unwrap_or(&p.probe);
             let (c, n) = event.split_once(':')?;
-            Some((c.to_string(), n.to_string()))
+            Some(Hook {
+                category: c.to_string(),
+                event: n.to_string(),
+                btf: p.method == "tp_btf",
+            })
         })
         .collect())
 }
@@ -93,26 +142,27 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
     Privileges::current().require_bpf()?;
     crate::kernel::tracefs::tracefs().map_err(|e| anyhow::anyhow!(e))?;
     let pages = args.pages;
-    let tracepoints = attached_tracepoints()?;
+    let hooks = attached_hooks()?;
     eprintln!(
-        "floor: an empty program on the same {} tracepoints",
-        tracepoints.len()
+        "floor: an empty program on the same {} tracepoints ({} of them BTF-typed)",
+        hooks.len(),
+        hooks.iter().filter(|h| h.btf).count()
     );
     let (mut none, mut empty, mut full) = (Vec::new(), Vec::new(), Vec::new());
-    touch_pass(pages)?; // warm-up
+    touch_pass(pages, args.chunk)?; // warm-up
     for round in 0..args.rounds as usize {
         // Rotate the order each round: whichever mode runs first after a
         // load or unload pays for it, and rotation spreads that evenly.
         for k in 0..3 {
             match (round + k) % 3 {
-                0 => none.push(touch_pass(pages)?),
+                0 => none.push(touch_pass(pages, args.chunk)?),
                 1 => {
-                    let _floor = floor(&tracepoints)?;
-                    empty.push(touch_pass(pages)?);
+                    let _floor = floor(&hooks)?;
+                    empty.push(touch_pass(pages, args.chunk)?);
                 }
                 _ => {
                     let _probes = loader::load(&LoadOptions { filtered: false })?;
-                    full.push(touch_pass(pages)?);
+                    full.push(touch_pass(pages, args.chunk)?);
                 }
             }
         }
