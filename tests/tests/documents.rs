@@ -300,3 +300,56 @@ fn jsonl_stream_interrupted_by_sigint_still_ends_with_the_summary() {
     assert_eq!(last["interrupted_by"], "SIGINT");
     assert_eq!(last["child"]["signal"], 2);
 }
+
+/// The swap probe fires on every RSS change, so it waits for a swap device.
+/// Without one, nothing can be swapped: the figures are true zeros (and the
+/// probe says why it is not attached), not unavailable.
+#[test]
+fn swap_probe_waits_for_a_swap_device_and_reports_true_zeros() {
+    if !root_or_skip("swap_probe_waits_for_a_swap_device_and_reports_true_zeros") {
+        return;
+    }
+    let _lock = vmscope_tests::pressure::exclusive();
+    let swap_on = std::fs::read_to_string("/proc/swaps")
+        .unwrap()
+        .lines()
+        .count()
+        > 1;
+    let dir = tempfile::tempdir().unwrap();
+    let out = path(dir.path(), "noswap.json");
+    let child = testchild().display().to_string();
+    ok(&record(
+        &[
+            "-i",
+            "100ms",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            &child,
+            "touch",
+            "3000",
+        ],
+        &[],
+    ));
+    let rec = read_json(&out);
+    let probe = rec["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["probe"] == "kmem:rss_stat")
+        .unwrap()
+        .clone();
+    assert!(rec["totals"]["unavailable"].get("swap_out_pages").is_none());
+    assert_eq!(u64_at(&rec, "/totals/counters/swap_out_pages"), 0);
+    let row = &rec["processes"][0];
+    if swap_on {
+        assert_eq!(probe["attached"], true, "{probe}");
+        assert!(row["swap_out_pages"].is_u64(), "{row:#}");
+    } else {
+        assert_eq!(probe["attached"], false, "{probe}");
+        assert_eq!(probe["deferred"], true, "{probe}");
+        assert!(probe["reason"].as_str().unwrap().contains("no swap device"));
+        assert_eq!(row["swap_out_pages"], 0, "{row:#}");
+        assert_eq!(row["swap_in_pages"], 0, "{row:#}");
+    }
+}

@@ -179,14 +179,15 @@ fn memcg_reclaim_swap_and_lazy_free_agree_with_vmstat() {
 
 /// Reclaim done by another task (here: this test lowering the limit) is
 /// still charged to the process whose pages went out; the swap-ins are paid
-/// by that process's own faults.
+/// by that process's own faults. The swap device is created mid-recording,
+/// while the owner sleeps, so this also covers the deferred swap probe and
+/// an owner learned only after its pages went out.
 #[test]
 fn swap_out_is_charged_to_the_owner_not_the_reclaimer() {
     if !root_or_skip("swap_out_is_charged_to_the_owner_not_the_reclaimer") {
         return;
     }
     let _lock = pressure::exclusive();
-    let _swap = pressure::ZramSwap::new(1 << 30);
     let cg = pressure::MemCgroup::new(1 << 30);
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("hold");
@@ -214,6 +215,10 @@ fn swap_out_is_charged_to_the_owner_not_the_reclaimer() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    // The swap device appears only now, while vmscope records: its swap
+    // probe, deferred until then, attaches at the next interval.
+    let _swap = pressure::ZramSwap::new(1 << 30);
+    std::thread::sleep(Duration::from_millis(600));
     let before = pressure::vmstat();
     // This thread does the reclaim: the child is asleep.
     cg.set_limit(32 << 20);
@@ -229,6 +234,13 @@ fn swap_out_is_charged_to_the_owner_not_the_reclaimer() {
         "lowering the limit swapped out only {pushed} pages"
     );
     let rec = read_json(&out);
+    let probe = rec["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["probe"] == "kmem:rss_stat")
+        .unwrap();
+    assert_eq!(probe["attached"], true, "{probe}");
     let procs = rec["processes"].as_array().unwrap();
     let row = procs
         .iter()

@@ -57,6 +57,13 @@ pub fn rss_stat(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// The same for the usual field layout, with plain context loads.
+#[tracepoint]
+pub fn rss_stat_std(ctx: TracePointContext) -> u32 {
+    crate::swap::on_rss_stat_std(&ctx);
+    0
+}
+
 #[tracepoint]
 pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
     crate::filter::on_fork(&ctx);

@@ -186,6 +186,12 @@ impl Collector {
 
     pub fn sample(&mut self, probes: &mut Loaded) -> anyhow::Result<Sample> {
         probes.flush_logs();
+        if probes.poll_swap() {
+            log::info!(
+                "a swap device became active: attached {}",
+                crate::loader::SWAP_PROBE
+            );
+        }
         let counters = read_counters(probes)?;
         let swap = self.read_mms(probes)?;
         let mut procs = Vec::new();

@@ -35,7 +35,24 @@ pub struct ProbeStatus {
     /// Why it is not attached, or which fallback replaced it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Not attached because nothing it counts could happen yet (the swap
+    /// probe while no swap device is active): its figures are true zeros,
+    /// not unavailable. It attaches as soon as that changes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deferred: bool,
 }
+
+impl ProbeStatus {
+    /// Whether the probe's figures can be trusted (attached, or deferred
+    /// while they are zero by construction).
+    pub fn usable(&self) -> bool {
+        self.attached || self.deferred
+    }
+}
+
+/// The swap-attribution probe: on every RSS change, so it waits for a swap
+/// device before attaching.
+pub const SWAP_PROBE: &str = "kmem:rss_stat";
 
 /// Where page-fault counts come from on this kernel.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
@@ -52,6 +69,18 @@ pub enum FaultSource {
 pub struct LoadOptions {
     /// Restrict per-process statistics to followed pids and their children.
     pub filtered: bool,
+    /// When to attach the swap-attribution probe.
+    pub swap: SwapAttach,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwapAttach {
+    /// When a swap device is active (now or later).
+    Auto,
+    /// Now, whatever the swap devices (benchmarks).
+    Always,
+    /// Never (benchmarks: the cost without it).
+    Never,
 }
 
 /// Loaded programs and the maps the collector reads.
@@ -67,6 +96,8 @@ pub struct Loaded {
     pub probes: Vec<ProbeStatus>,
     pub fault_source: FaultSource,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
+    /// The swap probe's plan while it waits for a swap device.
+    pending_swap: Option<Plan>,
 }
 
 impl Loaded {
@@ -77,11 +108,70 @@ impl Loaded {
             .with_context(|| format!("adding pid {pid} to the followed set"))
     }
 
+    /// Attaches the deferred swap probe once a swap device is active.
+    /// Returns whether it attached now.
+    pub fn poll_swap(&mut self) -> bool {
+        if self.pending_swap.is_none() || !swap_active() {
+            return false;
+        }
+        let Some(plan) = self.pending_swap.take() else {
+            return false;
+        };
+        let prog = swap_prog(&plan);
+        let status = attach_planned(&mut self._ebpf, "kmem", prog, plan);
+        let attached = status.attached;
+        if !attached {
+            log::warn!(
+                "{SWAP_PROBE} unavailable: {}",
+                status.reason.as_deref().unwrap_or("unknown")
+            );
+        }
+        if let Some(slot) = self.probes.iter_mut().find(|p| p.probe == SWAP_PROBE) {
+            *slot = status;
+        }
+        attached
+    }
+
     /// Forwards pending eBPF-side diagnostics to the `log` crate.
     pub fn flush_logs(&mut self) {
         if let Some(l) = self.logger.as_mut() {
             l.flush();
         }
+    }
+}
+
+/// Whether any swap device is active.
+pub fn swap_active() -> bool {
+    !crate::kernel::system::swap_devices().is_empty()
+}
+
+/// The swap probe reads its fields with one copy; every kernel with the
+/// event lays them out as `mm_id, curr, member, <pad>, size`.
+fn check_rss_layout(plan: &mut Plan) {
+    let Ok((_, offs)) = &plan.event else { return };
+    let at = |idx| offs.iter().find(|(i, _)| *i == idx).map(|&(_, o)| o);
+    let base = at(off::RSS_MM_ID).unwrap_or(0);
+    let expected = [
+        (off::RSS_CURR, base + 4),
+        (off::RSS_MEMBER, base + 8),
+        (off::RSS_SIZE, base + 16),
+    ];
+    if expected.iter().any(|&(idx, o)| at(idx) != Some(o)) {
+        plan.event = Err(format!(
+            "unexpected field layout in kmem:rss_stat (mm_id at {base}, curr {:?}, member {:?}, size {:?})",
+            at(off::RSS_CURR),
+            at(off::RSS_MEMBER),
+            at(off::RSS_SIZE)
+        ));
+    }
+}
+
+/// The swap program for a plan: plain context loads when `mm_id` sits right
+/// after the 8-byte common header (the usual layout), else the copy helper.
+fn swap_prog(plan: &Plan) -> &'static str {
+    match &plan.event {
+        Ok((_, offs)) if offs.iter().any(|&(i, o)| i == off::RSS_MM_ID && o == 8) => "rss_stat_std",
+        _ => "rss_stat",
     }
 }
 
@@ -325,6 +415,7 @@ fn attach_planned(ebpf: &mut Ebpf, category: &str, prog: &str, plan: Plan) -> Pr
         method: "tracepoint".into(),
         attached,
         reason,
+        deferred: false,
     }
 }
 
@@ -349,7 +440,10 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         .filter(|s| opts.filtered || !s.filtered_only)
         .map(|s| (s, plan(s.category, s.names, s.fields, &disabled)))
         .collect();
-    for (_, p) in &mut plans {
+    for (s, p) in &mut plans {
+        if s.category == "kmem" && s.prog == "rss_stat" {
+            check_rss_layout(p);
+        }
         claim(&mut offsets, p);
     }
     let globals: [u32; off::COUNT] = offsets.map(|o| o.unwrap_or(0));
@@ -379,6 +473,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
                     method: "tp_btf".into(),
                     attached: true,
                     reason: None,
+                    deferred: false,
                 });
             }
             true
@@ -408,6 +503,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
             probe: "perf:page-faults".into(),
             method: "perf_event".into(),
             attached: ok,
+            deferred: false,
             reason: Some(match result {
                 Ok(()) => {
                     "fallback for exceptions:page_fault_user: counts without error-code classes"
@@ -422,8 +518,35 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
             FaultSource::Unavailable
         }
     };
+    let mut pending_swap = None;
     for (s, p) in plans {
-        probes.push(attach_planned(&mut ebpf, s.category, s.prog, p));
+        let probe = format!("{}:{}", s.category, s.names[0]);
+        let defer = match opts.swap {
+            SwapAttach::Auto => !swap_active(),
+            SwapAttach::Always => false,
+            SwapAttach::Never => true,
+        };
+        if probe == SWAP_PROBE && p.event.is_ok() && defer {
+            probes.push(ProbeStatus {
+                probe,
+                method: "tracepoint".into(),
+                attached: false,
+                reason: Some(
+                    "deferred: no swap device is active, so nothing can be swapped; \
+                     attaches when one is"
+                        .into(),
+                ),
+                deferred: true,
+            });
+            pending_swap = Some(p);
+            continue;
+        }
+        let prog = if probe == SWAP_PROBE {
+            swap_prog(&p)
+        } else {
+            s.prog
+        };
+        probes.push(attach_planned(&mut ebpf, s.category, prog, p));
     }
     probes.push(attach_major_faults(&mut ebpf, &disabled));
 
@@ -444,6 +567,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         probes,
         fault_source,
         logger,
+        pending_swap,
     })
 }
 
@@ -517,6 +641,7 @@ fn attach_major_faults(ebpf: &mut Ebpf, disabled: &[String]) -> ProbeStatus {
         method: "perf_event".into(),
         attached: result.is_ok(),
         reason: result.err(),
+        deferred: false,
     }
 }
 

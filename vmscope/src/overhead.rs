@@ -15,7 +15,7 @@ use aya::{
 use crate::{
     cli::OverheadArgs,
     kernel::caps::Privileges,
-    loader::{self, LoadOptions},
+    loader::{self, LoadOptions, SwapAttach},
 };
 
 /// This thread's CPU time. Unlike wall time it leaves out time other
@@ -104,9 +104,12 @@ fn floor(hooks: &[Hook]) -> anyhow::Result<Vec<Ebpf>> {
     Ok(loaded)
 }
 
-/// The tracepoints a full load attaches.
-fn attached_hooks() -> anyhow::Result<Vec<Hook>> {
-    let probes = loader::load(&LoadOptions { filtered: false })?;
+/// The tracepoints a full load attaches (with or without the swap probe).
+fn attached_hooks(swap: SwapAttach) -> anyhow::Result<Vec<Hook>> {
+    let probes = loader::load(&LoadOptions {
+        filtered: false,
+        swap,
+    })?;
     Ok(probes
         .probes
         .iter()
@@ -138,63 +141,101 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// The measured configurations, in table order.
+const MODES: [&str; 5] = [
+    "nothing attached",
+    "empty programs (floor)",
+    "vmscope, all probes",
+    "floor + swap probe",
+    "vmscope + swap probe",
+];
+
+fn measure(mode: usize, hooks: &[Vec<Hook>; 2], args: &OverheadArgs) -> anyhow::Result<f64> {
+    let run = || touch_pass(args.pages, args.chunk);
+    match mode {
+        0 => run(),
+        1 | 3 => {
+            let _floor = floor(&hooks[mode / 3])?;
+            run()
+        }
+        _ => {
+            let swap = if mode == 2 {
+                SwapAttach::Never
+            } else {
+                SwapAttach::Always
+            };
+            let _probes = loader::load(&LoadOptions {
+                filtered: false,
+                swap,
+            })?;
+            run()
+        }
+    }
+}
+
 pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
     Privileges::current().require_bpf()?;
     crate::kernel::tracefs::tracefs().map_err(|e| anyhow::anyhow!(e))?;
-    let pages = args.pages;
-    let hooks = attached_hooks()?;
+    let hooks = [
+        attached_hooks(SwapAttach::Never)?,
+        attached_hooks(SwapAttach::Always)?,
+    ];
     eprintln!(
-        "floor: an empty program on the same {} tracepoints ({} of them BTF-typed)",
-        hooks.len(),
-        hooks.iter().filter(|h| h.btf).count()
+        "floor: an empty program on the same {} tracepoints ({} of them BTF-typed), \
+         {} with the swap probe",
+        hooks[0].len(),
+        hooks[0].iter().filter(|h| h.btf).count(),
+        hooks[1].len()
     );
-    let (mut none, mut empty, mut full) = (Vec::new(), Vec::new(), Vec::new());
-    touch_pass(pages, args.chunk)?; // warm-up
+    let mut times: [Vec<f64>; 5] = Default::default();
+    touch_pass(args.pages, args.chunk)?; // warm-up
     for round in 0..args.rounds as usize {
         // Rotate the order each round: whichever mode runs first after a
         // load or unload pays for it, and rotation spreads that evenly.
-        for k in 0..3 {
-            match (round + k) % 3 {
-                0 => none.push(touch_pass(pages, args.chunk)?),
-                1 => {
-                    let _floor = floor(&hooks)?;
-                    empty.push(touch_pass(pages, args.chunk)?);
-                }
-                _ => {
-                    let _probes = loader::load(&LoadOptions { filtered: false })?;
-                    full.push(touch_pass(pages, args.chunk)?);
-                }
-            }
+        for k in 0..MODES.len() {
+            let mode = (round + k) % MODES.len();
+            times[mode].push(measure(mode, &hooks, args)?);
         }
+        let line: Vec<String> = times.iter().map(|t| format!("{:.0}", t[round])).collect();
         eprintln!(
-            "round {}/{}: none {:.0} ns, floor {:.0} ns, vmscope {:.0} ns per fault",
+            "round {}/{}: {} ns per fault",
             round + 1,
             args.rounds,
-            none[round],
-            empty[round],
-            full[round]
+            line.join(" / ")
         );
     }
-    let (n, e, f) = (median(&mut none), median(&mut empty), median(&mut full));
+    let m: Vec<f64> = times.iter_mut().map(|t| median(t)).collect();
     println!(
-        "page-fault overhead, {pages} pages x {} rounds (medians):",
-        args.rounds
+        "page-fault cost, {} fresh pages x {} rounds, CPU time (medians):",
+        args.pages, args.rounds
     );
-    println!("  nothing attached      {n:8.1} ns/fault");
-    println!(
-        "  empty program (floor) {e:8.1} ns/fault  (+{:.1} ns)",
-        e - n
-    );
-    println!(
-        "  vmscope, all probes   {f:8.1} ns/fault  (+{:.1} ns)",
-        f - n
-    );
-    println!("  vmscope / nothing     {:.3}  (goal <= 1.05)", f / n);
-    let added = if e - n > 0.0 {
-        format!("{:.2}", (f - n) / (e - n))
-    } else {
-        "n/a (floor below noise)".into()
+    for (name, v) in MODES.iter().zip(&m) {
+        println!("  {name:<24} {v:8.1} ns/fault  (+{:.1} ns)", v - m[0]);
+    }
+    let vs_floor = |vm: f64, fl: f64| {
+        if fl - m[0] > 0.0 {
+            format!("{:.2}", (vm - m[0]) / (fl - m[0]))
+        } else {
+            "n/a (floor below noise)".into()
+        }
     };
-    println!("  added cost vs floor   {added}  (goal <= 1.5)");
+    println!("without the swap probe (no swap device active, the default then):");
+    println!(
+        "  vmscope / nothing          {:.3}  (goal <= 1.05)",
+        m[2] / m[0]
+    );
+    println!(
+        "  added cost vs floor        {}  (goal <= 1.5)",
+        vs_floor(m[2], m[1])
+    );
+    println!("with the swap probe (a swap device active):");
+    println!(
+        "  vmscope / nothing          {:.3}  (goal <= 1.05)",
+        m[4] / m[0]
+    );
+    println!(
+        "  added cost vs floor        {}  (goal <= 1.5)",
+        vs_floor(m[4], m[3])
+    );
     Ok(0)
 }

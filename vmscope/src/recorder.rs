@@ -59,7 +59,10 @@ async fn record(
     } else {
         (ScopeKind::System, false)
     };
-    let mut probes = loader::load(&LoadOptions { filtered })?;
+    let mut probes = loader::load(&LoadOptions {
+        filtered,
+        swap: loader::SwapAttach::Auto,
+    })?;
     for p in probes.probes.iter().filter(|p| !p.attached) {
         log::warn!(
             "{} unavailable: {}",
@@ -192,10 +195,10 @@ async fn record(
     let last = samples.last().map(|s| s.faults).unwrap_or_default();
     let system_faults = model::fault_totals(source, model::fault_delta(&first, &last).as_ref());
     let scope_faults = model::tree_faults(source, &samples);
-    let attached = |name: &str| probes.probes.iter().any(|p| p.probe == name && p.attached);
+    let attached = |name: &str| probes.probes.iter().any(|p| p.probe == name && p.usable());
     let avail = model::ProcAvailability {
         major_faults: attached(loader::MAJOR_FAULTS_PROBE),
-        swap: attached("kmem:rss_stat"),
+        swap: attached(loader::SWAP_PROBE),
     };
     let limit = if args.all {
         usize::MAX
@@ -211,7 +214,7 @@ async fn record(
         scope,
         interval_ns,
         start_time,
-        probes: probe_status,
+        probes: _,
         fault_source,
         fault_classes,
     } = header;
@@ -235,11 +238,11 @@ async fn record(
             scope_faults,
             vm: crate::totals::vm_totals(
                 &samples,
-                &probe_status,
+                &probes.probes,
                 crate::procstat::read_psi().err().as_deref(),
             ),
         },
-        probes: probe_status,
+        probes: probes.probes.clone(),
         processes: model::process_totals(source, avail, &samples, limit),
         processes_limit: limit.min(u32::MAX as usize),
         lost: model::lost(samples.last()),

@@ -43,7 +43,7 @@ fn missing_probe(probes: &[ProbeStatus], probe: &str) -> Option<String> {
         return None;
     }
     match probes.iter().find(|p| p.probe == probe) {
-        Some(p) if p.attached => None,
+        Some(p) if p.usable() => None,
         Some(p) => Some(format!(
             "{probe} not attached: {}",
             p.reason.as_deref().unwrap_or("unknown")
@@ -134,6 +134,7 @@ mod tests {
             method: "tracepoint".into(),
             attached,
             reason: (!attached).then(|| "tracepoint not found in this kernel".into()),
+            deferred: false,
         }
     }
 
