@@ -47,6 +47,16 @@ enum Cmd {
         #[arg(last = true, value_name = "CARGO_TEST_ARGS")]
         args: Vec<OsString>,
     },
+    /// Bootstrap, build, then run a benchmark (through sudo when not root):
+    /// `overhead` prints the probes' cost per page fault against nothing
+    /// attached and against empty programs on the same tracepoints
+    Bench {
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(["overhead"]))]
+        name: String,
+        /// Arguments for the benchmark, after `--` (e.g. `-- -r 15`)
+        #[arg(last = true, value_name = "ARGS")]
+        args: Vec<OsString>,
+    },
     /// Fuzz the parsers of untrusted input (vmscope/fuzz) with cargo-fuzz on
     /// the nightly toolchain, installing cargo-fuzz if it is missing
     Fuzz {
@@ -66,6 +76,10 @@ fn main() -> ExitCode {
         Cmd::Build => tasks::build(&mut ws),
         Cmd::Run { args } => tasks::run(&mut ws, &args),
         Cmd::Test { args } => tasks::test(&mut ws, &args),
+        Cmd::Bench { name, args } => {
+            let argv: Vec<OsString> = std::iter::once(OsString::from(name)).chain(args).collect();
+            tasks::run(&mut ws, &argv)
+        }
         Cmd::Fuzz { time, target } => fuzz::fuzz(&ws, time, target.as_deref()),
     });
     match result {
