@@ -158,6 +158,32 @@ pub mod counter {
     pub const COUNT: u32 = MADVISE_ERRORS_BASE + crate::madvise::SLOTS;
 }
 
+/// Fault counts of the process last seen faulting on one CPU, not yet added
+/// to its `ProcStats` entry: the page-fault path then touches only this
+/// per-CPU slot until another process faults on the CPU. User space adds
+/// the slots of every CPU to `PROCS` when it reads; `generation` is odd while a
+/// slot is being moved into `PROCS` and changes with every move, so a reader
+/// can tell whether it saw a consistent state.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultCache {
+    pub tgid: u32,
+    /// `cache_flags::*`.
+    pub flags: u32,
+    pub generation: u64,
+    /// User faults by class, then kernel faults by class, then unclassified.
+    pub counts: [u64; 2 * FAULT_CLASSES + 1],
+}
+
+pub mod cache_flags {
+    /// `tgid` is meaningful.
+    pub const VALID: u32 = 1;
+    /// `tgid` is in scope: its faults are counted.
+    pub const IN_SCOPE: u32 = 2;
+}
+
+const _: () = assert!(core::mem::size_of::<FaultCache>() == 16 + 8 * (2 * FAULT_CLASSES + 1));
+
 /// Capacity of the per-mm swap map (LRU).
 pub const MAX_MMS: u32 = 16384;
 
@@ -221,6 +247,7 @@ mod pod {
     unsafe impl aya::Pod for super::ProcStats {}
     unsafe impl aya::Pod for super::Inflight {}
     unsafe impl aya::Pod for super::MmSwap {}
+    unsafe impl aya::Pod for super::FaultCache {}
 }
 
 #[cfg(test)]

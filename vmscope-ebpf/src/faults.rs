@@ -1,8 +1,8 @@
 //! Page faults: `exceptions:page_fault_{user,kernel}` (x86) or the perf
 //! software page-faults event elsewhere.
 
-use aya_ebpf::programs::TracePointContext;
-use vmscope_common::{FAULT_CLASSES, counter, fault_class};
+use aya_ebpf::{macros::map, maps::PerCpuArray, programs::TracePointContext};
+use vmscope_common::{FAULT_CLASSES, FaultCache, cache_flags, counter, fault_class};
 
 use crate::maps;
 
@@ -26,28 +26,89 @@ pub fn on_fault(err: u64, mode: Mode) {
     if class >= FAULT_CLASSES {
         return;
     }
-    let base = match mode {
-        Mode::User => counter::USER_FAULT_BASE,
-        Mode::Kernel => counter::KERNEL_FAULT_BASE,
+    let (base, slot) = match mode {
+        Mode::User => (counter::USER_FAULT_BASE, class),
+        Mode::Kernel => (counter::KERNEL_FAULT_BASE, FAULT_CLASSES + class),
     };
     maps::count(base + class as u32);
-    if let Some(p) = maps::current_proc() {
-        let slot = unsafe {
-            match mode {
-                Mode::User => &raw mut (*p).user_faults[class],
-                Mode::Kernel => &raw mut (*p).kernel_faults[class],
+    count_for_process(slot);
+}
+
+/// Slot of the perf fallback's faults in `FaultCache::counts`.
+const UNCLASSIFIED: usize = 2 * FAULT_CLASSES;
+
+/// Per-CPU cache of the current process's fault counts (see `FaultCache`).
+#[map]
+pub static FAULT_CACHE: PerCpuArray<FaultCache> = PerCpuArray::with_max_entries(1, 0);
+
+/// Counts one fault of `slot` for the current process: a per-CPU add while
+/// the same process keeps faulting on this CPU, which is the common case.
+#[inline(always)]
+fn count_for_process(slot: usize) {
+    let Some(c) = FAULT_CACHE.get_ptr_mut(0) else {
+        return;
+    };
+    let tgid = maps::current_tgid();
+    // SAFETY: this CPU's slot; eBPF programs do not migrate, and the fault
+    // programs do not nest on one CPU.
+    unsafe {
+        if (*c).tgid != tgid || (*c).flags & cache_flags::VALID == 0 {
+            switch(c, tgid);
+        } else if (*c).flags & cache_flags::IN_SCOPE == 0
+            && maps::filter_enabled()
+            && maps::current_proc().is_some()
+        {
+            // Followed since it was cached (e.g. `-p`, or the wrapped
+            // command released from its gate): count from now on.
+            (*c).flags |= cache_flags::IN_SCOPE;
+        }
+        if (*c).flags & cache_flags::IN_SCOPE != 0 && slot < (*c).counts.len() {
+            (*c).counts[slot] += 1;
+        }
+    }
+}
+
+/// Moves the cached counts into the previous process's entry and starts
+/// caching for `tgid`.
+#[inline(always)]
+unsafe fn switch(c: *mut FaultCache, tgid: u32) {
+    // SAFETY (all): `c` is this CPU's cache slot.
+    unsafe {
+        (*c).generation += 1;
+        if (*c).flags & cache_flags::IN_SCOPE != 0
+            && let Some(p) = maps::proc_entry((*c).tgid)
+        {
+            let n = FAULT_CLASSES;
+            for k in 0..n {
+                add_nonzero(&raw mut (*p).user_faults[k], (*c).counts[k]);
+                add_nonzero(&raw mut (*p).kernel_faults[k], (*c).counts[n + k]);
             }
+            add_nonzero(&raw mut (*p).unclassified_faults, (*c).counts[UNCLASSIFIED]);
+        }
+        (*c).counts = [0; 2 * FAULT_CLASSES + 1];
+        (*c).tgid = tgid;
+        // Creating the entry here, in the process's own context, gives it
+        // the right `comm`.
+        (*c).flags = if maps::current_proc().is_some() {
+            cache_flags::VALID | cache_flags::IN_SCOPE
+        } else {
+            cache_flags::VALID
         };
-        maps::atomic_inc(slot);
+        (*c).generation += 1;
+    }
+}
+
+#[inline(always)]
+fn add_nonzero(p: *mut u64, n: u64) {
+    if n != 0 {
+        maps::atomic_add(p, n);
     }
 }
 
 #[inline(always)]
 pub fn on_perf_fault() {
     maps::count(counter::FAULT_UNCLASSIFIED);
-    if let Some(p) = maps::current_proc() {
-        maps::atomic_inc(unsafe { &raw mut (*p).unclassified_faults });
-    }
+    count_for_process(UNCLASSIFIED);
 }
 
 /// A major fault (perf software event, period 1): the page had to be read.

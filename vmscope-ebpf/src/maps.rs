@@ -163,6 +163,19 @@ pub fn current_proc() -> Option<*mut ProcStats> {
     PROCS.get_ptr_mut(tgid)
 }
 
+/// The statistics entry of `tgid`, created (without a name) if it was
+/// evicted. For moving counts gathered earlier; no scope check.
+#[inline(always)]
+pub fn proc_entry(tgid: u32) -> Option<*mut ProcStats> {
+    if let Some(p) = PROCS.get_ptr_mut(tgid) {
+        return Some(p);
+    }
+    if PROCS.insert(tgid, ProcStats::default(), 1).is_ok() {
+        count(counter::PROC_INSERTS);
+    }
+    PROCS.get_ptr_mut(tgid)
+}
+
 /// Adds one to a shared (not per-CPU) counter.
 #[inline(always)]
 pub fn atomic_inc(p: *mut u64) {

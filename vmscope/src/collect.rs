@@ -7,7 +7,9 @@ use std::{
 
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
-use vmscope_common::{FAULT_CLASSES, HIST_BUCKETS, ProcStats, counter, hist, madvise};
+use vmscope_common::{
+    FAULT_CLASSES, FaultCache, HIST_BUCKETS, ProcStats, cache_flags, counter, hist, madvise,
+};
 
 use crate::{
     hist::{HistSample, behavior_name},
@@ -194,12 +196,10 @@ impl Collector {
         }
         let counters = read_counters(probes)?;
         let swap = self.read_mms(probes)?;
+        let (table, entries) = read_procs(probes)?;
         let mut procs = Vec::new();
-        let mut entries = 0u64;
         let mut seen = std::collections::HashSet::new();
-        for item in probes.procs.iter() {
-            let (pid, stats) = item.context("reading the per-process map")?;
-            entries += 1;
+        for (pid, stats) in table {
             seen.insert(pid);
             let (out, inn) = swap.by_tgid.get(&pid).copied().unwrap_or_default();
             let p = proc_sample(pid, comm_string(&stats.comm), &stats, out, inn);
@@ -257,6 +257,63 @@ impl Collector {
             mm_entries: swap.entries,
             mm_inserts: c(counter::MM_INSERTS),
         })
+    }
+}
+
+/// The per-process map with each CPU's not-yet-moved fault counts added,
+/// and its number of entries. The eBPF side moves a CPU's counts into the
+/// map when another process faults there; reading the caches before and
+/// after the map and comparing their generations tells whether a move
+/// happened meanwhile (then the read is retried, a few times at most).
+fn read_procs(probes: &Loaded) -> anyhow::Result<(BTreeMap<u32, ProcStats>, u64)> {
+    let read_cache = || -> anyhow::Result<Vec<FaultCache>> {
+        Ok(probes
+            .fault_cache
+            .get(&0, 0)
+            .context("reading the fault cache")?
+            .iter()
+            .copied()
+            .collect())
+    };
+    let mut attempt = 0;
+    loop {
+        let before = read_cache()?;
+        let mut table = BTreeMap::new();
+        for item in probes.procs.iter() {
+            let (pid, stats) = item.context("reading the per-process map")?;
+            table.insert(pid, stats);
+        }
+        let after = read_cache()?;
+        let stable = before
+            .iter()
+            .zip(&after)
+            .all(|(a, b)| a.generation == b.generation && b.generation % 2 == 0);
+        attempt += 1;
+        if stable || attempt == 4 {
+            if !stable {
+                log::debug!("fault caches kept moving; per-process faults may be off this once");
+            }
+            let entries = table.len() as u64;
+            merge_fault_caches(&mut table, &after);
+            return Ok((table, entries));
+        }
+    }
+}
+
+/// Adds each CPU's cached fault counts to its process's entry.
+pub fn merge_fault_caches(table: &mut BTreeMap<u32, ProcStats>, caches: &[FaultCache]) {
+    let n = FAULT_CLASSES;
+    for c in caches {
+        let want = cache_flags::VALID | cache_flags::IN_SCOPE;
+        if c.flags & want != want || c.counts.iter().all(|&v| v == 0) {
+            continue;
+        }
+        let e = table.entry(c.tgid).or_default();
+        for k in 0..n {
+            e.user_faults[k] += c.counts[k];
+            e.kernel_faults[k] += c.counts[n + k];
+        }
+        e.unclassified_faults += c.counts[2 * n];
     }
 }
 
@@ -384,6 +441,36 @@ pub fn comm_string(raw: &[u8; 16]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cached_faults_are_added_to_their_process_only_when_in_scope() {
+        let mut table = BTreeMap::new();
+        let mut known = ProcStats::default();
+        known.user_faults[2] = 10;
+        table.insert(7, known);
+        let mut c = FaultCache {
+            tgid: 7,
+            flags: cache_flags::VALID | cache_flags::IN_SCOPE,
+            ..Default::default()
+        };
+        c.counts[2] = 5; // user write_not_present
+        c.counts[FAULT_CLASSES] = 1; // kernel read_not_present
+        c.counts[2 * FAULT_CLASSES] = 3; // unclassified
+        let out_of_scope = FaultCache {
+            tgid: 8,
+            flags: cache_flags::VALID,
+            counts: [9; 2 * FAULT_CLASSES + 1],
+            ..Default::default()
+        };
+        let mut fresh = c;
+        fresh.tgid = 9;
+        merge_fault_caches(&mut table, &[c, out_of_scope, fresh]);
+        assert_eq!(table[&7].user_faults[2], 15);
+        assert_eq!(table[&7].kernel_faults[0], 1);
+        assert_eq!(table[&7].unclassified_faults, 3);
+        assert!(!table.contains_key(&8));
+        assert_eq!(table[&9].user_faults[2], 5);
+    }
 
     #[test]
     fn comm_stops_at_nul_and_tolerates_bad_utf8() {

@@ -14,7 +14,7 @@ use aya::{
     },
 };
 use serde::{Deserialize, Serialize};
-use vmscope_common::{MmSwap, ProcStats, off};
+use vmscope_common::{FaultCache, MmSwap, ProcStats, off};
 
 use crate::kernel::tracefs;
 
@@ -92,6 +92,8 @@ pub struct Loaded {
     pub procs: HashMap<MapData, u32, ProcStats>,
     /// Swap traffic per address space (see the eBPF `swap` module).
     pub mms: HashMap<MapData, u32, MmSwap>,
+    /// Fault counts not yet moved into `procs`, per CPU.
+    pub fault_cache: PerCpuArray<MapData, FaultCache>,
     tracked: HashMap<MapData, u32, u32>,
     pub probes: Vec<ProbeStatus>,
     pub fault_source: FaultSource,
@@ -555,6 +557,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     let hist_sums = PerCpuArray::try_from(take(&mut ebpf, "HIST_SUMS")?)?;
     let procs = HashMap::try_from(take(&mut ebpf, "PROCS")?)?;
     let mms = HashMap::try_from(take(&mut ebpf, "MMS")?)?;
+    let fault_cache = PerCpuArray::try_from(take(&mut ebpf, "FAULT_CACHE")?)?;
     let tracked = HashMap::try_from(take(&mut ebpf, "TRACKED")?)?;
     Ok(Loaded {
         _ebpf: ebpf,
@@ -563,6 +566,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         hist_sums,
         procs,
         mms,
+        fault_cache,
         tracked,
         probes,
         fault_source,

@@ -70,24 +70,14 @@ pub struct Totals {
 /// later tools can recompute with current code.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Recording {
-    pub schema_version: u32,
-    pub tool: Tool,
-    pub kernel: KernelInfo,
-    /// vmscope's own command line.
-    pub command_line: Vec<String>,
-    /// The wrapped command, if any.
-    pub command: Option<Vec<String>>,
-    pub scope: Scope,
-    pub interval_ns: u64,
-    pub start_time: String,
+    /// What was known at the start (also the first line of a jsonl stream).
+    /// Its `probes` are as they stood at the end.
+    #[serde(flatten)]
+    pub header: Header,
     pub end_time: String,
     pub duration_ns: u64,
     /// Set when the recording ended on a signal (e.g. "SIGINT").
     pub interrupted_by: Option<String>,
-    pub probes: Vec<ProbeStatus>,
-    pub fault_source: FaultSource,
-    /// Names of the per-class slots in `samples[].faults.user/kernel`.
-    pub fault_classes: Vec<String>,
     pub child: Option<ChildReport>,
     pub totals: Totals,
     /// At most `processes_limit` rows.
@@ -107,13 +97,16 @@ pub struct Header {
     pub schema_version: u32,
     pub tool: Tool,
     pub kernel: KernelInfo,
+    /// vmscope's own command line.
     pub command_line: Vec<String>,
+    /// The wrapped command, if any.
     pub command: Option<Vec<String>>,
     pub scope: Scope,
     pub interval_ns: u64,
     pub start_time: String,
     pub probes: Vec<ProbeStatus>,
     pub fault_source: FaultSource,
+    /// Names of the per-class slots in `samples[].faults.user/kernel`.
     pub fault_classes: Vec<String>,
 }
 

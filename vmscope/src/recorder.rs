@@ -63,7 +63,7 @@ async fn record(
         filtered,
         swap: loader::SwapAttach::Auto,
     })?;
-    for p in probes.probes.iter().filter(|p| !p.attached) {
+    for p in probes.probes.iter().filter(|p| !p.usable()) {
         log::warn!(
             "{} unavailable: {}",
             p.probe,
@@ -205,33 +205,14 @@ async fn record(
     } else {
         record::TOP_PROCESSES
     };
-    let Header {
-        schema_version,
-        tool,
-        kernel,
-        command_line,
-        command,
-        scope,
-        interval_ns,
-        start_time,
-        probes: _,
-        fault_source,
-        fault_classes,
-    } = header;
     let mut rec = Recording {
-        schema_version,
-        tool,
-        kernel,
-        command_line,
-        command,
-        scope,
-        interval_ns,
-        start_time,
+        header: Header {
+            probes: probes.probes.clone(),
+            ..header
+        },
         end_time: timefmt::rfc3339(end_wall),
         duration_ns: nanos(duration),
         interrupted_by: interrupted_by.map(str::to_string),
-        fault_source,
-        fault_classes,
         child: child_report.clone(),
         totals: Totals {
             system_faults,
@@ -242,7 +223,6 @@ async fn record(
                 crate::procstat::read_psi().err().as_deref(),
             ),
         },
-        probes: probes.probes.clone(),
         processes: model::process_totals(source, avail, &samples, limit),
         processes_limit: limit.min(u32::MAX as usize),
         lost: model::lost(samples.last()),
