@@ -33,8 +33,30 @@ pub enum Command {
     /// Benchmark the probes' cost per page fault against nothing attached
     /// and an empty program on the same tracepoints.
     Overhead(OverheadArgs),
+    /// Live view: rates, latency histograms and who pays, refreshed every
+    /// interval (keys: ? for help, q to quit).
+    Top(TopArgs),
     /// Print the JSON Schema of recordings (or of `--format jsonl` lines).
     Schema(SchemaArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Refresh interval (`+`/`-` change it while running).
+    #[arg(short, long, default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+
+    /// Restrict per-process figures to these pids and their descendants.
+    #[arg(short, long, value_delimiter = ',')]
+    pub pid: Vec<u32>,
+
+    /// Print plain-text snapshots to stdout instead of the screen.
+    #[arg(short, long)]
+    pub batch: bool,
+
+    /// With --batch: how many snapshots (one per interval).
+    #[arg(short = 'n', long = "count", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
 }
 
 #[derive(Debug, Args)]

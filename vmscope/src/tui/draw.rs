@@ -1,0 +1,613 @@
+//! Drawing `vmscope top`, and the plain-text snapshot of `--batch`. Only
+//! formatting: everything shown comes from [`App`] and its [`View`].
+
+use std::fmt::Write as _;
+
+use ratatui::{
+    Frame,
+    layout::{Constraint, Layout, Rect},
+    style::{Color, Modifier, Style},
+    text::{Line, Span},
+    widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Wrap},
+};
+
+use super::app::{App, COLUMNS, Header, Panel};
+use crate::live::{Latency, ProcRow, Rate, View};
+
+/// The smallest terminal the layout is drawn in.
+pub const MIN_WIDTH: u16 = 80;
+pub const MIN_HEIGHT: u16 = 24;
+
+/// A rate for display: `n/a` when unknown, never 0.
+pub fn fmt_rate(v: Option<f64>) -> String {
+    match v {
+        None => "n/a".into(),
+        Some(v) if v.abs() < 10.0 && v.fract() != 0.0 => format!("{v:.1}"),
+        Some(v) if v >= 1e7 => format!("{:.1}M", v / 1e6),
+        Some(v) => format!("{v:.0}"),
+    }
+}
+
+fn fmt_bytes(b: Option<u64>) -> String {
+    match b {
+        None => "n/a".into(),
+        Some(b) if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / f64::from(1u32 << 30)),
+        Some(b) => format!("{:.0} MiB", b as f64 / f64::from(1u32 << 20)),
+    }
+}
+
+pub fn fmt_ns(ns: u64) -> String {
+    match ns {
+        n if n >= 1_000_000_000 => format!("{:.1}s", n as f64 / 1e9),
+        n if n >= 1_000_000 => format!("{:.1}ms", n as f64 / 1e6),
+        n if n >= 1_000 => format!("{:.1}us", n as f64 / 1e3),
+        n => format!("{n}ns"),
+    }
+}
+
+/// A sparkline as text, scaled to the largest value shown.
+pub fn sparkline(values: &[f64], width: usize) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let tail = &values[values.len().saturating_sub(width)..];
+    let max = tail.iter().copied().fold(0.0, f64::max);
+    tail.iter()
+        .map(|&v| {
+            if v <= 0.0 || max <= 0.0 {
+                ' '
+            } else {
+                BARS[((v / max) * 7.0).round().clamp(0.0, 7.0) as usize]
+            }
+        })
+        .collect()
+}
+
+fn header_lines(h: &Header, app: &App) -> Vec<Line<'static>> {
+    let mut first = vec![Span::styled(
+        format!(
+            "vmscope top  {}  up {}h{:02}m  every {}  probes {}/{} attached",
+            h.kernel,
+            h.uptime_s / 3600,
+            h.uptime_s / 60 % 60,
+            humantime::format_duration(app.interval),
+            h.probes_attached,
+            h.probes_total
+        ),
+        Style::default().add_modifier(Modifier::BOLD),
+    )];
+    if app.paused {
+        first.push(Span::styled(
+            "  [PAUSED]",
+            Style::default().fg(Color::Black).bg(Color::Yellow),
+        ));
+    }
+    if let Some(s) = &h.scope {
+        first.push(Span::raw(format!("  scope: {s}")));
+    }
+    let psi = app.view.as_ref().and_then(|v| v.psi);
+    let psi_text = match psi {
+        Some(p) => format!(
+            "PSI memory some {:.2}% full {}",
+            p.some.avg10,
+            p.full.map_or("n/a".into(), |f| format!("{:.2}%", f.avg10))
+        ),
+        None => "PSI n/a".into(),
+    };
+    let used = match (h.swap_total_bytes, h.swap_used_bytes) {
+        (Some(0), _) => "swap: none".to_string(),
+        (t, u) => format!("swap {} of {}", fmt_bytes(u), fmt_bytes(t)),
+    };
+    let second = Line::raw(format!(
+        "free {}  {used}  {psi_text}",
+        fmt_bytes(h.mem_free_bytes)
+    ));
+    let third = if h.unavailable.is_empty() {
+        Line::raw("all probes attached")
+    } else {
+        Line::styled(
+            format!("unavailable: {}", h.unavailable.join("; ")),
+            Style::default().fg(Color::Yellow),
+        )
+    };
+    vec![Line::from(first), second, third]
+}
+
+fn rates_table(rates: &[Rate], spark_width: usize) -> Table<'static> {
+    let rows = rates.iter().map(|r| {
+        let value = match (&r.unavailable, r.value) {
+            (Some(_), _) => "n/a".to_string(),
+            (None, v) => format!("{} {}", fmt_rate(v), r.unit),
+        };
+        let style = if r.name == "TLB shootdown IPIs" && r.value.unwrap_or(0.0) > 0.0 {
+            Style::default().fg(Color::Red)
+        } else {
+            Style::default()
+        };
+        Row::new(vec![
+            Cell::from(r.name),
+            Cell::from(value),
+            Cell::from(sparkline(&r.history, spark_width)),
+        ])
+        .style(style)
+    });
+    Table::new(
+        rows,
+        [
+            Constraint::Length(19),
+            Constraint::Length(16),
+            Constraint::Min(10),
+        ],
+    )
+    .block(Block::default().borders(Borders::ALL).title(" rates "))
+}
+
+fn latency_lines(l: Option<&Latency>, count: usize, height: usize) -> (String, Vec<Line<'static>>) {
+    let Some(l) = l else {
+        return (
+            " latency: nothing measured yet ".into(),
+            vec![Line::raw("no reclaim, madvise, munmap or mprotect seen")],
+        );
+    };
+    let s = &l.summary;
+    let q = |v: Option<u64>| v.map_or("n/a".into(), fmt_ns);
+    let title = format!(
+        " latency {} ({}/{})  n={} p50 {} p90 {} p99 {} max {} ",
+        l.name,
+        0,
+        count,
+        s.count,
+        q(s.p50_ns),
+        q(s.p90_ns),
+        q(s.p99_ns),
+        q(s.max_ns)
+    );
+    let max = s.buckets.iter().map(|b| b.count).max().unwrap_or(1).max(1);
+    let lines = s
+        .buckets
+        .iter()
+        .filter(|b| b.count > 0)
+        .take(height)
+        .map(|b| {
+            let bar = "█".repeat(((b.count as f64 / max as f64) * 30.0).ceil() as usize);
+            Line::raw(format!("<={:>8} {bar} {}", fmt_ns(b.le_ns), b.count))
+        })
+        .collect();
+    (title, lines)
+}
+
+fn proc_cells(r: &ProcRow) -> [String; 9] {
+    [
+        r.pid.to_string(),
+        r.comm.clone(),
+        fmt_rate(Some(r.faults)),
+        fmt_rate(r.major),
+        fmt_rate(Some(r.reclaim_ms)),
+        fmt_rate(r.swap_in),
+        fmt_rate(r.swap_out),
+        fmt_rate(Some(r.madvise)),
+        fmt_rate(Some(r.shootdowns)),
+    ]
+}
+
+fn status_line(app: &App) -> Line<'static> {
+    let filter = if app.editing_filter {
+        format!("  filter: {}_", app.filter)
+    } else if !app.filter.is_empty() {
+        format!("  filter: {}", app.filter)
+    } else {
+        String::new()
+    };
+    let panel = match app.panel {
+        Panel::Processes => "processes",
+        Panel::Latency => "latency",
+    };
+    Line::from(vec![
+        Span::styled(
+            app.sort_label(),
+            Style::default().add_modifier(Modifier::BOLD),
+        ),
+        Span::raw(format!(
+            "{filter}  panel: {panel}  ?:help  q:quit  space:pause  s/</>:sort  I:invert  /:filter  +/-:interval  r:reset"
+        )),
+    ])
+}
+
+const HELP: &str = "\
+q, Esc, Ctrl-C   quit
+? or h           this help (any key closes it)
+space or p       pause the view (data keeps being collected)
+s or > / <       sort by the next / previous column
+I                invert the sort
+/                filter by comm or pid (Enter keeps it, Esc clears it)
+Tab              switch panel: processes / latency
+Up/Down, j/k     scroll the table, or change the latency metric
+PgUp/PgDn        scroll by 10
++ / -            double / halve the interval
+r                reset the latency totals
+
+Columns: FLT/s faults, MAJ/s major faults, RCLM_ms/s direct+memcg reclaim
+stall, SWIN/s and SWOUT/s swapped pages (out: the pages' owner, whoever
+reclaimed them), MADV/s madvise calls, SHOOT/s TLB shootdown IPIs sent.
+n/a means this kernel cannot provide the metric; the header says why.";
+
+/// Draws the whole screen.
+pub fn draw(f: &mut Frame, app: &App) {
+    let area = f.area();
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        let msg = format!(
+            "vmscope top needs at least {MIN_WIDTH}x{MIN_HEIGHT}; this terminal is {}x{}",
+            area.width, area.height
+        );
+        f.render_widget(Paragraph::new(msg).wrap(Wrap { trim: true }), area);
+        return;
+    }
+    let [head, middle, table, status] = Layout::vertical([
+        Constraint::Length(3),
+        Constraint::Length(15),
+        Constraint::Min(5),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    f.render_widget(Paragraph::new(header_lines(&app.header, app)), head);
+    let [left, right] =
+        Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(middle);
+    let empty = View::default();
+    let view = app.view.as_ref().unwrap_or(&empty);
+    let spark = usize::from(left.width.saturating_sub(19 + 16 + 4));
+    f.render_widget(rates_table(&view.rates, spark), left);
+    let count = view.latencies.len();
+    let sel = if count == 0 {
+        None
+    } else {
+        view.latencies.get(app.latency % count)
+    };
+    let (title, lines) = latency_lines(sel, count, usize::from(right.height.saturating_sub(2)));
+    let title = title.replacen(" (0/", &format!(" ({}/", app.latency % count.max(1) + 1), 1);
+    let border = if app.panel == Panel::Latency {
+        Style::default().fg(Color::Cyan)
+    } else {
+        Style::default()
+    };
+    f.render_widget(
+        Paragraph::new(lines).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(border)
+                .title(title),
+        ),
+        right,
+    );
+    draw_table(f, app, table);
+    f.render_widget(Paragraph::new(status_line(app)), status);
+    if app.help {
+        let w = 80.min(area.width);
+        let h = 20.min(area.height);
+        let r = Rect::new(
+            area.x + (area.width - w) / 2,
+            area.y + (area.height - h) / 2,
+            w,
+            h,
+        );
+        f.render_widget(Clear, r);
+        f.render_widget(
+            Paragraph::new(HELP).block(Block::default().borders(Borders::ALL).title(" help ")),
+            r,
+        );
+    }
+}
+
+fn draw_table(f: &mut Frame, app: &App, area: Rect) {
+    let rows = app.rows();
+    let visible = usize::from(area.height.saturating_sub(3));
+    let start = app.scroll.min(rows.len().saturating_sub(visible.max(1)));
+    let header = Row::new(COLUMNS.iter().enumerate().map(|(i, c)| {
+        let style = if i == app.sort {
+            Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)
+        } else {
+            Style::default().add_modifier(Modifier::BOLD)
+        };
+        Cell::from(*c).style(style)
+    }));
+    let body = rows
+        .iter()
+        .skip(start)
+        .take(visible)
+        .map(|r| Row::new(proc_cells(r).map(Cell::from)));
+    let widths = [
+        Constraint::Length(8),
+        Constraint::Length(16),
+        Constraint::Length(9),
+        Constraint::Length(7),
+        Constraint::Length(10),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(7),
+        Constraint::Length(8),
+    ];
+    let border = if app.panel == Panel::Processes {
+        Style::default().fg(Color::Cyan)
+    } else {
+        Style::default()
+    };
+    let title = format!(" processes ({}) ", rows.len());
+    f.render_widget(
+        Table::new(body, widths).header(header).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(border)
+                .title(title),
+        ),
+        area,
+    );
+}
+
+/// One `--batch` snapshot: the header, the rates and the whole table.
+pub fn snapshot_text(app: &App) -> String {
+    let mut out = String::new();
+    for l in header_lines(&app.header, app) {
+        let text: String = l.spans.iter().map(|s| s.content.as_ref()).collect();
+        let _ = writeln!(out, "{text}");
+    }
+    if let Some(v) = &app.view {
+        for r in &v.rates {
+            let value = match &r.unavailable {
+                Some(why) => format!("n/a ({why})"),
+                None => format!("{} {}", fmt_rate(r.value), r.unit),
+            };
+            let _ = writeln!(out, "{:<19} {value}", r.name);
+        }
+    }
+    let _ = writeln!(out, "{}", app.sort_label());
+    let _ = writeln!(
+        out,
+        "{:>8} {:<16} {:>9} {:>7} {:>10} {:>8} {:>8} {:>7} {:>8}",
+        COLUMNS[0],
+        COLUMNS[1],
+        COLUMNS[2],
+        COLUMNS[3],
+        COLUMNS[4],
+        COLUMNS[5],
+        COLUMNS[6],
+        COLUMNS[7],
+        COLUMNS[8]
+    );
+    for r in app.rows() {
+        let c = proc_cells(&r);
+        let comm = if c[1].is_empty() { "?" } else { c[1].as_str() };
+        let comm: String = comm.split_whitespace().collect::<Vec<_>>().join("_");
+        let _ = writeln!(
+            out,
+            "{:>8} {:<16} {:>9} {:>7} {:>10} {:>8} {:>8} {:>7} {:>8}",
+            c[0], comm, c[2], c[3], c[4], c[5], c[6], c[7], c[8]
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use ratatui::{Terminal, backend::TestBackend};
+
+    use super::*;
+    use crate::{
+        hist::{Bucket, Summary},
+        live::{Latency, ProcRow, Rate, View},
+    };
+
+    fn rate(name: &'static str, value: Option<f64>, unavailable: Option<&str>) -> Rate {
+        Rate {
+            name,
+            unit: "/s",
+            value,
+            history: vec![1.0, 5.0, 3.0],
+            unavailable: unavailable.map(str::to_string),
+        }
+    }
+
+    fn row(pid: u32, comm: &str, faults: f64, swap_out: Option<f64>) -> ProcRow {
+        ProcRow {
+            pid,
+            comm: comm.into(),
+            faults,
+            major: Some(1.0),
+            swap_in: Some(0.0),
+            swap_out,
+            ..Default::default()
+        }
+    }
+
+    fn app() -> App {
+        let header = Header {
+            kernel: "6.18.0 x86_64".into(),
+            uptime_s: 3720,
+            probes_attached: 28,
+            probes_total: 29,
+            unavailable: vec!["perf:major-faults: disabled".into()],
+            mem_free_bytes: Some(8 << 30),
+            swap_total_bytes: Some(1 << 30),
+            swap_used_bytes: Some(256 << 20),
+            scope: None,
+        };
+        let mut app = App::new(header, Duration::from_secs(1));
+        app.update(View {
+            interval_s: 1.0,
+            rates: vec![
+                rate("faults user", Some(120_000.0), None),
+                rate("major faults", None, Some("perf:major-faults: disabled")),
+                rate("swap-out", Some(2500.0), None),
+            ],
+            procs: vec![
+                row(100, "postgres", 50_000.0, Some(2000.0)),
+                row(200, "bash", 10.0, Some(0.0)),
+                row(300, "stress-worker", 70_000.0, None),
+            ],
+            latencies: vec![Latency {
+                name: "reclaim_memcg".into(),
+                summary: Summary {
+                    count: 30,
+                    sum_ns: 3_000_000,
+                    p50_ns: Some(131_072),
+                    p90_ns: Some(262_144),
+                    p99_ns: Some(524_288),
+                    max_ns: Some(524_288),
+                    buckets: vec![
+                        Bucket {
+                            le_ns: 131_072,
+                            count: 20,
+                        },
+                        Bucket {
+                            le_ns: 262_144,
+                            count: 9,
+                        },
+                        Bucket {
+                            le_ns: 524_288,
+                            count: 1,
+                        },
+                    ],
+                },
+            }],
+            psi: None,
+            elapsed_s: 10.0,
+        });
+        app
+    }
+
+    fn render(app: &App, w: u16, h: u16) -> String {
+        let mut term = Terminal::new(TestBackend::new(w, h)).expect("test terminal");
+        term.draw(|f| draw(f, app)).expect("draws");
+        let buf = term.backend().buffer().clone();
+        (0..h)
+            .map(|y| {
+                (0..w)
+                    .map(|x| buf[(x, y)].symbol().to_string())
+                    .collect::<String>()
+                    .trim_end()
+                    .to_string()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn line_of<'a>(screen: &'a str, needle: &str) -> Option<(usize, &'a str)> {
+        screen.lines().enumerate().find(|(_, l)| l.contains(needle))
+    }
+
+    #[test]
+    fn normal_load_shows_rates_latency_and_busiest_process_first() {
+        let s = render(&app(), 120, 40);
+        assert!(s.contains("probes 28/29 attached"), "{s}");
+        assert!(s.contains("faults user         120000 /s"), "{s}");
+        assert!(
+            s.contains("latency reclaim_memcg (1/1)  n=30 p50 131.1us"),
+            "{s}"
+        );
+        assert!(s.contains("swap 256 MiB of 1.0 GiB"), "{s}");
+        let (a, _) = line_of(&s, "stress-worker").expect("row");
+        let (b, _) = line_of(&s, "postgres").expect("row");
+        assert!(a < b, "sorted by faults/s, descending:\n{s}");
+        assert!(s.lines().last().expect("status line").starts_with("sort: FLT/s"), "{s}");
+        assert!(!s.contains("[PAUSED]"));
+    }
+
+    #[test]
+    fn unavailable_metric_is_na_never_zero() {
+        let s = render(&app(), 120, 40);
+        let (_, l) = line_of(&s, "major faults").expect("rate row");
+        assert!(l.contains("n/a"), "{l}");
+        assert!(
+            s.contains("unavailable: perf:major-faults: disabled"),
+            "{s}"
+        );
+        // stress-worker's swap-out is unknown: n/a in its row.
+        let (_, l) = line_of(&s, "stress-worker").expect("row");
+        assert!(l.contains("n/a"), "{l}");
+    }
+
+    #[test]
+    fn paused_screen_is_marked_and_frozen() {
+        let mut a = app();
+        a.on_key(crossterm::event::KeyEvent::from(
+            crossterm::event::KeyCode::Char(' '),
+        ));
+        a.update(View::default());
+        let s = render(&a, 120, 40);
+        assert!(s.contains("[PAUSED]"), "{s}");
+        assert!(s.contains("postgres"), "paused view keeps its data:\n{s}");
+    }
+
+    #[test]
+    fn help_overlay_lists_the_keys() {
+        let mut a = app();
+        a.on_key(crossterm::event::KeyEvent::from(
+            crossterm::event::KeyCode::Char('?'),
+        ));
+        let s = render(&a, 120, 40);
+        for k in ["q, Esc, Ctrl-C", "space or p", "s or > / <", "+ / -", "Tab"] {
+            assert!(s.contains(k), "{k} missing:\n{s}");
+        }
+    }
+
+    #[test]
+    fn filtered_and_sorted_table() {
+        let mut a = app();
+        use crossterm::event::{KeyCode, KeyEvent};
+        for k in ['/', 'g', 'r', 'e', 's'] {
+            a.on_key(KeyEvent::from(KeyCode::Char(k)));
+        }
+        a.on_key(KeyEvent::from(KeyCode::Enter));
+        for _ in 0..4 {
+            a.on_key(KeyEvent::from(KeyCode::Char('s')));
+        }
+        let s = render(&a, 120, 40);
+        assert!(s.contains("processes (1)"), "{s}");
+        assert!(s.contains("postgres") && !s.contains("bash"), "{s}");
+        assert!(s.contains("sort: SWOUT/s  filter: gres"), "{s}");
+    }
+
+    #[test]
+    fn fits_80x24_and_refuses_smaller() {
+        let s = render(&app(), 80, 24);
+        assert!(s.contains("vmscope top"), "{s}");
+        assert!(s.contains("postgres"), "{s}");
+        assert!(s.lines().last().expect("status line").starts_with("sort: FLT/s"), "{s}");
+        let small = render(&app(), 79, 24);
+        assert!(small.contains("needs at least 80x24"), "{small}");
+        assert!(!small.contains("postgres"));
+    }
+
+    #[test]
+    fn batch_snapshot_has_header_rates_and_table() {
+        let t = snapshot_text(&app());
+        assert!(t.starts_with("vmscope top"), "{t}");
+        let header = t
+            .lines()
+            .find(|l| l.contains("COMM"))
+            .expect("table header");
+        let cols: Vec<&str> = header.split_whitespace().collect();
+        assert_eq!(cols, COLUMNS);
+        assert!(
+            t.contains("major faults        n/a (perf:major-faults: disabled)"),
+            "{t}"
+        );
+        let row: Vec<&str> = t
+            .lines()
+            .find(|l| l.contains("stress-worker"))
+            .expect("row")
+            .split_whitespace()
+            .collect();
+        assert_eq!(row[..3], ["300", "stress-worker", "70000"]);
+        assert_eq!(row[6], "n/a");
+    }
+
+    #[test]
+    fn formatting() {
+        assert_eq!(fmt_rate(None), "n/a");
+        assert_eq!(fmt_rate(Some(0.0)), "0");
+        assert_eq!(fmt_rate(Some(2.5)), "2.5");
+        assert_eq!(fmt_rate(Some(12345.6)), "12346");
+        assert_eq!(sparkline(&[0.0, 1.0, 2.0], 10), " ▅█");
+        assert_eq!(sparkline(&[1.0; 100], 5).chars().count(), 5);
+        assert_eq!(fmt_ns(1_500), "1.5us");
+    }
+}

@@ -1,0 +1,301 @@
+//! `vmscope top`: the live view. The same loader, collector and model as
+//! `record` feed [`live::Live`]; this module only runs the loop, owns the
+//! terminal and hands views to [`draw`].
+
+pub mod app;
+pub mod draw;
+
+use std::{
+    io::Write as _,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::Context as _;
+use crossterm::{
+    cursor,
+    event::{self, Event, KeyEventKind},
+    execute,
+    terminal::{self, EnterAlternateScreen, LeaveAlternateScreen},
+};
+use ratatui::{Terminal, backend::CrosstermBackend};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::{
+    cli::TopArgs,
+    collect::Collector,
+    exit,
+    kernel::{caps::Privileges, system},
+    live::{Live, Unavailable},
+    loader::{self, LoadOptions, Loaded},
+};
+use app::{Action, App, Header};
+
+pub fn run(args: TopArgs) -> anyhow::Result<u8> {
+    if args.interval.is_zero() {
+        return Err(exit::failure(
+            exit::USAGE,
+            "--interval must be greater than zero",
+        ));
+    }
+    if args.count.is_some() && !args.batch {
+        return Err(exit::failure(exit::USAGE, "-n needs --batch"));
+    }
+    for &pid in &args.pid {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            return Err(exit::failure(
+                exit::USAGE,
+                format!("-p {pid}: no such process"),
+            ));
+        }
+    }
+    if !args.batch && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return Err(exit::failure(
+            exit::USAGE,
+            "stdout is not a terminal; use --batch -n COUNT for plain-text snapshots",
+        ));
+    }
+    Privileges::current().require_bpf()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        let mut probes = loader::load(&LoadOptions {
+            filtered: !args.pid.is_empty(),
+            swap: loader::SwapAttach::Auto,
+        })?;
+        for &pid in &args.pid {
+            probes.track(pid)?;
+        }
+        if args.batch {
+            batch(&args, probes).await
+        } else {
+            interactive(&args, probes).await
+        }
+    })
+}
+
+/// What `Live` must treat as unavailable, from the probes' status.
+fn unavailable(probes: &Loaded) -> Unavailable {
+    let mut u = Unavailable::new();
+    let mut missing = |probe: &str, names: &[&str]| {
+        if let Some(p) = probes.probes.iter().find(|p| p.probe == probe)
+            && !p.usable()
+        {
+            let why = format!("{probe}: {}", p.reason.as_deref().unwrap_or("not attached"));
+            for n in names {
+                u.insert((*n).to_string(), why.clone());
+            }
+        }
+    };
+    missing(loader::MAJOR_FAULTS_PROBE, &["major faults", "major"]);
+    missing(loader::SWAP_PROBE, &["swap"]);
+    missing("tlb:tlb_flush", &["TLB flushes", "TLB shootdown IPIs"]);
+    missing("syscalls:sys_exit_madvise", &["madvise"]);
+    missing("vmscan:mm_vmscan_direct_reclaim_end", &["direct reclaim"]);
+    missing("vmscan:mm_vmscan_memcg_reclaim_end", &["memcg reclaim"]);
+    missing("vmscan:mm_vmscan_kswapd_sleep", &["kswapd active"]);
+    if probes.fault_source != loader::FaultSource::Tracepoint {
+        u.insert(
+            "faults kernel".into(),
+            "no exceptions:page_fault_kernel: faults are counted without the user/kernel split"
+                .into(),
+        );
+    }
+    u
+}
+
+fn header(probes: &Loaded, args: &TopArgs) -> Header {
+    let mem = meminfo();
+    let k = system::kernel_info();
+    Header {
+        kernel: format!("{} {}", k.release, k.machine),
+        uptime_s: std::fs::read_to_string("/proc/uptime")
+            .ok()
+            .and_then(|s| s.split('.').next()?.parse().ok())
+            .unwrap_or(0),
+        probes_attached: probes.probes.iter().filter(|p| p.attached).count(),
+        probes_total: probes.probes.len(),
+        unavailable: probes
+            .probes
+            .iter()
+            .filter(|p| !p.attached)
+            .map(|p| {
+                let why = p.reason.as_deref().unwrap_or("not attached");
+                if p.deferred {
+                    format!("{} waiting for a swap device", p.probe)
+                } else {
+                    format!("{}: {why}", p.probe)
+                }
+            })
+            .collect(),
+        mem_free_bytes: mem.get("MemAvailable").copied(),
+        swap_total_bytes: mem.get("SwapTotal").copied(),
+        swap_used_bytes: match (mem.get("SwapTotal"), mem.get("SwapFree")) {
+            (Some(t), Some(f)) => Some(t.saturating_sub(*f)),
+            _ => None,
+        },
+        scope: (!args.pid.is_empty()).then(|| {
+            let pids: Vec<String> = args.pid.iter().map(u32::to_string).collect();
+            format!("pids {} and descendants", pids.join(","))
+        }),
+    }
+}
+
+/// /proc/meminfo in bytes.
+fn meminfo() -> std::collections::HashMap<String, u64> {
+    std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (k, rest) = l.split_once(':')?;
+            let kb: u64 = rest.split_whitespace().next()?.parse().ok()?;
+            Some((k.to_string(), kb * 1024))
+        })
+        .collect()
+}
+
+/// `--batch`: plain-text snapshots, one per interval.
+async fn batch(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
+    let count = args.count.unwrap_or(1);
+    let mut collector = Collector::new(Instant::now());
+    let mut live = Live::new(unavailable(&probes));
+    live.push(collector.sample(&mut probes)?);
+    let mut app = App::new(header(&probes, args), args.interval);
+    let mut ticker =
+        tokio::time::interval_at(tokio::time::Instant::now() + args.interval, args.interval);
+    let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+    let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
+    let mut out = std::io::stdout().lock();
+    for i in 0..count {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = sigint.recv() => break,
+            _ = sigterm.recv() => break,
+        }
+        let sample = collector.sample(&mut probes)?;
+        app.header = header(&probes, args);
+        live.set_unavailable(unavailable(&probes));
+        if let Some(v) = live.push(sample) {
+            app.update(v);
+        }
+        if i > 0 {
+            writeln!(out).context("writing to stdout")?;
+        }
+        write!(out, "{}", draw::snapshot_text(&app)).context("writing to stdout")?;
+        out.flush().context("writing to stdout")?;
+    }
+    Ok(0)
+}
+
+/// Puts the terminal back however `top` ends: dropped on return and on
+/// unwinding, and called by the panic hook before the message is printed.
+struct TerminalGuard;
+
+impl TerminalGuard {
+    fn enter() -> anyhow::Result<Self> {
+        terminal::enable_raw_mode().context("switching the terminal to raw mode")?;
+        let guard = TerminalGuard;
+        execute!(std::io::stdout(), EnterAlternateScreen, cursor::Hide)
+            .context("switching to the alternate screen")?;
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore();
+            previous(info);
+        }));
+        Ok(guard)
+    }
+}
+
+fn restore() {
+    let _ = execute!(std::io::stdout(), LeaveAlternateScreen, cursor::Show);
+    let _ = terminal::disable_raw_mode();
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
+    // Nothing may write to the terminal behind the screen's back.
+    log::set_max_level(log::LevelFilter::Off);
+    let mut collector = Collector::new(Instant::now());
+    let mut live = Live::new(unavailable(&probes));
+    live.push(collector.sample(&mut probes)?);
+    let mut app = App::new(header(&probes, args), args.interval);
+
+    let _guard = TerminalGuard::enter()?;
+    let mut term =
+        Terminal::new(CrosstermBackend::new(std::io::stdout())).context("opening the terminal")?;
+    term.clear().context("clearing the terminal")?;
+
+    // Terminal events come from a thread (crossterm's reader blocks).
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader_stop = stop.clone();
+    let reader = std::thread::spawn(move || {
+        while !reader_stop.load(Ordering::Relaxed) {
+            if event::poll(Duration::from_millis(100)).unwrap_or(false) {
+                match event::read() {
+                    Ok(ev) => {
+                        if tx.send(ev).is_err() {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+    });
+
+    let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
+    let mut sighup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
+    let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+    let new_ticker = |d: Duration| {
+        let mut t = tokio::time::interval_at(tokio::time::Instant::now() + d, d);
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        t
+    };
+    let mut ticker = new_ticker(args.interval);
+    let result: anyhow::Result<u8> = async {
+        loop {
+            term.draw(|f| draw::draw(f, &app)).context("drawing")?;
+            tokio::select! {
+                _ = ticker.tick() => {
+                    let sample = collector.sample(&mut probes)?;
+                    app.header = header(&probes, args);
+                    live.set_unavailable(unavailable(&probes));
+                    if let Some(v) = live.push(sample) {
+                        app.update(v);
+                    }
+                }
+                ev = rx.recv() => match ev {
+                    Some(Event::Key(k)) if k.kind != KeyEventKind::Release => {
+                        match app.on_key(k) {
+                            Action::Quit => return Ok(0),
+                            Action::Reset => live.reset(),
+                            Action::Interval(d) => ticker = new_ticker(d),
+                            Action::None => {}
+                        }
+                    }
+                    Some(_) => {} // resize and others: redrawn at the top of the loop
+                    None => anyhow::bail!("the terminal's input closed"),
+                },
+                _ = sigterm.recv() => return Ok(0),
+                _ = sighup.recv() => return Ok(0),
+                _ = sigint.recv() => return Ok(0),
+            }
+        }
+    }
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    let _ = reader.join();
+    drop(term);
+    result
+}
