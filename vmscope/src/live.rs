@@ -25,6 +25,30 @@ pub struct Rate {
     pub history: Vec<f64>,
     /// Why the metric is not available on this kernel at all.
     pub unavailable: Option<String>,
+    /// The largest parts this interval (TLB flushes by reason, madvise by
+    /// behaviour), e.g. `dontneed 300, free 120`.
+    pub detail: Option<String>,
+}
+
+/// The non-zero parts, largest first, at most three.
+fn breakdown(mut parts: Vec<(String, f64)>) -> Option<String> {
+    parts.retain(|(_, v)| *v > 0.0);
+    parts.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let text: Vec<String> = parts
+        .iter()
+        .take(3)
+        .map(|(k, v)| {
+            format!(
+                "{k} {}",
+                if *v < 10.0 {
+                    format!("{v:.1}")
+                } else {
+                    format!("{v:.0}")
+                }
+            )
+        })
+        .collect();
+    (!text.is_empty()).then(|| text.join(", "))
 }
 
 /// One process over the last interval.
@@ -239,6 +263,32 @@ impl Live {
             s.madvise.iter().map(|m| m.calls).sum(),
             dt,
         );
+        let tlb_detail = breakdown(
+            [
+                ("switch", "tlb_task_switch"),
+                ("shootdown", "tlb_remote_shootdown"),
+                ("local", "tlb_local_shootdown"),
+                ("local mm", "tlb_local_mm_shootdown"),
+                ("IPI", "tlb_remote_send_ipi"),
+                ("wrong cpu", "tlb_remote_wrong_cpu"),
+            ]
+            .iter()
+            .filter_map(|(k, n)| Some((k.to_string(), counter(n)?)))
+            .collect(),
+        );
+        let madvise_detail = breakdown(
+            s.madvise
+                .iter()
+                .filter_map(|m| {
+                    let then = a
+                        .madvise
+                        .iter()
+                        .find(|x| x.behavior == m.behavior)
+                        .map_or(0, |x| x.calls);
+                    Some((m.behavior.clone(), per_s(then, m.calls, dt)?))
+                })
+                .collect(),
+        );
         let list: [(&'static str, &'static str, Option<f64>); 13] = [
             ("faults user", "/s", user),
             ("faults kernel", "/s", kernel),
@@ -263,12 +313,18 @@ impl Live {
                 while h.len() > HISTORY {
                     h.pop_front();
                 }
+                let detail = match name {
+                    "TLB flushes" => tlb_detail.clone(),
+                    "madvise" => madvise_detail.clone(),
+                    _ => None,
+                };
                 Rate {
                     name,
                     unit,
                     value,
                     history: h.iter().copied().collect(),
                     unavailable,
+                    detail,
                 }
             })
             .collect()
@@ -350,6 +406,22 @@ mod tests {
         assert!(major.unavailable.is_some());
         assert_eq!(v.procs[0].major, None);
         assert_eq!(v.procs[0].swap_in, Some(0.0));
+    }
+
+    #[test]
+    fn breakdown_lists_the_largest_non_zero_parts() {
+        let parts = vec![
+            ("free".to_string(), 120.0),
+            ("cold".to_string(), 0.0),
+            ("dontneed".to_string(), 300.0),
+            ("willneed".to_string(), 2.5),
+            ("pageout".to_string(), 1.0),
+        ];
+        assert_eq!(
+            breakdown(parts).as_deref(),
+            Some("dontneed 300, free 120, willneed 2.5")
+        );
+        assert_eq!(breakdown(vec![("x".into(), 0.0)]), None);
     }
 
     #[test]

@@ -125,7 +125,11 @@ fn rates_table(rates: &[Rate], spark_width: usize) -> Table<'static> {
         Row::new(vec![
             Cell::from(r.name),
             Cell::from(value),
-            Cell::from(sparkline(&r.history, spark_width)),
+            Cell::from(match &r.detail {
+                // The breakdown after a shorter sparkline, where there is room.
+                Some(d) if spark_width >= 28 => format!("{} {d}", sparkline(&r.history, 12)),
+                _ => sparkline(&r.history, spark_width),
+            }),
         ])
         .style(style)
     });
@@ -353,7 +357,11 @@ pub fn snapshot_text(app: &App) -> String {
                 Some(why) => format!("n/a ({why})"),
                 None => format!("{} {}", fmt_rate(r.value), r.unit),
             };
-            let _ = writeln!(out, "{:<19} {value}", r.name);
+            let detail = r
+                .detail
+                .as_deref()
+                .map_or(String::new(), |d| format!("  ({d})"));
+            let _ = writeln!(out, "{:<19} {value}{detail}", r.name);
         }
     }
     let _ = writeln!(out, "{}", app.sort_label());
@@ -402,6 +410,7 @@ mod tests {
             value,
             history: vec![1.0, 5.0, 3.0],
             unavailable: unavailable.map(str::to_string),
+            detail: None,
         }
     }
 
@@ -506,7 +515,13 @@ mod tests {
         let (a, _) = line_of(&s, "stress-worker").expect("row");
         let (b, _) = line_of(&s, "postgres").expect("row");
         assert!(a < b, "sorted by faults/s, descending:\n{s}");
-        assert!(s.lines().last().expect("status line").starts_with("sort: FLT/s"), "{s}");
+        assert!(
+            s.lines()
+                .last()
+                .expect("status line")
+                .starts_with("sort: FLT/s"),
+            "{s}"
+        );
         assert!(!s.contains("[PAUSED]"));
     }
 
@@ -570,7 +585,13 @@ mod tests {
         let s = render(&app(), 80, 24);
         assert!(s.contains("vmscope top"), "{s}");
         assert!(s.contains("postgres"), "{s}");
-        assert!(s.lines().last().expect("status line").starts_with("sort: FLT/s"), "{s}");
+        assert!(
+            s.lines()
+                .last()
+                .expect("status line")
+                .starts_with("sort: FLT/s"),
+            "{s}"
+        );
         let small = render(&app(), 79, 24);
         assert!(small.contains("needs at least 80x24"), "{small}");
         assert!(!small.contains("postgres"));
