@@ -205,7 +205,7 @@ fn swap_out_is_charged_to_the_owner_not_the_reclaimer() {
         .arg(&out)
         .arg("--")
         .args(cg.in_cgroup_argv(&argv));
-    let recorder = std::thread::spawn(move || run_with_timeout(c, Duration::from_secs(120)));
+    let recorder = std::thread::spawn(move || run_with_timeout(c, Duration::from_secs(600)));
     let held = report.with_extension("held");
     let t0 = std::time::Instant::now();
     while !held.exists() {
@@ -221,8 +221,10 @@ fn swap_out_is_charged_to_the_owner_not_the_reclaimer() {
     std::thread::sleep(Duration::from_millis(600));
     let before = pressure::vmstat();
     // This thread does the reclaim: the child is asleep.
+    let t = std::time::Instant::now();
     cg.set_limit(32 << 20);
     cg.set_limit(1 << 30);
+    eprintln!("reclaiming the child's memory took {:?}", t.elapsed());
     let mid = pressure::vmstat();
     std::fs::write(report.with_extension("go"), b"").unwrap();
     let o = recorder.join().unwrap();

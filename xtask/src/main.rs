@@ -1,5 +1,6 @@
 //! vmscope's development tasks: `cargo xtask <command>`.
 
+mod bench_top;
 mod bootstrap;
 mod fuzz;
 mod process;
@@ -49,9 +50,11 @@ enum Cmd {
     },
     /// Bootstrap, build, then run a benchmark (through sudo when not root):
     /// `overhead` prints the probes' cost per page fault against nothing
-    /// attached and against empty programs on the same tracepoints
+    /// attached and against empty programs on the same tracepoints; `top`
+    /// (as root) prints the CPU share `vmscope top` takes with 500 faulting
+    /// processes
     Bench {
-        #[arg(value_parser = clap::builder::PossibleValuesParser::new(["overhead"]))]
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(["overhead", "top"]))]
         name: String,
         /// Arguments for the benchmark, after `--` (e.g. `-- -r 15`)
         #[arg(last = true, value_name = "ARGS")]
@@ -76,6 +79,7 @@ fn main() -> ExitCode {
         Cmd::Build => tasks::build(&mut ws),
         Cmd::Run { args } => tasks::run(&mut ws, &args),
         Cmd::Test { args } => tasks::test(&mut ws, &args),
+        Cmd::Bench { name, args } if name == "top" => bench_top::bench_top(&mut ws, &args),
         Cmd::Bench { name, args } => {
             let argv: Vec<OsString> = std::iter::once(OsString::from(name)).chain(args).collect();
             tasks::run(&mut ws, &argv)

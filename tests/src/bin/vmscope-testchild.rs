@@ -18,6 +18,9 @@
 //!                                         report (or in /tmp), drop it from the page
 //!                                         cache with posix_fadvise(DONTNEED), then
 //!                                         read it through a MADV_RANDOM mapping
+//!        vmscope-testchild churn MILLIS   for MILLIS ms: map 16 fresh pages, write one
+//!                                         byte to each, unmap them, sleep 1 ms; again
+//!                                         (steady faults at little CPU)
 #![allow(clippy::unwrap_used, reason = "a test workload fails loudly")]
 
 use std::{io::Write as _, time::Duration};
@@ -159,7 +162,7 @@ fn hold(pages: usize, go: &std::path::Path) {
     unsafe { assert_eq!(libc::madvise(p.cast(), len, libc::MADV_NOHUGEPAGE), 0) };
     write_pages(p, pages);
     std::fs::write(go.with_extension("held"), b"").unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + Duration::from_secs(600);
     while !go.exists() {
         assert!(std::time::Instant::now() < deadline, "no {}", go.display());
         std::thread::sleep(Duration::from_millis(20));
@@ -213,6 +216,20 @@ fn majfault(pages: usize, dir: &std::path::Path) {
     }
 }
 
+/// Steady faulting at little CPU: 16 fresh pages mapped, written and
+/// unmapped, then 1 ms of sleep, over and over for `millis` milliseconds.
+fn churn(millis: u64) {
+    let len = 16 * page_size();
+    let end = std::time::Instant::now() + Duration::from_millis(millis);
+    while std::time::Instant::now() < end {
+        let p = map(len);
+        write_pages(p, 16);
+        // SAFETY: the mapping made above, no longer used.
+        unsafe { libc::munmap(p.cast(), len) };
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 fn report(path: &str) {
     // SAFETY: zeroed rusage is valid; getrusage fills it.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -247,6 +264,7 @@ fn main() {
         "shootdown" => shootdown(n as usize),
         "lazyfree" => lazyfree(n as usize),
         "rewrite" => rewrite(n as usize),
+        "churn" => churn(n),
         "hold" => {
             let r = report_to.as_deref().expect("hold needs --report");
             hold(n as usize, &std::path::PathBuf::from(format!("{r}.go")))

@@ -294,8 +294,11 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
         }
     }
     .await;
+    // Not joined: once the terminal is gone (a hangup), the reader can be
+    // stuck inside the event poll for good, and waiting for it would keep
+    // vmscope alive. The process ends when `run` returns.
     stop.store(true, Ordering::Relaxed);
-    let _ = reader.join();
+    drop(reader);
     drop(term);
     result
 }
