@@ -36,6 +36,9 @@ pub enum Command {
     /// Live view: rates, latency histograms and who pays, refreshed every
     /// interval (keys: ? for help, q to quit).
     Top(TopArgs),
+    /// Serve metrics for Prometheus (OpenMetrics or Prometheus text) on
+    /// /metrics, with /healthz.
+    Serve(ServeArgs),
     /// Print the JSON Schema of recordings (or of `--format jsonl` lines).
     Schema(SchemaArgs),
 }
@@ -57,6 +60,22 @@ pub struct TopArgs {
     /// With --batch: how many snapshots (one per interval).
     #[arg(short = 'n', long = "count", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on. Anything but loopback must be given explicitly.
+    #[arg(long, default_value = "127.0.0.1:9464")]
+    pub listen: std::net::SocketAddr,
+
+    /// How often the metrics are refreshed.
+    #[arg(short, long, default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+
+    /// Also export per-process series for the N processes with the most
+    /// faults (0: none, which keeps label cardinality fixed).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub per_process: usize,
 }
 
 #[derive(Debug, Args)]

@@ -1,0 +1,735 @@
+//! Prometheus / OpenMetrics text for `vmscope serve`. Pure: cumulative
+//! state in, text out, so names, labels and bucket bounds are pinned by
+//! unit tests.
+//!
+//! Conventions: a `vmscope_` prefix, base units (seconds, bytes, pages),
+//! `_total` on counters, latency histograms in seconds with the log2 bucket
+//! bounds as `le`, PSI as `_ratio` and `_seconds_total`. A metric whose
+//! probe is not attached is left out and `vmscope_probe_available` says 0
+//! for it: absent, never a silent zero.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    fmt::Write as _,
+};
+
+use vmscope_common::{FAULT_CLASSES, fault_class_name};
+
+use crate::{
+    collect::{MadviseCounts, ProcSample, Sample, counter_probe},
+    hist::{self, HistSample},
+    loader::{FaultSource, ProbeStatus},
+    procstat::{self, Psi, Vmstat},
+};
+
+/// Text format to write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Prometheus text format 0.0.4.
+    Prometheus,
+    /// OpenMetrics 1.0 text.
+    OpenMetrics,
+}
+
+impl Format {
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
+
+    /// OpenMetrics when the `Accept` header asks for it.
+    pub fn from_accept(accept: Option<&str>) -> Self {
+        match accept {
+            Some(a) if a.contains("application/openmetrics-text") => Format::OpenMetrics,
+            _ => Format::Prometheus,
+        }
+    }
+}
+
+/// Latency buckets exported: `le` = 2^b ns for b in this range; smaller
+/// durations fall in the first, larger ones only in `+Inf`.
+pub const FIRST_BUCKET: u32 = 8; // 256 ns
+pub const LAST_BUCKET: u32 = 36; // ~68.7 s
+
+/// Everything vmscope knows, cumulative since it started: the samples
+/// replayed (they carry only what changed).
+#[derive(Clone, Debug, Default)]
+pub struct State {
+    pub probes: Vec<ProbeStatus>,
+    pub fault_source: Option<FaultSource>,
+    pub faults: crate::collect::FaultCounters,
+    pub counters: BTreeMap<String, u64>,
+    pub madvise: Vec<MadviseCounts>,
+    pub vmstat: Vmstat,
+    pub psi: Option<Psi>,
+    pub hists: HashMap<String, HistSample>,
+    pub procs: HashMap<u32, ProcSample>,
+}
+
+impl State {
+    pub fn apply(&mut self, s: Sample) {
+        self.faults = s.faults;
+        self.counters = s.counters;
+        self.madvise = s.madvise;
+        self.vmstat = s.vmstat;
+        self.psi = s.psi;
+        for h in s.hists {
+            self.hists.insert(h.name.clone(), h);
+        }
+        for p in s.procs {
+            self.procs.insert(p.pid, p);
+        }
+    }
+
+    fn usable(&self, probe: &str) -> bool {
+        probe == "always" || self.probes.iter().any(|p| p.probe == probe && p.usable())
+    }
+}
+
+/// Escapes a label value.
+fn esc(v: &str) -> String {
+    v.replace('\\', r"\\")
+        .replace('"', "\\\"")
+        .replace('\n', r"\n")
+}
+
+fn labels(pairs: &[(&str, &str)]) -> String {
+    if pairs.is_empty() {
+        return String::new();
+    }
+    let inner: Vec<String> = pairs
+        .iter()
+        .map(|(k, v)| format!("{k}=\"{}\"", esc(v)))
+        .collect();
+    format!("{{{}}}", inner.join(","))
+}
+
+/// Seconds, as the shortest exact-enough text.
+fn secs(ns: u64) -> String {
+    let s = ns as f64 / 1e9;
+    format!("{s}")
+}
+
+struct Writer {
+    out: String,
+    format: Format,
+}
+
+type Series<'a> = Vec<(Vec<(&'a str, String)>, String)>;
+
+/// Histograms of one family: (labels, histogram) each.
+type HistSeries<'a> = Vec<(Vec<(&'a str, String)>, &'a HistSample)>;
+
+impl Writer {
+    fn family(&mut self, name: &str, kind: &str, help: &str, series: Series<'_>) {
+        if series.is_empty() {
+            return;
+        }
+        let counter = kind == "counter";
+        let family = match (self.format, counter) {
+            (Format::OpenMetrics, true) => name.strip_suffix("_total").unwrap_or(name),
+            _ => name,
+        };
+        let _ = writeln!(self.out, "# HELP {family} {help}");
+        let _ = writeln!(self.out, "# TYPE {family} {kind}");
+        for (ls, value) in series {
+            let pairs: Vec<(&str, &str)> = ls.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let _ = writeln!(self.out, "{name}{} {value}", labels(&pairs));
+        }
+    }
+
+    fn counter(&mut self, name: &str, help: &str, series: Series<'_>) {
+        self.family(name, "counter", help, series);
+    }
+
+    fn gauge(&mut self, name: &str, help: &str, series: Series<'_>) {
+        self.family(name, "gauge", help, series);
+    }
+
+    /// One histogram family; each entry is (labels, sample).
+    fn histogram(
+        &mut self,
+        name: &str,
+        help: &str,
+        hists: Vec<(Vec<(&str, String)>, &HistSample)>,
+    ) {
+        if hists.is_empty() {
+            return;
+        }
+        let _ = writeln!(self.out, "# HELP {name} {help}");
+        let _ = writeln!(self.out, "# TYPE {name} histogram");
+        for (ls, h) in hists {
+            let dense = hist::dense(h);
+            let total: u64 = dense.iter().sum();
+            let base: Vec<(&str, &str)> = ls.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let mut cumulative = 0u64;
+            for (b, n) in dense.iter().enumerate() {
+                cumulative += n;
+                let b = b as u32;
+                if !(FIRST_BUCKET..=LAST_BUCKET).contains(&b) {
+                    continue;
+                }
+                let le = secs(1u64 << b);
+                let mut with_le = base.clone();
+                with_le.push(("le", le.as_str()));
+                let _ = writeln!(self.out, "{name}_bucket{} {cumulative}", labels(&with_le));
+            }
+            let mut inf = base.clone();
+            inf.push(("le", "+Inf"));
+            let _ = writeln!(self.out, "{name}_bucket{} {total}", labels(&inf));
+            let _ = writeln!(self.out, "{name}_sum{} {}", labels(&base), secs(h.sum_ns));
+            let _ = writeln!(self.out, "{name}_count{} {total}", labels(&base));
+        }
+    }
+}
+
+/// Where each named eBPF counter goes: (metric, label name, label value).
+fn counter_metric(name: &str) -> Option<(&'static str, &'static str, String)> {
+    let tlb = |r: &str| Some(("vmscope_tlb_flushes_total", "reason", r.to_string()));
+    match name {
+        "tlb_task_switch" => tlb("task_switch"),
+        "tlb_remote_shootdown" => tlb("remote_shootdown"),
+        "tlb_local_shootdown" => tlb("local_shootdown"),
+        "tlb_local_mm_shootdown" => tlb("local_mm_shootdown"),
+        "tlb_remote_send_ipi" => tlb("remote_send_ipi"),
+        "tlb_remote_wrong_cpu" => tlb("remote_wrong_cpu"),
+        "tlb_other_reason" => tlb("other"),
+        "reclaim_write_anon_pages" => Some((
+            "vmscope_reclaim_writeback_pages_total",
+            "type",
+            "anon".into(),
+        )),
+        "reclaim_write_file_pages" => Some((
+            "vmscope_reclaim_writeback_pages_total",
+            "type",
+            "file".into(),
+        )),
+        "swap_out_pages" => Some((
+            "vmscope_swap_attributed_pages_total",
+            "direction",
+            "out".into(),
+        )),
+        "swap_in_pages" => Some((
+            "vmscope_swap_attributed_pages_total",
+            "direction",
+            "in".into(),
+        )),
+        "swap_freed_pages" => Some((
+            "vmscope_swap_attributed_pages_total",
+            "direction",
+            "freed".into(),
+        )),
+        "swap_out_unowned_pages" => Some((
+            "vmscope_swap_attributed_pages_total",
+            "direction",
+            "out_unowned".into(),
+        )),
+        n => n
+            .strip_prefix("lru_")
+            .and_then(|e| e.strip_suffix("_pages"))
+            .map(|e| ("vmscope_lru_pages_total", "event", e.to_string())),
+    }
+}
+
+/// Plain counters without labels.
+const SIMPLE_COUNTERS: &[(&str, &str, &str)] = &[
+    (
+        "major_faults",
+        "vmscope_major_faults_total",
+        "Major page faults.",
+    ),
+    (
+        "tlb_pages",
+        "vmscope_tlb_flushed_pages_total",
+        "Pages flushed by ranged TLB flushes.",
+    ),
+    (
+        "tlb_full_flushes",
+        "vmscope_tlb_full_flushes_total",
+        "Full TLB flushes.",
+    ),
+    (
+        "process_madvise_errors",
+        "vmscope_process_madvise_errors_total",
+        "process_madvise calls that failed.",
+    ),
+    (
+        "swap_unsized_changes",
+        "vmscope_swap_unsized_changes_total",
+        "Swap-entry changes of an address space seen first, which cannot be sized.",
+    ),
+    (
+        "inflight_dropped",
+        "vmscope_inflight_dropped_total",
+        "Operations not timed because the in-flight map was full.",
+    ),
+];
+
+/// The histogram families: (metric, label name, label value) per histogram name.
+fn hist_metric(name: &str) -> (&'static str, &'static str, String) {
+    if let Some(kind) = name.strip_prefix("reclaim_") {
+        return ("vmscope_reclaim_duration_seconds", "kind", kind.to_string());
+    }
+    if let Some(b) = name.strip_prefix("madvise_") {
+        return (
+            "vmscope_madvise_duration_seconds",
+            "behavior",
+            b.to_string(),
+        );
+    }
+    match name {
+        "kswapd_active" => ("vmscope_kswapd_active_duration_seconds", "", String::new()),
+        "shrink_slab" => ("vmscope_shrink_slab_duration_seconds", "", String::new()),
+        other => (
+            "vmscope_syscall_duration_seconds",
+            "syscall",
+            other.to_string(),
+        ),
+    }
+}
+
+const HIST_HELP: &[(&str, &str)] = &[
+    (
+        "vmscope_reclaim_duration_seconds",
+        "Time in reclaim, from its begin/end tracepoints, by kind.",
+    ),
+    (
+        "vmscope_madvise_duration_seconds",
+        "madvise latency by behaviour.",
+    ),
+    (
+        "vmscope_kswapd_active_duration_seconds",
+        "kswapd active periods, wake to sleep.",
+    ),
+    ("vmscope_shrink_slab_duration_seconds", "shrink_slab calls."),
+    (
+        "vmscope_syscall_duration_seconds",
+        "munmap, mprotect and process_madvise latency.",
+    ),
+];
+
+/// Renders the state. `per_process` bounds the per-process series to the
+/// processes with the most faults (0: none).
+pub fn render(state: &State, format: Format, per_process: usize) -> String {
+    let mut w = Writer {
+        out: String::new(),
+        format,
+    };
+    w.gauge(
+        "vmscope_build_info",
+        "vmscope's version.",
+        vec![(
+            vec![("version", env!("CARGO_PKG_VERSION").to_string())],
+            "1".into(),
+        )],
+    );
+    w.gauge(
+        "vmscope_probe_available",
+        "1 if the probe is attached (or waiting with nothing to count), 0 if not.",
+        state
+            .probes
+            .iter()
+            .map(|p| {
+                (
+                    vec![("probe", p.probe.clone())],
+                    u8::from(p.usable()).to_string(),
+                )
+            })
+            .collect(),
+    );
+    // Page faults.
+    let mut faults: Series = Vec::new();
+    match state.fault_source {
+        Some(FaultSource::Tracepoint) => {
+            for k in 0..FAULT_CLASSES {
+                for (mode, v) in [
+                    ("user", state.faults.user[k]),
+                    ("kernel", state.faults.kernel[k]),
+                ] {
+                    faults.push((
+                        vec![
+                            ("mode", mode.to_string()),
+                            ("class", fault_class_name(k).to_string()),
+                        ],
+                        v.to_string(),
+                    ));
+                }
+            }
+        }
+        Some(FaultSource::PerfSoftware) => faults.push((
+            vec![("mode", "all".into()), ("class", "unclassified".into())],
+            state.faults.unclassified.to_string(),
+        )),
+        _ => {}
+    }
+    w.counter(
+        "vmscope_page_faults_total",
+        "Page faults by mode and x86 error-code class.",
+        faults,
+    );
+    for &(key, metric, help) in SIMPLE_COUNTERS {
+        if let Some(&v) = state.counters.get(key)
+            && state.usable(counter_probe(key))
+        {
+            w.counter(metric, help, vec![(vec![], v.to_string())]);
+        }
+    }
+    let mut labelled: BTreeMap<&str, (&str, Series)> = BTreeMap::new();
+    for (name, &v) in &state.counters {
+        if !state.usable(counter_probe(name)) {
+            continue;
+        }
+        if let Some((metric, label, value)) = counter_metric(name) {
+            labelled
+                .entry(metric)
+                .or_insert((label, Vec::new()))
+                .1
+                .push((vec![(label, value)], v.to_string()));
+        }
+    }
+    for (metric, (_, series)) in labelled {
+        let help = match metric {
+            "vmscope_tlb_flushes_total" => "TLB flushes by reason.",
+            "vmscope_lru_pages_total" => "LRU pages by reclaim event.",
+            "vmscope_reclaim_writeback_pages_total" => "Pages written back by reclaim.",
+            _ => {
+                "Swap pages per address space, summed: out, in, freed, and out with no known owner."
+            }
+        };
+        w.counter(metric, help, series);
+    }
+    // madvise per behaviour.
+    if state.usable("syscalls:sys_exit_madvise") {
+        type Field = fn(&MadviseCounts) -> u64;
+        let parts: [(&str, &str, Field); 3] = [
+            (
+                "vmscope_madvise_calls_total",
+                "madvise calls by behaviour.",
+                |m| m.calls,
+            ),
+            (
+                "vmscope_madvise_bytes_total",
+                "Bytes advised by successful madvise calls.",
+                |m| m.bytes,
+            ),
+            (
+                "vmscope_madvise_errors_total",
+                "madvise calls that failed.",
+                |m| m.errors,
+            ),
+        ];
+        for (metric, help, get) in parts {
+            w.counter(
+                metric,
+                help,
+                state
+                    .madvise
+                    .iter()
+                    .map(|m| (vec![("behavior", m.behavior.clone())], get(m).to_string()))
+                    .collect(),
+            );
+        }
+    }
+    // vmstat.
+    for (key, metric, help) in [
+        (
+            "pswpin",
+            "vmscope_swap_in_pages_total",
+            "Pages swapped in (system-wide, /proc/vmstat pswpin).",
+        ),
+        (
+            "pswpout",
+            "vmscope_swap_out_pages_total",
+            "Pages swapped out (system-wide, /proc/vmstat pswpout).",
+        ),
+    ] {
+        if let Some(v) = state.vmstat.get(key) {
+            w.counter(metric, help, vec![(vec![], v.to_string())]);
+        }
+    }
+    w.counter(
+        "vmscope_vmstat_events_total",
+        "Counters from /proc/vmstat, by name.",
+        state
+            .vmstat
+            .0
+            .iter()
+            .filter(|(k, _)| !procstat::is_gauge(k))
+            .map(|(k, v)| (vec![("counter", k.clone())], v.to_string()))
+            .collect(),
+    );
+    // PSI.
+    if let Some(p) = &state.psi {
+        let ratio = |v: f64| format!("{}", v / 100.0);
+        w.gauge(
+            "vmscope_psi_memory_some_ratio",
+            "Share of the last 10 s some task stalled on memory.",
+            vec![(vec![], ratio(p.some.avg10))],
+        );
+        w.counter(
+            "vmscope_psi_memory_some_seconds_total",
+            "Time some task stalled on memory.",
+            vec![(vec![], secs(p.some.total_us * 1000))],
+        );
+        if let Some(f) = &p.full {
+            w.gauge(
+                "vmscope_psi_memory_full_ratio",
+                "Share of the last 10 s all tasks stalled on memory.",
+                vec![(vec![], ratio(f.avg10))],
+            );
+            w.counter(
+                "vmscope_psi_memory_full_seconds_total",
+                "Time all tasks stalled on memory.",
+                vec![(vec![], secs(f.total_us * 1000))],
+            );
+        }
+    }
+    // Histograms.
+    let mut families: BTreeMap<&str, HistSeries> = BTreeMap::new();
+    let mut names: Vec<&String> = state.hists.keys().collect();
+    names.sort();
+    for name in names {
+        let Some(id) = (0..vmscope_common::hist::COUNT).find(|&i| hist::name(i) == *name) else {
+            continue;
+        };
+        if !state.usable(hist::probe_of(id)) {
+            continue;
+        }
+        let (metric, label, value) = hist_metric(name);
+        let ls = if label.is_empty() {
+            vec![]
+        } else {
+            vec![(label, value)]
+        };
+        families
+            .entry(metric)
+            .or_default()
+            .push((ls, &state.hists[name]));
+    }
+    for (metric, hs) in families {
+        let help = HIST_HELP
+            .iter()
+            .find(|(m, _)| *m == metric)
+            .map_or("Latency.", |(_, h)| h);
+        w.histogram(metric, help, hs);
+    }
+    if per_process > 0 {
+        per_process_series(&mut w, state, per_process);
+    }
+    if format == Format::OpenMetrics {
+        w.out.push_str("# EOF\n");
+    }
+    w.out
+}
+
+fn per_process_series(w: &mut Writer, state: &State, n: usize) {
+    let total = |p: &ProcSample| {
+        p.faults.user.iter().sum::<u64>()
+            + p.faults.kernel.iter().sum::<u64>()
+            + p.faults.unclassified
+    };
+    let mut top: Vec<&ProcSample> = state.procs.values().collect();
+    top.sort_by(|a, b| total(b).cmp(&total(a)).then(a.pid.cmp(&b.pid)));
+    top.truncate(n);
+    let id = |p: &ProcSample| vec![("pid", p.pid.to_string()), ("comm", p.comm.clone())];
+    type Get = fn(&ProcSample) -> u64;
+    let mut parts: Vec<(&str, &str, Get, bool)> = vec![
+        (
+            "vmscope_process_page_faults_total",
+            "Page faults per process (top N by faults).",
+            |p| {
+                p.faults.user.iter().sum::<u64>()
+                    + p.faults.kernel.iter().sum::<u64>()
+                    + p.faults.unclassified
+            },
+            true,
+        ),
+        (
+            "vmscope_process_tlb_shootdowns_total",
+            "TLB shootdown IPIs sent per process.",
+            |p| p.tlb_shootdowns,
+            state.usable("tlb:tlb_flush"),
+        ),
+        (
+            "vmscope_process_major_faults_total",
+            "Major faults per process.",
+            |p| p.major_faults,
+            state.usable(crate::loader::MAJOR_FAULTS_PROBE),
+        ),
+        (
+            "vmscope_process_swap_out_pages_total",
+            "Pages of the process swapped out, whoever reclaimed them.",
+            |p| p.swap_out_pages,
+            state.usable(crate::loader::SWAP_PROBE),
+        ),
+        (
+            "vmscope_process_swap_in_pages_total",
+            "Pages the process faulted back in from swap.",
+            |p| p.swap_in_pages,
+            state.usable(crate::loader::SWAP_PROBE),
+        ),
+    ];
+    parts.retain(|p| p.3);
+    for (metric, help, get, _) in parts {
+        w.counter(
+            metric,
+            help,
+            top.iter().map(|p| (id(p), get(p).to_string())).collect(),
+        );
+    }
+    w.counter(
+        "vmscope_process_reclaim_stall_seconds_total",
+        "Time the process stalled in direct and memcg reclaim.",
+        top.iter()
+            .map(|p| (id(p), secs(p.direct_reclaim_ns + p.memcg_reclaim_ns)))
+            .collect(),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probe(name: &str, attached: bool) -> ProbeStatus {
+        ProbeStatus {
+            probe: name.into(),
+            method: "tracepoint".into(),
+            attached,
+            reason: None,
+            deferred: false,
+        }
+    }
+
+    fn state() -> State {
+        let mut s = State {
+            probes: vec![
+                probe("exceptions:page_fault_user", true),
+                probe("tlb:tlb_flush", true),
+                probe("vmscan:mm_vmscan_memcg_reclaim_end", true),
+                probe(crate::loader::MAJOR_FAULTS_PROBE, false),
+            ],
+            fault_source: Some(FaultSource::Tracepoint),
+            ..Default::default()
+        };
+        s.faults.user[2] = 500;
+        s.counters.insert("tlb_remote_send_ipi".into(), 7);
+        s.counters.insert("major_faults".into(), 0);
+        s.vmstat = Vmstat(
+            [
+                ("pswpout".to_string(), 42),
+                ("nr_free_pages".to_string(), 9),
+            ]
+            .into(),
+        );
+        s.hists.insert(
+            "reclaim_memcg".into(),
+            HistSample {
+                name: "reclaim_memcg".into(),
+                sum_ns: 3_000,
+                // bucket 5 (<32 ns, below the first exported bound) x1,
+                // bucket 10 (512..1024 ns) x2, bucket 40 (beyond the last) x1
+                buckets: vec![[5, 1], [10, 2], [40, 1]],
+            },
+        );
+        s.procs.insert(
+            9,
+            ProcSample {
+                pid: 9,
+                comm: "we\"ird".into(),
+                ..Default::default()
+            },
+        );
+        s
+    }
+
+    #[test]
+    fn names_labels_and_types_are_pinned() {
+        let t = render(&state(), Format::Prometheus, 5);
+        for line in [
+            "# TYPE vmscope_build_info gauge",
+            "vmscope_probe_available{probe=\"exceptions:page_fault_user\"} 1",
+            "vmscope_probe_available{probe=\"perf:major-faults\"} 0",
+            "# TYPE vmscope_page_faults_total counter",
+            "vmscope_page_faults_total{mode=\"user\",class=\"write_not_present\"} 500",
+            "vmscope_page_faults_total{mode=\"kernel\",class=\"read_not_present\"} 0",
+            "vmscope_tlb_flushes_total{reason=\"remote_send_ipi\"} 7",
+            "vmscope_swap_out_pages_total 42",
+            "vmscope_vmstat_events_total{counter=\"pswpout\"} 42",
+            "# TYPE vmscope_reclaim_duration_seconds histogram",
+            "vmscope_process_page_faults_total{pid=\"9\",comm=\"we\\\"ird\"} 0",
+        ] {
+            assert!(t.lines().any(|l| l == line), "missing {line:?} in\n{t}");
+        }
+        // Unavailable: left out (the availability gauge says 0), never 0.
+        assert!(!t.contains("vmscope_major_faults_total"), "{t}");
+        assert!(!t.contains("vmscope_process_major_faults_total"), "{t}");
+        // Gauges from vmstat are not counters.
+        assert!(!t.contains("nr_free_pages"), "{t}");
+        assert!(!t.contains("# EOF"));
+    }
+
+    #[test]
+    fn histogram_buckets_are_cumulative_log2_bounds_in_seconds() {
+        let t = render(&state(), Format::Prometheus, 0);
+        let bucket = |le: &str| {
+            let prefix =
+                format!("vmscope_reclaim_duration_seconds_bucket{{kind=\"memcg\",le=\"{le}\"}} ");
+            t.lines()
+                .find_map(|l| l.strip_prefix(prefix.as_str()))
+                .unwrap_or_else(|| panic!("no bucket le={le} in\n{t}"))
+                .to_string()
+        };
+        // 2^8 ns = 256 ns holds the 1 sample of bucket 5.
+        assert_eq!(bucket("0.000000256"), "1");
+        // 2^9 ns: still 1; 2^10 ns = 1.024 us: + the 2 of bucket 10.
+        assert_eq!(bucket("0.000000512"), "1");
+        assert_eq!(bucket("0.000001024"), "3");
+        // 2^36 ns, the last bound: 3; the beyond-range sample only in +Inf.
+        assert_eq!(bucket("68.719476736"), "3");
+        assert_eq!(bucket("+Inf"), "4");
+        assert!(t.contains("vmscope_reclaim_duration_seconds_sum{kind=\"memcg\"} 0.000003"));
+        assert!(t.contains("vmscope_reclaim_duration_seconds_count{kind=\"memcg\"} 4"));
+        let n = t
+            .matches("vmscope_reclaim_duration_seconds_bucket{")
+            .count() as u32;
+        assert_eq!(n, LAST_BUCKET - FIRST_BUCKET + 2);
+    }
+
+    #[test]
+    fn openmetrics_names_counter_families_without_total_and_ends_with_eof() {
+        let t = render(&state(), Format::OpenMetrics, 0);
+        assert!(t.contains("# TYPE vmscope_page_faults counter\n"), "{t}");
+        assert!(t.contains("\nvmscope_page_faults_total{"), "{t}");
+        assert!(t.ends_with("# EOF\n"));
+        assert_eq!(
+            Format::from_accept(Some("application/openmetrics-text;version=1.0.0")),
+            Format::OpenMetrics
+        );
+        assert_eq!(Format::from_accept(Some("text/plain")), Format::Prometheus);
+        assert_eq!(Format::from_accept(None), Format::Prometheus);
+    }
+
+    #[test]
+    fn per_process_series_are_bounded_to_the_top_n() {
+        let mut s = state();
+        for pid in 100..200 {
+            let mut p = ProcSample {
+                pid,
+                comm: "w".into(),
+                ..Default::default()
+            };
+            p.faults.user[2] = u64::from(pid);
+            s.procs.insert(pid, p);
+        }
+        let t = render(&s, Format::Prometheus, 3);
+        let rows: Vec<&str> = t
+            .lines()
+            .filter(|l| l.starts_with("vmscope_process_page_faults_total{"))
+            .collect();
+        assert_eq!(rows.len(), 3, "{rows:?}");
+        assert!(rows[0].contains("pid=\"199\""), "{rows:?}");
+        assert!(!render(&s, Format::Prometheus, 0).contains("vmscope_process_"));
+    }
+}
