@@ -39,6 +39,8 @@ pub enum Command {
     /// Serve metrics for Prometheus (OpenMetrics or Prometheus text) on
     /// /metrics, with /healthz.
     Serve(ServeArgs),
+    /// Turn a recording into a self-contained HTML page with plots.
+    Report(ReportArgs),
     /// Print the JSON Schema of recordings (or of `--format jsonl` lines).
     Schema(SchemaArgs),
 }
@@ -76,6 +78,20 @@ pub struct ServeArgs {
     /// faults (0: none, which keeps label cardinality fixed).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub per_process: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// A recording (JSON document or jsonl stream).
+    pub file: PathBuf,
+
+    /// Output HTML (`-` for stdout) [default: FILE with .html].
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+
+    /// Also write each plot as an SVG file into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub svg: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -20,6 +20,7 @@ pub mod overhead;
 pub mod procstat;
 pub mod record;
 pub mod recorder;
+pub mod report;
 pub mod series;
 pub mod serve;
 pub mod timefmt;
