@@ -85,6 +85,13 @@ pub struct MadviseCounts {
     pub errors: u64,
 }
 
+impl FaultCounters {
+    /// Every fault counted, whatever its class or source.
+    pub fn total(&self) -> u64 {
+        self.user.iter().sum::<u64>() + self.kernel.iter().sum::<u64>() + self.unclassified
+    }
+}
+
 /// Cumulative page-fault counters.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,

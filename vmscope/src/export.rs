@@ -525,13 +525,13 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
 }
 
 fn per_process_series(w: &mut Writer, state: &State, n: usize) {
-    let total = |p: &ProcSample| {
-        p.faults.user.iter().sum::<u64>()
-            + p.faults.kernel.iter().sum::<u64>()
-            + p.faults.unclassified
-    };
     let mut top: Vec<&ProcSample> = state.procs.values().collect();
-    top.sort_by(|a, b| total(b).cmp(&total(a)).then(a.pid.cmp(&b.pid)));
+    top.sort_by(|a, b| {
+        b.faults
+            .total()
+            .cmp(&a.faults.total())
+            .then(a.pid.cmp(&b.pid))
+    });
     top.truncate(n);
     let id = |p: &ProcSample| vec![("pid", p.pid.to_string()), ("comm", p.comm.clone())];
     type Get = fn(&ProcSample) -> u64;
@@ -539,11 +539,7 @@ fn per_process_series(w: &mut Writer, state: &State, n: usize) {
         (
             "vmscope_process_page_faults_total",
             "Page faults per process (top N by faults).",
-            |p| {
-                p.faults.user.iter().sum::<u64>()
-                    + p.faults.kernel.iter().sum::<u64>()
-                    + p.faults.unclassified
-            },
+            |p| p.faults.total(),
             true,
         ),
         (

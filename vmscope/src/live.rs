@@ -187,11 +187,7 @@ impl Live {
         for (pid, now) in &self.procs {
             let then = self.prev_procs.get(pid).cloned().unwrap_or_default();
             let r = |a: u64, b: u64| per_s(a, b, dt).unwrap_or(0.0);
-            let faults = |p: &ProcSample| {
-                p.faults.user.iter().sum::<u64>()
-                    + p.faults.kernel.iter().sum::<u64>()
-                    + p.faults.unclassified
-            };
+            let faults = |p: &ProcSample| p.faults.total();
             let reclaim_ns = |p: &ProcSample| p.direct_reclaim_ns + p.memcg_reclaim_ns;
             let row = ProcRow {
                 pid: *pid,

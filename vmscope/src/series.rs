@@ -4,10 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::{
-    collect::{FaultCounters, Sample},
-    model::delta,
-};
+use crate::{collect::Sample, model::delta};
 use serde::{Deserialize, Serialize};
 
 /// vmstat counters worth a column (when this kernel has them).
@@ -43,10 +40,6 @@ pub struct Series {
     pub metrics: BTreeMap<String, Vec<Option<u64>>>,
 }
 
-fn fault_sum(f: &FaultCounters) -> u64 {
-    f.user.iter().sum::<u64>() + f.kernel.iter().sum::<u64>() + f.unclassified
-}
-
 /// Builds the series. `available` says whether an eBPF counter's probe is
 /// attached (unavailable ones get no column).
 pub fn series(samples: &[Sample], available: impl Fn(&str) -> bool) -> Series {
@@ -59,7 +52,7 @@ pub fn series(samples: &[Sample], available: impl Fn(&str) -> bool) -> Series {
     let mut scope_total = 0u64;
     let mut replay = |smp: &Sample| {
         for p in &smp.procs {
-            let now = fault_sum(&p.faults);
+            let now = p.faults.total();
             let before = per_pid.insert(p.pid, now).unwrap_or(0);
             scope_total = scope_total.wrapping_add(now).wrapping_sub(before);
         }
@@ -84,7 +77,7 @@ pub fn series(samples: &[Sample], available: impl Fn(&str) -> bool) -> Series {
         let mut push = |name: &str, v: Option<u64>| {
             s.metrics.entry(name.to_string()).or_default().push(v);
         };
-        push("faults", delta(fault_sum(&a.faults), fault_sum(&b.faults)));
+        push("faults", delta(a.faults.total(), b.faults.total()));
         let scope_now = replay(b);
         push("scope_faults", delta(prev_scope, scope_now));
         prev_scope = scope_now;
@@ -128,7 +121,10 @@ pub fn series(samples: &[Sample], available: impl Fn(&str) -> bool) -> Series {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{collect::ProcSample, procstat::Vmstat};
+    use crate::{
+        collect::{FaultCounters, ProcSample},
+        procstat::Vmstat,
+    };
 
     fn sample(t: u64, sys: u64, procs: Vec<(u32, u64)>, pswpout: u64, tlb: u64) -> Sample {
         let f = |n| {
