@@ -364,20 +364,24 @@ fn usage_errors_exit_2() {
 /// Runs vmscope as an unprivileged user (nobody) when we are root, or as
 /// ourselves when we are not.
 fn run_unprivileged(args: &[&str]) -> std::process::Output {
-    let mut c = Command::new(if is_root() {
-        // A copy nobody can reach, wherever the build tree lives.
+    // As root: a copy nobody can reach, wherever the build tree lives, in a
+    // directory removed when this returns.
+    let dir = is_root().then(|| {
         let dir = tempfile::Builder::new()
             .prefix("vmscope-unpriv")
             .tempdir()
-            .unwrap()
-            .keep();
-        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
-        let bin = dir.join("vmscope");
-        std::fs::copy(vmscope_bin(), &bin).unwrap();
-        bin
-    } else {
-        vmscope_bin()
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        std::fs::copy(vmscope_bin(), dir.path().join("vmscope")).unwrap();
+        dir
+    });
+    let mut c = Command::new(match &dir {
+        Some(d) => d.path().join("vmscope"),
+        None => vmscope_bin(),
     });
     c.args(args).current_dir("/tmp");
     if is_root() {

@@ -66,10 +66,18 @@ pub struct State {
     pub psi: Option<Psi>,
     pub hists: HashMap<String, HistSample>,
     pub procs: HashMap<u32, ProcSample>,
+    /// The first /proc/vmstat and PSI readings: those counters are exported
+    /// as growth since vmscope started, like the eBPF ones.
+    pub vmstat_base: Option<Vmstat>,
+    pub psi_base: Option<Psi>,
 }
 
 impl State {
     pub fn apply(&mut self, s: Sample) {
+        if self.vmstat_base.is_none() {
+            self.vmstat_base = Some(s.vmstat.clone());
+            self.psi_base = s.psi;
+        }
         self.faults = s.faults;
         self.counters = s.counters;
         self.madvise = s.madvise;
@@ -81,6 +89,17 @@ impl State {
         for p in s.procs {
             self.procs.insert(p.pid, p);
         }
+    }
+
+    /// A /proc/vmstat counter's growth since the first reading.
+    fn vmstat_growth(&self, key: &str) -> Option<u64> {
+        let now = self.vmstat.get(key)?;
+        let base = self
+            .vmstat_base
+            .as_ref()
+            .and_then(|b| b.get(key))
+            .unwrap_or(0);
+        Some(now.saturating_sub(base))
     }
 
     fn usable(&self, probe: &str) -> bool {
@@ -445,7 +464,7 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
             "Pages swapped out (system-wide, /proc/vmstat pswpout).",
         ),
     ] {
-        if let Some(v) = state.vmstat.get(key) {
+        if let Some(v) = state.vmstat_growth(key) {
             w.counter(metric, help, vec![(vec![], v.to_string())]);
         }
     }
@@ -457,12 +476,19 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
             .0
             .iter()
             .filter(|(k, _)| !procstat::is_gauge(k))
-            .map(|(k, v)| (vec![("counter", k.clone())], v.to_string()))
+            .filter_map(|(k, _)| {
+                Some((
+                    vec![("counter", k.clone())],
+                    state.vmstat_growth(k)?.to_string(),
+                ))
+            })
             .collect(),
     );
     // PSI.
     if let Some(p) = &state.psi {
         let ratio = |v: f64| format!("{}", v / 100.0);
+        let base = state.psi_base.unwrap_or_default();
+        let grown = |now: u64, then: u64| secs(now.saturating_sub(then) * 1000);
         w.gauge(
             "vmscope_psi_memory_some_ratio",
             "Share of the last 10 s some task stalled on memory.",
@@ -471,7 +497,7 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
         w.counter(
             "vmscope_psi_memory_some_seconds_total",
             "Time some task stalled on memory.",
-            vec![(vec![], secs(p.some.total_us * 1000))],
+            vec![(vec![], grown(p.some.total_us, base.some.total_us))],
         );
         if let Some(f) = &p.full {
             w.gauge(
@@ -482,7 +508,10 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
             w.counter(
                 "vmscope_psi_memory_full_seconds_total",
                 "Time all tasks stalled on memory.",
-                vec![(vec![], secs(f.total_us * 1000))],
+                vec![(
+                    vec![],
+                    grown(f.total_us, base.full.map_or(0, |b| b.total_us)),
+                )],
             );
         }
     }

@@ -27,12 +27,9 @@ pub struct Plot {
 }
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
-    let rec = record::read(&args.file).map_err(|e| {
-        exit::failure(
-            exit::USAGE,
-            format!("{}: {}", args.file.display(), crate::exit::message_of(&e)),
-        )
-    })?;
+    // The reader's messages already name the file.
+    let rec = record::read(&args.file)
+        .map_err(|e| exit::failure(exit::USAGE, crate::exit::message_of(&e)))?;
     let out = match &args.output {
         Some(p) => p.clone(),
         None => args.file.with_extension("html"),
@@ -101,7 +98,7 @@ fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
 }
 
 /// A line plot of (seconds, value) points.
-fn line_plot(title: &str, points: &[(f64, f64)]) -> anyhow::Result<String> {
+fn line_plot(title: &str, unit: &str, points: &[(f64, f64)]) -> anyhow::Result<String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
@@ -118,6 +115,14 @@ fn line_plot(title: &str, points: &[(f64, f64)]) -> anyhow::Result<String> {
         chart
             .configure_mesh()
             .x_desc("seconds")
+            .y_desc(unit)
+            .y_label_formatter(&|v| {
+                if *v >= 100.0 || v.fract() == 0.0 {
+                    format!("{v:.0}")
+                } else {
+                    format!("{v:.1}")
+                }
+            })
             .light_line_style(WHITE.mix(0.0))
             .draw()
             .map_err(plot_err)?;
@@ -129,15 +134,19 @@ fn line_plot(title: &str, points: &[(f64, f64)]) -> anyhow::Result<String> {
     Ok(svg)
 }
 
-/// A bar chart of a log2 latency histogram.
+/// A bar chart of a log2 latency histogram: one bar per bucket from the
+/// first non-empty to the last (gaps shown), counts on a log axis so a tail
+/// of a few samples stays visible next to a peak of thousands.
 fn histogram_plot(title: &str, s: &Summary) -> anyhow::Result<String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
-        let bars: Vec<&crate::hist::Bucket> = s.buckets.iter().filter(|b| b.count > 0).collect();
-        let n = bars.len().max(1);
-        let y_max = bars.iter().map(|b| b.count).max().unwrap_or(1) as f64 * 1.1;
+        let first = s.buckets.iter().position(|b| b.count > 0).unwrap_or(0);
+        let last = s.buckets.iter().rposition(|b| b.count > 0).unwrap_or(0);
+        let bars: Vec<&crate::hist::Bucket> = s.buckets[first..=last.max(first)].iter().collect();
+        let n = bars.len().max(1) as u32;
+        let y_max = bars.iter().map(|b| b.count).max().unwrap_or(1).max(1) as f64 * 2.0;
         let labels: Vec<String> = bars
             .iter()
             .map(|b| format!("≤{}", fmt_ns(b.le_ns)))
@@ -147,26 +156,36 @@ fn histogram_plot(title: &str, s: &Summary) -> anyhow::Result<String> {
             .margin(8)
             .x_label_area_size(28)
             .y_label_area_size(60)
-            .build_cartesian_2d(0.0..n as f64, 0.0..y_max)
+            .build_cartesian_2d((0..n).into_segmented(), (0.5..y_max).log_scale())
             .map_err(plot_err)?;
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .x_labels(n.min(12))
-            .x_label_formatter(&|x| {
-                let i = x.floor() as usize;
-                labels.get(i).cloned().unwrap_or_default()
+            .x_labels(n as usize)
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
+                _ => String::new(),
             })
-            .y_desc("count")
+            .y_label_formatter(&|v| format!("{v:.0}"))
+            .y_desc("count (log)")
             .draw()
             .map_err(plot_err)?;
         chart
-            .draw_series(bars.iter().enumerate().map(|(i, b)| {
-                Rectangle::new(
-                    [(i as f64 + 0.1, 0.0), (i as f64 + 0.9, b.count as f64)],
-                    BLUE.filled(),
-                )
-            }))
+            .draw_series(
+                bars.iter()
+                    .enumerate()
+                    .filter(|(_, b)| b.count > 0)
+                    .map(|(i, b)| {
+                        let i = i as u32;
+                        Rectangle::new(
+                            [
+                                (SegmentValue::Exact(i), 0.5),
+                                (SegmentValue::Exact(i + 1), b.count as f64),
+                            ],
+                            BLUE.filled(),
+                        )
+                    }),
+            )
             .map_err(plot_err)?;
         root.present().map_err(plot_err)?;
     }
@@ -190,13 +209,19 @@ pub fn plots(rec: &Recording) -> anyhow::Result<Vec<Plot>> {
                 (dur > 0).then(|| (end as f64 / 1e9, v * scale * 1e9 / dur as f64))
             })
             .collect();
-        if points.iter().all(|p| p.1 == 0.0) {
+        // One point draws no line; nothing but zeros says nothing.
+        if points.len() < 2 || points.iter().all(|p| p.1 == 0.0) {
             continue;
         }
+        let unit = if name.starts_with("psi_") {
+            "% of time"
+        } else {
+            "per second"
+        };
         out.push(Plot {
             id: format!("rate-{name}"),
-            title: title.to_string(),
-            svg: line_plot(title, &points)?,
+            title: String::new(),
+            svg: line_plot(title, unit, &points)?,
         });
     }
     for (name, s) in &rec.totals.vm.histograms {
@@ -221,6 +246,23 @@ pub fn plots(rec: &Recording) -> anyhow::Result<Vec<Plot>> {
     Ok(out)
 }
 
+/// A command line as a shell would need it typed.
+fn shell_words(args: &[String]) -> String {
+    args.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn html_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -237,7 +279,7 @@ pub fn page(rec: &Recording, plots: &[Plot]) -> String {
     let h = &rec.header;
     let mut s = String::new();
     let title = match &h.command {
-        Some(c) => format!("vmscope: {}", c.join(" ")),
+        Some(c) => format!("vmscope: {}", shell_words(c)),
         None => "vmscope: system-wide recording".into(),
     };
     let _ = write!(
@@ -317,10 +359,14 @@ pub fn page(rec: &Recording, plots: &[Plot]) -> String {
     for p in plots {
         let _ = writeln!(
             s,
-            "<figure class=\"plot\" id=\"{}\">{}<figcaption>{}</figcaption></figure>",
+            "<figure class=\"plot\" id=\"{}\">{}{}</figure>",
             html_escape(&p.id),
             p.svg,
-            html_escape(&p.title)
+            if p.title.is_empty() {
+                String::new()
+            } else {
+                format!("<figcaption>{}</figcaption>", html_escape(&p.title))
+            }
         );
     }
     let _ = writeln!(s, "</div>");
@@ -367,7 +413,11 @@ mod tests {
     #[test]
     fn escapes_and_plots_have_svg() {
         assert_eq!(html_escape("<a&\"b\">"), "&lt;a&amp;&quot;b&quot;&gt;");
-        let svg = line_plot("t", &[(0.0, 1.0), (1.0, 3.0)]).expect("plot");
+        let svg = line_plot("t", "per second", &[(0.0, 1.0), (1.0, 3.0)]).expect("plot");
+        assert_eq!(
+            shell_words(&["sh".into(), "-c".into(), "a && b".into(), "it's".into()]),
+            "sh -c 'a && b' 'it'\\''s'"
+        );
         assert!(svg.starts_with("<svg"), "{svg}");
         let s = Summary {
             count: 3,
