@@ -12,6 +12,8 @@ pub fn run(cli: Cli) -> u8 {
     let (result, default_code) = match cli.command {
         Command::Doctor(args) => (kernel::doctor::run(&args), exit::FAILURE),
         Command::Overhead(args) => (crate::overhead::run(&args), exit::FAILURE),
+        Command::Compare(args) => (crate::compare::run(&args), exit::USAGE),
+        Command::Bench(args) => (crate::bench::run(args), exit::WRAPPER_FAILED),
         Command::Report(args) => (crate::report::run(&args), exit::FAILURE),
         Command::Serve(args) => (crate::serve::run(args), exit::FAILURE),
         Command::Top(args) => (crate::tui::run(args), exit::FAILURE),

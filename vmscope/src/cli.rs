@@ -41,6 +41,11 @@ pub enum Command {
     Serve(ServeArgs),
     /// Turn a recording into a self-contained HTML page with plots.
     Report(ReportArgs),
+    /// Run a command several times, each run recorded, and summarise.
+    Bench(BenchArgs),
+    /// Compare two recordings or two bench files: BASE, NEW, change, win or
+    /// loss, and with several runs a 95% confidence interval.
+    Compare(CompareArgs),
     /// Print the JSON Schema of recordings (or of `--format jsonl` lines).
     Schema(SchemaArgs),
 }
@@ -92,6 +97,72 @@ pub struct ReportArgs {
     /// Also write each plot as an SVG file into this directory.
     #[arg(long, value_name = "DIR")]
     pub svg: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Recorded runs.
+    #[arg(short, long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+
+    /// Unrecorded runs first.
+    #[arg(short, long, default_value_t = 0)]
+    pub warmup: u32,
+
+    /// Drop the K lowest and K highest values of each metric from its mean.
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub trim: usize,
+
+    /// The bench file (`-` for stdout).
+    #[arg(short, long, default_value = "vmscope-bench.json")]
+    pub output: PathBuf,
+
+    /// A label for this side of a comparison [default: the command line].
+    #[arg(long)]
+    pub name: Option<String>,
+
+    /// A shell command run before each run (e.g. to drop caches).
+    #[arg(long, value_name = "CMD")]
+    pub prepare: Option<String>,
+
+    /// Go on when a run fails (it is still summarised).
+    #[arg(long)]
+    pub ignore_failure: bool,
+
+    /// Sampling interval of each run's recording.
+    #[arg(short, long, default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+
+    /// Run the command as root even when vmscope was started by sudo.
+    #[arg(long)]
+    pub as_root: bool,
+
+    /// The command to benchmark (after `--`).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompareFormat {
+    Table,
+    Markdown,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The baseline: a recording or a bench file.
+    pub base: PathBuf,
+    /// The candidate, of the same kind.
+    pub new: PathBuf,
+    #[arg(long, value_enum, default_value_t = CompareFormat::Table)]
+    pub format: CompareFormat,
+    /// A change smaller than this (percent) is not called a regression.
+    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
+    pub threshold: f64,
+    /// Exit 1 when a significant regression exceeds the threshold.
+    #[arg(long)]
+    pub fail_on_regression: bool,
 }
 
 #[derive(Debug, Args)]

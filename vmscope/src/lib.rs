@@ -6,15 +6,18 @@
 //! only format.
 
 pub mod app;
+pub mod bench;
 pub mod child;
 pub mod cli;
 pub mod collect;
+pub mod compare;
 pub mod exit;
 pub mod export;
 pub mod hist;
 pub mod kernel;
 pub mod live;
 pub mod loader;
+pub mod metrics;
 pub mod model;
 pub mod overhead;
 pub mod procstat;

@@ -1,0 +1,269 @@
+//! `vmscope bench`: runs a command several times, each run recorded as
+//! `record` does, and summarises every figure over the runs (trimmed mean,
+//! min, median, max, stddev). The bench file embeds every run's recording
+//! and a `results[]` block in the usual benchmark-tool shape.
+
+use std::{
+    collections::BTreeMap,
+    io::IsTerminal as _,
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    cli::BenchArgs,
+    exit,
+    kernel::caps::Privileges,
+    metrics::{self, MetricSummary, RunMetric},
+    record::{self, Output, Recording, Tool},
+};
+
+/// Bumped on any incompatible change to [`BenchFile`].
+pub const BENCH_SCHEMA_VERSION: u32 = 1;
+
+/// The `kind` of a bench file (a recording has none).
+pub const BENCH_KIND: &str = "vmscope-bench";
+
+/// Timing of the runs, in seconds, in the usual benchmark-tool shape.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct BenchResult {
+    pub command: String,
+    pub mean: f64,
+    pub stddev: f64,
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Mean user and system CPU time.
+    pub user: f64,
+    pub system: f64,
+    /// Wall time of each run.
+    pub times: Vec<f64>,
+    pub exit_codes: Vec<i32>,
+}
+
+/// A bench file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct BenchFile {
+    pub kind: String,
+    pub schema_version: u32,
+    pub tool: Tool,
+    /// `--name`, or the command line.
+    pub name: String,
+    pub command: Vec<String>,
+    pub warmup: u32,
+    /// Runs summarised (failed runs excluded unless `--ignore-failure`).
+    pub runs_requested: u32,
+    pub trim: usize,
+    pub results: Vec<BenchResult>,
+    /// Per metric: its unit, better direction, values per run and summary.
+    pub metrics: BTreeMap<String, MetricSummary>,
+    /// Every run's full recording, in run order.
+    pub runs: Vec<Recording>,
+}
+
+impl BenchFile {
+    /// Each run's figures.
+    pub fn run_metrics(&self) -> Vec<Vec<RunMetric>> {
+        self.runs.iter().map(metrics::run_metrics).collect()
+    }
+}
+
+/// Reads a bench file, with the same one-line errors as recordings.
+pub fn read(path: &Path) -> anyhow::Result<BenchFile> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    from_str(&text).with_context(|| format!("{} is not a vmscope bench file", path.display()))
+}
+
+pub fn from_str(text: &str) -> anyhow::Result<BenchFile> {
+    let v: serde_json::Value = serde_json::from_str(text).context("invalid JSON")?;
+    if v.get("kind").and_then(serde_json::Value::as_str) != Some(BENCH_KIND) {
+        anyhow::bail!("no \"kind\": \"{BENCH_KIND}\" field");
+    }
+    match v.get("schema_version").and_then(serde_json::Value::as_u64) {
+        Some(n) if n == u64::from(BENCH_SCHEMA_VERSION) => {}
+        Some(n) => anyhow::bail!(
+            "schema_version {n} is not supported (this vmscope reads {BENCH_SCHEMA_VERSION})"
+        ),
+        None => anyhow::bail!("no schema_version field"),
+    }
+    serde_json::from_value(v).context("fields do not match the bench schema")
+}
+
+/// Runs `sh -c CMD` (the `--prepare` step); its failure stops the bench.
+fn prepare(cmd: &str) -> anyhow::Result<()> {
+    let st = Command::new("sh")
+        .args(["-c", cmd])
+        .status()
+        .with_context(|| format!("running --prepare {cmd:?}"))?;
+    if !st.success() {
+        return Err(exit::failure(
+            exit::FAILURE,
+            format!("--prepare {cmd:?} failed ({st}); fix it or drop --prepare"),
+        ));
+    }
+    Ok(())
+}
+
+/// One recorded run: `vmscope record` of the command, into `path`.
+fn record_run(args: &BenchArgs, path: &Path) -> anyhow::Result<(i32, Recording)> {
+    let me = std::env::current_exe().context("finding vmscope's own binary")?;
+    let mut c = Command::new(me);
+    c.arg("record")
+        .arg("-i")
+        .arg(humantime::format_duration(args.interval).to_string());
+    if args.as_root {
+        c.arg("--as-root");
+    }
+    c.arg("-o").arg(path).arg("--").args(&args.command);
+    let st = c.status().context("starting a recorded run")?;
+    let rec = record::read(path)
+        .with_context(|| format!("the run's recording (vmscope record exited with {st})"))?;
+    let code = rec
+        .child
+        .as_ref()
+        .map_or(exit::WRAPPER_FAILED.into(), |c| c.exit_code);
+    Ok((code, rec))
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<u8> {
+    let output = Output::prepare(&args.output)?;
+    if args.command.is_empty() {
+        return Err(exit::failure(
+            exit::USAGE,
+            "no command to benchmark; give it after `--`",
+        ));
+    }
+    crate::child::resolve(&args.command[0])?;
+    Privileges::current().require_bpf()?;
+    let dir = tempfile::tempdir().context("creating a temporary directory for the runs")?;
+    let total = args.warmup + args.runs;
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let b = indicatif::ProgressBar::new(u64::from(total));
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} eta {eta}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
+    let mut runs = Vec::new();
+    let mut codes = Vec::new();
+    for i in 0..total {
+        let warm = i < args.warmup;
+        if let Some(b) = &bar {
+            b.set_prefix(if warm { "warmup" } else { "run" });
+        }
+        if let Some(p) = &args.prepare {
+            prepare(p)?;
+        }
+        let path: PathBuf = dir.path().join(format!("run-{i}.json"));
+        let (code, rec) = record_run(&args, &path)?;
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+        if code != 0 {
+            let msg = format!(
+                "{} {} of `{}` exited with {code}",
+                if warm { "warmup run" } else { "run" },
+                if warm { i + 1 } else { i - args.warmup + 1 },
+                args.command.join(" ")
+            );
+            if !args.ignore_failure {
+                if let Some(b) = &bar {
+                    b.abandon();
+                }
+                eprintln!("vmscope: {msg}; stopping (use --ignore-failure to go on)");
+                return Ok(u8::try_from(code).unwrap_or(exit::WRAPPER_FAILED));
+            }
+            eprintln!("vmscope: {msg}; going on (--ignore-failure)");
+        }
+        if !warm {
+            codes.push(code);
+            runs.push(rec);
+        }
+    }
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let per_run: Vec<Vec<RunMetric>> = runs.iter().map(metrics::run_metrics).collect();
+    let summary = metrics::summarize(&per_run, args.trim);
+    let get = |name: &str| summary.get(name);
+    let results = get("real").map(|real| {
+        let mut sorted = real.values.clone();
+        sorted.sort_by(f64::total_cmp);
+        BenchResult {
+            command: args.command.join(" "),
+            mean: real.values.iter().sum::<f64>() / real.values.len() as f64,
+            stddev: real.stddev,
+            median: real.median,
+            min: real.min,
+            max: real.max,
+            user: get("user").map_or(0.0, |u| {
+                u.values.iter().sum::<f64>() / u.values.len() as f64
+            }),
+            system: get("sys").map_or(0.0, |u| {
+                u.values.iter().sum::<f64>() / u.values.len() as f64
+            }),
+            times: real.values.clone(),
+            exit_codes: codes.clone(),
+        }
+    });
+    let file = BenchFile {
+        kind: BENCH_KIND.into(),
+        schema_version: BENCH_SCHEMA_VERSION,
+        tool: Tool::this(),
+        name: args.name.clone().unwrap_or_else(|| args.command.join(" ")),
+        command: args.command.clone(),
+        warmup: args.warmup,
+        runs_requested: args.runs,
+        trim: args.trim,
+        results: results.into_iter().collect(),
+        metrics: summary,
+        runs,
+    };
+    // The summary goes to stdout, unless the bench file does.
+    match output {
+        Output::Stdout => eprint!("{}", summary_text(&file)),
+        Output::File(_) => print!("{}", summary_text(&file)),
+    }
+    match output {
+        Output::Stdout => {
+            serde_json::to_writer(std::io::stdout().lock(), &file).context("writing to stdout")?;
+            println!();
+        }
+        Output::File(path) => record::write_atomic(&path, |w| {
+            serde_json::to_writer(&mut *w, &file)?;
+            Ok(())
+        })?,
+    }
+    Ok(0)
+}
+
+/// The printed summary: per metric, the trimmed mean with min, median, max
+/// and stddev.
+pub fn summary_text(f: &BenchFile) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let runs = f.runs.len();
+    let _ = writeln!(
+        s,
+        "{}: {runs} runs after {} warmup, mean with the {} lowest and {} highest dropped",
+        f.name, f.warmup, f.trim, f.trim
+    );
+    let _ = writeln!(
+        s,
+        "{:<28} {:>14} {:>12} {:>12} {:>12} {:>12}  unit",
+        "metric", "trimmed mean", "min", "median", "max", "stddev"
+    );
+    for (name, m) in &f.metrics {
+        let _ = writeln!(
+            s,
+            "{name:<28} {:>14.4} {:>12.4} {:>12.4} {:>12.4} {:>12.4}  {}",
+            m.trimmed_mean, m.min, m.median, m.max, m.stddev, m.unit
+        );
+    }
+    s
+}

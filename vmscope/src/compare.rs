@@ -1,0 +1,1088 @@
+//! `vmscope compare BASE NEW`: two recordings, or two bench files, metric by
+//! metric: BASE, NEW, the change in percent and a verdict in the words of the
+//! kernel lists ("12.3% win", "4.0% loss", "within noise").
+//!
+//! With at least two runs on each side (bench files), every metric is
+//! compared by Welch's t-test on its per-run values: the plain means are
+//! compared (not the bench's trimmed mean), with the 95% confidence interval
+//! of the difference of means and a change called significant when p < 0.05.
+//! Single recordings (or one-run bench files) give single values and no
+//! statistics.
+//!
+//! Latency histograms are compared as whole distributions: their
+//! p50/p90/p99 rows show how far each quantile moved.
+//!
+//! Loading and printing are at the top; everything below `run` is pure.
+
+use std::{cmp::Ordering, collections::BTreeMap, fmt::Write as _, path::Path};
+
+use serde::Serialize;
+use statrs::distribution::{ContinuousCDF as _, StudentsT};
+
+use crate::{
+    bench::{self, BENCH_KIND, BenchFile},
+    cli::{CompareArgs, CompareFormat},
+    exit,
+    metrics::{self, Better, RunMetric},
+    record::{self, Recording},
+};
+
+/// Bumped on any incompatible change to the `--format json` object.
+pub const COMPARE_SCHEMA_VERSION: u32 = 1;
+
+/// The `kind` of the `--format json` object.
+pub const COMPARE_KIND: &str = "vmscope-compare";
+
+/// Confidence level of the interval, and 1 - the significance level.
+pub const CONFIDENCE: f64 = 0.95;
+
+/// A difference is significant when its p-value is below this.
+pub const ALPHA: f64 = 0.05;
+
+/// The headline rows, first and in this order.
+const HEADLINE: &[&str] = &["real", "user", "sys", "cpu"];
+
+/// The rows before the latency histograms' quantiles, in this order.
+const BEFORE_HISTOGRAMS: &[&str] = &[
+    "faults",
+    "major_faults",
+    "minflt",
+    "majflt",
+    "maxrss",
+    "swap_out_attributed",
+    "swap_in_attributed",
+    "pswpout",
+    "pswpin",
+    "reclaim_stall",
+    "pgscan_direct",
+];
+
+/// The rows after the latency histograms' quantiles, in this order; any
+/// metric not named anywhere comes last, by name.
+const AFTER_HISTOGRAMS: &[&str] = &[
+    "tlb_shootdown_ipis",
+    "madvise_calls",
+    "pglazyfree",
+    "pglazyfreed",
+    "psi_some_stall",
+];
+
+const QUANTILES: &[&str] = &["p50", "p90", "p99"];
+
+// ---------------------------------------------------------------- input --
+
+/// One side of the comparison as read from its file.
+enum Input {
+    Recording(Box<Recording>),
+    Bench(Box<BenchFile>),
+}
+
+impl Input {
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::Recording(_) => "recording",
+            Self::Bench(_) => "bench",
+        }
+    }
+
+    fn describe(&self) -> &'static str {
+        match self {
+            Self::Recording(_) => "a recording",
+            Self::Bench(_) => "a bench file",
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Self::Recording(r) => r
+                .header
+                .command
+                .as_ref()
+                .map_or_else(|| "system-wide recording".into(), |c| c.join(" ")),
+            Self::Bench(b) => b.name.clone(),
+        }
+    }
+
+    fn runs(&self) -> Vec<Vec<RunMetric>> {
+        match self {
+            Self::Recording(r) => vec![metrics::run_metrics(r)],
+            Self::Bench(b) => b.run_metrics(),
+        }
+    }
+}
+
+/// One line for the user, naming the file.
+fn bad_input(msg: String) -> anyhow::Error {
+    exit::failure(exit::USAGE, msg.replace('\n', " "))
+}
+
+/// Reads a recording (JSON or jsonl) or a bench file, telling them apart by
+/// the bench file's `"kind": "vmscope-bench"`.
+fn load(path: &Path) -> anyhow::Result<Input> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| bad_input(format!("cannot read {shown}: {e}")))?;
+    if text.trim().is_empty() {
+        return Err(bad_input(format!(
+            "{shown} is empty; give a recording or a bench file"
+        )));
+    }
+    let is_bench = match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(v) => v.get("kind").and_then(serde_json::Value::as_str) == Some(BENCH_KIND),
+        // A broken file: the bench file's kind is its first field.
+        Err(_) => text
+            .get(..text.len().min(256))
+            .is_some_and(|head| head.contains(&format!("\"{BENCH_KIND}\""))),
+    };
+    let why = |what: &str, e: anyhow::Error| {
+        let truncated = e
+            .chain()
+            .filter_map(|c| c.downcast_ref::<serde_json::Error>())
+            .any(serde_json::Error::is_eof);
+        let hint = if truncated {
+            " (the file looks truncated)"
+        } else {
+            ""
+        };
+        bad_input(format!("{shown} is not a vmscope {what}: {e:#}{hint}"))
+    };
+    if is_bench {
+        let b = bench::from_str(&text).map_err(|e| why("bench file", e))?;
+        Ok(Input::Bench(Box::new(b)))
+    } else {
+        let r = record::from_str(&text).map_err(|e| why("recording", e))?;
+        Ok(Input::Recording(Box::new(r)))
+    }
+}
+
+/// `vmscope compare`.
+pub fn run(args: &CompareArgs) -> anyhow::Result<u8> {
+    if !(args.threshold.is_finite() && args.threshold >= 0.0) {
+        return Err(exit::failure(
+            exit::USAGE,
+            format!(
+                "--threshold {} is not a percentage; give 0 or more",
+                args.threshold
+            ),
+        ));
+    }
+    let base = load(&args.base)?;
+    let new = load(&args.new)?;
+    if base.kind() != new.kind() {
+        return Err(bad_input(format!(
+            "cannot compare {} ({}) with {} ({}); give two recordings or two bench files",
+            args.base.display(),
+            base.describe(),
+            args.new.display(),
+            new.describe()
+        )));
+    }
+    let (base_runs, new_runs) = (base.runs(), new.runs());
+    let statistics = if base_runs.len() >= 2 && new_runs.len() >= 2 {
+        Statistics::Welch
+    } else {
+        Statistics::None
+    };
+    let side = |path: &Path, input: &Input, runs: usize| SideInfo {
+        path: path.display().to_string(),
+        name: input.name(),
+        kind: input.kind(),
+        runs,
+    };
+    let rows = build_rows(
+        &collect(&base_runs),
+        &collect(&new_runs),
+        statistics,
+        args.threshold,
+    );
+    let report = Report {
+        kind: COMPARE_KIND,
+        schema_version: COMPARE_SCHEMA_VERSION,
+        base: side(&args.base, &base, base_runs.len()),
+        new: side(&args.new, &new, new_runs.len()),
+        statistics,
+        confidence: CONFIDENCE,
+        alpha: ALPHA,
+        comparison: "mean",
+        threshold_pct: args.threshold,
+        regressions: regressions(&rows),
+        rows,
+    };
+    let text = match args.format {
+        CompareFormat::Table => table(&report),
+        CompareFormat::Markdown => markdown(&report),
+        CompareFormat::Json => json(&report)?,
+    };
+    print!("{text}");
+    Ok(exit_code(&report.rows, args.fail_on_regression))
+}
+
+// ----------------------------------------------------------------- model --
+
+/// Whether a statistical test is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Statistics {
+    /// Welch's t-test on the per-run values, 95% CI of the difference.
+    Welch,
+    /// Single values compared.
+    None,
+}
+
+/// The values of one metric over one side's runs, in run order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Values {
+    pub unit: String,
+    pub better: Better,
+    pub values: Vec<f64>,
+}
+
+/// Each metric's values over the runs (a metric missing from a run is taken
+/// over the runs that have it).
+pub fn collect(runs: &[Vec<RunMetric>]) -> BTreeMap<String, Values> {
+    let mut out: BTreeMap<String, Values> = BTreeMap::new();
+    for rm in runs.iter().flatten() {
+        out.entry(rm.name.clone())
+            .or_insert_with(|| Values {
+                unit: rm.unit.clone(),
+                better: rm.better,
+                values: Vec::new(),
+            })
+            .values
+            .push(rm.value);
+    }
+    out
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SideInfo {
+    pub path: String,
+    pub name: String,
+    /// "recording" or "bench".
+    pub kind: &'static str,
+    pub runs: usize,
+}
+
+/// One side of one row.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SideStats {
+    /// The plain mean of `values` (for one value, that value).
+    pub mean: f64,
+    /// Sample standard deviation (n - 1); 0 for one value.
+    pub stddev: f64,
+    pub n: usize,
+    pub values: Vec<f64>,
+}
+
+impl SideStats {
+    fn of(values: &[f64]) -> Self {
+        Self {
+            mean: mean(values),
+            stddev: metrics::stddev(values),
+            n: values.len(),
+            values: values.to_vec(),
+        }
+    }
+}
+
+/// Welch's t-test of NEW against BASE.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WelchTest {
+    /// t statistic of mean(NEW) - mean(BASE); None when infinite (both
+    /// sides without spread, different means).
+    pub t: Option<f64>,
+    /// Welch–Satterthwaite degrees of freedom; None when neither side has
+    /// any spread (the difference is then exact).
+    pub df: Option<f64>,
+    /// Two-sided p-value.
+    pub p: f64,
+    /// 95% confidence interval of mean(NEW) - mean(BASE).
+    pub ci_low: f64,
+    pub ci_high: f64,
+}
+
+/// Welch's t-test on two samples, or None when a side has fewer than two
+/// values.
+pub fn welch(base: &[f64], new: &[f64]) -> Option<WelchTest> {
+    let (nb, nn) = (base.len() as f64, new.len() as f64);
+    if base.len() < 2 || new.len() < 2 {
+        return None;
+    }
+    let diff = mean(new) - mean(base);
+    // Squared standard errors of each mean.
+    let vb = metrics::stddev(base).powi(2) / nb;
+    let vn = metrics::stddev(new).powi(2) / nn;
+    let se2 = vb + vn;
+    if se2 == 0.0 {
+        // No spread on either side: the difference is exactly known.
+        let (t, p) = if diff == 0.0 {
+            (Some(0.0), 1.0)
+        } else {
+            (None, 0.0)
+        };
+        return Some(WelchTest {
+            t,
+            df: None,
+            p,
+            ci_low: diff,
+            ci_high: diff,
+        });
+    }
+    let se = se2.sqrt();
+    let t = diff / se;
+    // Welch–Satterthwaite.
+    let df = se2 * se2 / (vb * vb / (nb - 1.0) + vn * vn / (nn - 1.0));
+    let dist = StudentsT::new(0.0, 1.0, df).ok()?;
+    let p = (2.0 * dist.sf(t.abs())).min(1.0);
+    let crit = dist.inverse_cdf(1.0 - (1.0 - CONFIDENCE) / 2.0);
+    Some(WelchTest {
+        t: Some(t),
+        df: Some(df),
+        p,
+        ci_low: diff - crit * se,
+        ci_high: diff + crit * se,
+    })
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+/// What a change means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Better, significantly (or single values that differ).
+    Win,
+    /// Worse, significantly (or single values that differ).
+    Loss,
+    /// Changed significantly, for a metric with no better direction.
+    Change,
+    /// Changed, but not significantly.
+    Noise,
+    /// Exactly the same.
+    Same,
+}
+
+/// The verdict on a difference NEW - BASE.
+pub fn verdict(better: Better, diff: f64, significant: bool) -> Verdict {
+    if diff == 0.0 {
+        return Verdict::Same;
+    }
+    if !significant {
+        return Verdict::Noise;
+    }
+    match (better, diff > 0.0) {
+        (Better::Lower, false) | (Better::Higher, true) => Verdict::Win,
+        (Better::Lower, true) | (Better::Higher, false) => Verdict::Loss,
+        (Better::Neither, _) => Verdict::Change,
+    }
+}
+
+/// A percentage for people: no decimals from 100 on.
+fn pct(p: f64) -> String {
+    if p.abs() >= 100.0 {
+        format!("{p:.0}%")
+    } else {
+        format!("{p:.1}%")
+    }
+}
+
+/// A signed percentage ("+12.3%", "-4.0%").
+fn signed_pct(p: f64) -> String {
+    if p >= 0.0 {
+        format!("+{}", pct(p))
+    } else {
+        pct(p)
+    }
+}
+
+/// "12.3% win", "4.0% loss", "12.3% more" (no better direction), "within
+/// noise", "~" (no difference at all). `change_pct` is None when BASE is 0.
+pub fn verdict_text(v: Verdict, diff: f64, change_pct: Option<f64>) -> String {
+    let word = match v {
+        Verdict::Win => "win",
+        Verdict::Loss => "loss",
+        Verdict::Change if diff > 0.0 => "more",
+        Verdict::Change => "less",
+        Verdict::Noise => return "within noise".into(),
+        Verdict::Same => return "~".into(),
+    };
+    match change_pct {
+        Some(c) => format!("{} {word}", pct(c.abs())),
+        None => format!("{word} (from 0)"),
+    }
+}
+
+/// Whether a row fails `--fail-on-regression`: a significant loss larger
+/// than `threshold` percent (a loss from a BASE of 0 is always larger).
+pub fn is_regression(v: Verdict, change_pct: Option<f64>, threshold: f64) -> bool {
+    v == Verdict::Loss && change_pct.is_none_or(|c| c.abs() > threshold)
+}
+
+/// One metric compared.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Row {
+    pub metric: String,
+    pub unit: String,
+    pub better: Better,
+    pub base: SideStats,
+    pub new: SideStats,
+    /// mean(NEW) - mean(BASE).
+    pub diff: f64,
+    /// `diff` in percent of |mean(BASE)|; None when BASE is 0 and NEW is not.
+    pub change_pct: Option<f64>,
+    /// None without statistics (or with fewer than two values on a side).
+    pub test: Option<WelchTest>,
+    /// The confidence interval in percent of |mean(BASE)|.
+    pub ci_low_pct: Option<f64>,
+    pub ci_high_pct: Option<f64>,
+    /// p < 0.05; without a test, whether the values differ at all.
+    pub significant: bool,
+    pub verdict: Verdict,
+    pub verdict_text: String,
+    /// A significant loss beyond the threshold.
+    pub regression: bool,
+}
+
+/// Percent of `base`, or None when `base` is 0 (and `x` is not).
+fn pct_of(x: f64, base: f64) -> Option<f64> {
+    if base != 0.0 {
+        Some(x / base.abs() * 100.0)
+    } else if x == 0.0 {
+        Some(0.0)
+    } else {
+        None
+    }
+}
+
+/// Where a metric's row goes: headline, then faults, swap and reclaim, the
+/// latency histograms' quantiles, the rest of the known metrics, anything
+/// else by name.
+fn rank(name: &str) -> (usize, &str, usize) {
+    let at = |list: &[&str]| list.iter().position(|n| *n == name);
+    let hist = HEADLINE.len() + BEFORE_HISTOGRAMS.len();
+    if let Some(i) = at(HEADLINE) {
+        return (i, "", 0);
+    }
+    if let Some(i) = at(BEFORE_HISTOGRAMS) {
+        return (HEADLINE.len() + i, "", 0);
+    }
+    if let Some((h, q)) = name.rsplit_once('.')
+        && let Some(qi) = QUANTILES.iter().position(|x| *x == q)
+    {
+        return (hist, h, qi);
+    }
+    if let Some(i) = at(AFTER_HISTOGRAMS) {
+        return (hist + 1 + i, "", 0);
+    }
+    (hist + 1 + AFTER_HISTOGRAMS.len(), name, 0)
+}
+
+fn by_rank(a: &str, b: &str) -> Ordering {
+    rank(a).cmp(&rank(b))
+}
+
+/// The rows: every metric present on both sides, in display order.
+pub fn build_rows(
+    base: &BTreeMap<String, Values>,
+    new: &BTreeMap<String, Values>,
+    statistics: Statistics,
+    threshold: f64,
+) -> Vec<Row> {
+    let mut names: Vec<&String> = base.keys().filter(|k| new.contains_key(*k)).collect();
+    names.sort_by(|a, b| by_rank(a, b));
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let (b, n) = (base.get(name)?, new.get(name)?);
+            if b.values.is_empty() || n.values.is_empty() {
+                return None;
+            }
+            Some(row(name, b, n, statistics, threshold))
+        })
+        .collect()
+}
+
+fn row(name: &str, b: &Values, n: &Values, statistics: Statistics, threshold: f64) -> Row {
+    let (bs, ns) = (SideStats::of(&b.values), SideStats::of(&n.values));
+    let diff = ns.mean - bs.mean;
+    let change_pct = pct_of(diff, bs.mean);
+    let test = match statistics {
+        Statistics::Welch => welch(&b.values, &n.values),
+        Statistics::None => None,
+    };
+    // Without a test (single values) any difference counts.
+    let significant = test.as_ref().map_or(diff != 0.0, |t| t.p < ALPHA);
+    let v = verdict(b.better, diff, significant);
+    Row {
+        metric: name.to_owned(),
+        unit: b.unit.clone(),
+        better: b.better,
+        ci_low_pct: test.as_ref().and_then(|t| pct_of(t.ci_low, bs.mean)),
+        ci_high_pct: test.as_ref().and_then(|t| pct_of(t.ci_high, bs.mean)),
+        base: bs,
+        new: ns,
+        diff,
+        change_pct,
+        test,
+        significant,
+        verdict: v,
+        verdict_text: verdict_text(v, diff, change_pct),
+        regression: is_regression(v, change_pct, threshold),
+    }
+}
+
+/// The metrics of the rows that are regressions.
+pub fn regressions(rows: &[Row]) -> Vec<String> {
+    rows.iter()
+        .filter(|r| r.regression)
+        .map(|r| r.metric.clone())
+        .collect()
+}
+
+/// 1 when asked to fail on a regression and there is one, else 0.
+pub fn exit_code(rows: &[Row], fail_on_regression: bool) -> u8 {
+    if fail_on_regression && rows.iter().any(|r| r.regression) {
+        exit::FAILURE
+    } else {
+        0
+    }
+}
+
+/// The whole comparison; also the `--format json` object.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub kind: &'static str,
+    pub schema_version: u32,
+    pub base: SideInfo,
+    pub new: SideInfo,
+    /// "welch" or "none".
+    pub statistics: Statistics,
+    pub confidence: f64,
+    pub alpha: f64,
+    /// What is compared: the plain mean of each side's runs.
+    pub comparison: &'static str,
+    pub threshold_pct: f64,
+    pub rows: Vec<Row>,
+    /// The metrics of the rows that are regressions.
+    pub regressions: Vec<String>,
+}
+
+// ------------------------------------------------------------ formatting --
+
+/// A value in its unit, compactly.
+pub fn fmt_value(v: f64, unit: &str) -> String {
+    let num = |v: f64| {
+        if v.fract() == 0.0 && v.abs() < 1e15 {
+            format!("{v:.0}")
+        } else if v.abs() >= 100.0 {
+            format!("{v:.1}")
+        } else {
+            format!("{v:.3}")
+        }
+    };
+    if v == 0.0 {
+        return "0".into();
+    }
+    match unit {
+        "s" if v.abs() < 1.0 => format!("{:.2} ms", v * 1e3),
+        "s" => format!("{v:.3} s"),
+        "ms" => format!("{v:.2} ms"),
+        "%" => format!("{v:.1}%"),
+        "ns" if v.abs() >= 1e9 => format!("{:.2} s", v / 1e9),
+        "ns" if v.abs() >= 1e6 => format!("{:.2} ms", v / 1e6),
+        "ns" if v.abs() >= 1e3 => format!("{:.1} µs", v / 1e3),
+        "ns" => format!("{} ns", num(v)),
+        "bytes" if v.abs() >= 1024.0 * 1024.0 => format!("{:.1} MiB", v / 1024.0 / 1024.0),
+        "bytes" if v.abs() >= 1024.0 => format!("{:.1} KiB", v / 1024.0),
+        "bytes" => format!("{} B", num(v)),
+        _ => num(v),
+    }
+}
+
+/// The statistics line.
+pub fn method_line(r: &Report) -> String {
+    match r.statistics {
+        Statistics::Welch => format!(
+            "statistics: Welch's t-test, 95% CI of the difference of means \
+             (plain means of the runs, not the bench's trimmed mean); \
+             significant when p < {ALPHA}; regressions beyond {}",
+            pct(r.threshold_pct)
+        ),
+        Statistics::None => format!(
+            "no statistics: {} per side, so single values are compared \
+             (bench files of 2 or more runs each get Welch's t-test, 95% CI); \
+             regressions beyond {}",
+            if r.base.runs.min(r.new.runs) <= 1 {
+                "one run"
+            } else {
+                "runs"
+            },
+            pct(r.threshold_pct)
+        ),
+    }
+}
+
+fn side_line(label: &str, s: &SideInfo) -> String {
+    let runs = if s.runs == 1 { "run" } else { "runs" };
+    format!(
+        "{label}: {} ({}, {} {runs}): {}",
+        s.path, s.kind, s.runs, s.name
+    )
+}
+
+/// The closing line: the regressions, or that there are none.
+pub fn regressions_line(r: &Report) -> String {
+    let regs: Vec<String> = r
+        .rows
+        .iter()
+        .filter(|x| x.regression)
+        .map(|x| {
+            format!(
+                "{} ({})",
+                x.metric,
+                x.change_pct.map_or_else(|| "from 0".into(), signed_pct)
+            )
+        })
+        .collect();
+    let what = if r.statistics == Statistics::Welch {
+        "significant regression"
+    } else {
+        "regression"
+    };
+    if regs.is_empty() {
+        format!("no {what} beyond {}", pct(r.threshold_pct))
+    } else {
+        format!(
+            "{} {what}{} beyond {}: {}",
+            regs.len(),
+            if regs.len() == 1 { "" } else { "s" },
+            pct(r.threshold_pct),
+            regs.join(", ")
+        )
+    }
+}
+
+/// The cells of the table: header, then one line per row.
+fn cells(r: &Report) -> (Vec<&'static str>, Vec<Vec<String>>) {
+    let welch = r.statistics == Statistics::Welch;
+    let header = if welch {
+        vec!["metric", "BASE", "NEW", "change", "95% CI", "p", "verdict"]
+    } else {
+        vec!["metric", "BASE", "NEW", "change", "verdict"]
+    };
+    let side = |s: &SideStats, unit: &str| {
+        let v = fmt_value(s.mean, unit);
+        match pct_of(s.stddev, s.mean) {
+            Some(sd) if welch && s.n >= 2 && sd > 0.0 => format!("{v} ±{}", pct(sd)),
+            _ => v,
+        }
+    };
+    let lines = r
+        .rows
+        .iter()
+        .map(|x| {
+            let change = x
+                .change_pct
+                .map_or_else(|| format!("+{}", fmt_value(x.diff, &x.unit)), signed_pct);
+            let mut line = vec![
+                x.metric.clone(),
+                side(&x.base, &x.unit),
+                side(&x.new, &x.unit),
+                change,
+            ];
+            if welch {
+                let (ci, p) = match &x.test {
+                    Some(t) => (
+                        match (x.ci_low_pct, x.ci_high_pct) {
+                            (Some(lo), Some(hi)) => {
+                                format!("[{}, {}]", signed_pct(lo), signed_pct(hi))
+                            }
+                            _ => format!(
+                                "[{}, {}]",
+                                fmt_value(t.ci_low, &x.unit),
+                                fmt_value(t.ci_high, &x.unit)
+                            ),
+                        },
+                        fmt_p(t.p),
+                    ),
+                    None => ("-".into(), "-".into()),
+                };
+                line.push(ci);
+                line.push(p);
+            }
+            line.push(x.verdict_text.clone());
+            line
+        })
+        .collect();
+    (header, lines)
+}
+
+fn fmt_p(p: f64) -> String {
+    if p < 0.001 {
+        "<0.001".into()
+    } else {
+        format!("{p:.3}")
+    }
+}
+
+/// `--format table`: aligned text.
+pub fn table(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{}", side_line("BASE", &r.base));
+    let _ = writeln!(s, "{}", side_line("NEW ", &r.new));
+    let _ = writeln!(s, "{}", method_line(r));
+    if r.rows.is_empty() {
+        let _ = writeln!(s, "no metric is present in both");
+        return s;
+    }
+    let _ = writeln!(s);
+    let (header, lines) = cells(r);
+    let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for l in &lines {
+        for (w, c) in width.iter_mut().zip(l) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let last = header.len() - 1;
+    let line = |cols: Vec<&str>| {
+        let mut out = String::new();
+        for (i, (c, w)) in cols.iter().zip(&width).enumerate() {
+            let pad = w - c.chars().count();
+            if i == 0 {
+                out.push_str(c);
+                out.push_str(&" ".repeat(pad));
+            } else if i == last {
+                out.push_str("  ");
+                out.push_str(c);
+            } else {
+                out.push_str("  ");
+                out.push_str(&" ".repeat(pad));
+                out.push_str(c);
+            }
+        }
+        out.trim_end().to_owned()
+    };
+    let _ = writeln!(s, "{}", line(header.clone()));
+    for l in &lines {
+        let _ = writeln!(s, "{}", line(l.iter().map(String::as_str).collect()));
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "{}", regressions_line(r));
+    s
+}
+
+/// `--format markdown`: a GitHub-style table.
+pub fn markdown(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{}  ", side_line("**BASE**", &r.base));
+    let _ = writeln!(s, "{}  ", side_line("**NEW**", &r.new));
+    let _ = writeln!(s, "{}", method_line(r));
+    let _ = writeln!(s);
+    if r.rows.is_empty() {
+        let _ = writeln!(s, "no metric is present in both");
+        return s;
+    }
+    let (header, lines) = cells(r);
+    let esc = |c: &str| c.replace('|', "\\|");
+    let _ = writeln!(s, "| {} |", header.join(" | "));
+    let align: Vec<&str> = (0..header.len())
+        .map(|i| {
+            if i == 0 || i == header.len() - 1 {
+                ":---"
+            } else {
+                "---:"
+            }
+        })
+        .collect();
+    let _ = writeln!(s, "|{}|", align.join("|"));
+    for l in &lines {
+        let cols: Vec<String> = l.iter().map(|c| esc(c)).collect();
+        let _ = writeln!(s, "| {} |", cols.join(" | "));
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "{}", regressions_line(r));
+    s
+}
+
+/// `--format json`: the report as one object.
+pub fn json(r: &Report) -> anyhow::Result<String> {
+    let mut s = serde_json::to_string_pretty(r)?;
+    s.push('\n');
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vals(better: Better, values: &[f64]) -> Values {
+        Values {
+            unit: "s".into(),
+            better,
+            values: values.to_vec(),
+        }
+    }
+
+    fn one(name: &str, better: Better, values: &[f64]) -> BTreeMap<String, Values> {
+        BTreeMap::from([(name.to_owned(), vals(better, values))])
+    }
+
+    fn close(got: f64, want: f64, tol: f64) {
+        assert!((got - want).abs() <= tol, "{got} is not {want} ± {tol}");
+    }
+
+    #[test]
+    fn welch_matches_the_hand_computed_example() {
+        // BASE = 10, 12, 14: mean 12, deviations -2 0 2, s² = 8/2 = 4.
+        // NEW  = 20, 22, 24, 26: mean 23, deviations -3 -1 1 3, s² = 20/3.
+        // Squared standard errors: 4/3 = 1.3333 and (20/3)/4 = 5/3 = 1.6667;
+        // se² = 3, se = √3 = 1.73205.
+        // t = (23 - 12) / √3 = 11 / 1.73205 = 6.35085.
+        // df = se⁴ / ((4/3)²/2 + (5/3)²/3) = 9 / (0.888889 + 0.925926)
+        //    = 9 / 1.814815 = 4.95918.
+        // Student's t with 4.959 df (integrating its density numerically):
+        // two-sided p for t = 6.35085 is 0.001473; the 97.5% quantile is
+        // 2.57696 (between the tables' 2.5706 at 5 df and 2.7764 at 4 df),
+        // so the 95% CI is 11 ± 2.57696·√3 = [6.5366, 15.4634].
+        let w = welch(&[10.0, 12.0, 14.0], &[20.0, 22.0, 24.0, 26.0]).expect("two runs each");
+        close(w.t.expect("finite"), 6.350_853, 1e-5);
+        close(w.df.expect("spread"), 4.959_184, 1e-5);
+        close(w.p, 0.001_473, 2e-5);
+        close(w.ci_low, 6.536_58, 1e-3);
+        close(w.ci_high, 15.463_42, 1e-3);
+        // Swapping the sides flips the sign and nothing else.
+        let r = welch(&[20.0, 22.0, 24.0, 26.0], &[10.0, 12.0, 14.0]).expect("two runs each");
+        close(r.t.expect("finite"), -6.350_853, 1e-5);
+        close(r.p, w.p, 1e-12);
+        close(r.ci_high, -w.ci_low, 1e-9);
+    }
+
+    #[test]
+    fn welch_needs_two_runs_per_side() {
+        assert!(welch(&[1.0], &[2.0, 3.0]).is_none());
+        assert!(welch(&[1.0, 2.0], &[]).is_none());
+    }
+
+    #[test]
+    fn obviously_different_samples_are_significant_identical_ones_are_not() {
+        let a = [100.0, 101.0, 99.0, 100.5, 99.5];
+        let b = [150.0, 151.0, 149.0, 150.5, 149.5];
+        let w = welch(&a, &b).expect("five runs each");
+        assert!(w.p < 1e-6, "p = {}", w.p);
+        assert!(w.ci_low > 45.0 && w.ci_high < 55.0, "{w:?}");
+        let same = welch(&a, &a).expect("five runs each");
+        close(same.p, 1.0, 1e-12);
+        assert!(same.ci_low < 0.0 && same.ci_high > 0.0, "{same:?}");
+        // Overlapping noise is not significant.
+        let noisy = welch(&[10.0, 20.0, 15.0], &[12.0, 22.0, 14.0]).expect("three each");
+        assert!(noisy.p > ALPHA, "p = {}", noisy.p);
+        // Exact counts: no spread at all.
+        let exact = welch(&[600.0, 600.0, 600.0], &[6000.0, 6000.0, 6000.0]).expect("3");
+        assert_eq!((exact.t, exact.df, exact.p), (None, None, 0.0));
+        assert_eq!((exact.ci_low, exact.ci_high), (5400.0, 5400.0));
+        let flat = welch(&[7.0, 7.0], &[7.0, 7.0]).expect("2");
+        assert_eq!((flat.t, flat.p), (Some(0.0), 1.0));
+    }
+
+    #[test]
+    fn verdict_follows_the_better_direction() {
+        use Better::*;
+        assert_eq!(verdict(Lower, -1.0, true), Verdict::Win);
+        assert_eq!(verdict(Lower, 1.0, true), Verdict::Loss);
+        assert_eq!(verdict(Higher, 1.0, true), Verdict::Win);
+        assert_eq!(verdict(Higher, -1.0, true), Verdict::Loss);
+        assert_eq!(verdict(Neither, 1.0, true), Verdict::Change);
+        assert_eq!(verdict(Lower, 1.0, false), Verdict::Noise);
+        assert_eq!(verdict(Lower, 0.0, true), Verdict::Same);
+        assert_eq!(verdict_text(Verdict::Win, -1.0, Some(-12.34)), "12.3% win");
+        assert_eq!(verdict_text(Verdict::Loss, 1.0, Some(4.0)), "4.0% loss");
+        assert_eq!(verdict_text(Verdict::Loss, 1.0, Some(900.0)), "900% loss");
+        assert_eq!(verdict_text(Verdict::Change, 1.0, Some(50.0)), "50.0% more");
+        assert_eq!(verdict_text(Verdict::Change, -1.0, Some(-5.0)), "5.0% less");
+        assert_eq!(verdict_text(Verdict::Noise, 1.0, Some(3.0)), "within noise");
+        assert_eq!(verdict_text(Verdict::Same, 0.0, Some(0.0)), "~");
+        assert_eq!(verdict_text(Verdict::Loss, 3.0, None), "loss (from 0)");
+    }
+
+    #[test]
+    fn rows_compare_plain_means_with_wording_and_direction() {
+        // sys (lower is better) went from 1.0 to 1.5: a loss of 50%.
+        let b = one("sys", Better::Lower, &[0.9, 1.0, 1.1]);
+        let n = one("sys", Better::Lower, &[1.4, 1.5, 1.6]);
+        let rows = build_rows(&b, &n, Statistics::Welch, 5.0);
+        let r = &rows[0];
+        close(r.change_pct.expect("base is not 0"), 50.0, 1e-9);
+        assert!(r.significant && r.regression);
+        assert_eq!(r.verdict_text, "50.0% loss");
+        // The CI in percent of BASE brackets the change.
+        let (lo, hi) = (r.ci_low_pct.expect("lo"), r.ci_high_pct.expect("hi"));
+        assert!(lo < 50.0 && 50.0 < hi && lo > 0.0, "[{lo}, {hi}]");
+        // The other way round it is a win, never a regression.
+        let rows = build_rows(&n, &b, Statistics::Welch, 5.0);
+        assert_eq!(rows[0].verdict, Verdict::Win);
+        assert!(!rows[0].regression);
+        assert_eq!(rows[0].verdict_text, "33.3% win");
+    }
+
+    #[test]
+    fn threshold_decides_what_is_a_regression() {
+        assert!(!is_regression(Verdict::Loss, Some(4.0), 5.0));
+        assert!(!is_regression(Verdict::Loss, Some(5.0), 5.0));
+        assert!(is_regression(Verdict::Loss, Some(6.0), 5.0));
+        assert!(
+            is_regression(Verdict::Loss, Some(-6.0), 5.0),
+            "higher-is-better loss"
+        );
+        assert!(is_regression(Verdict::Loss, None, 5.0), "from 0");
+        assert!(!is_regression(Verdict::Win, Some(60.0), 5.0));
+        assert!(!is_regression(Verdict::Noise, Some(60.0), 5.0));
+        assert!(!is_regression(Verdict::Change, Some(60.0), 5.0));
+        // Single values: any loss beyond the threshold counts.
+        let b = one("faults", Better::Lower, &[100.0]);
+        let n4 = one("faults", Better::Lower, &[104.0]);
+        let n6 = one("faults", Better::Lower, &[106.0]);
+        let r4 = build_rows(&b, &n4, Statistics::None, 5.0);
+        let r6 = build_rows(&b, &n6, Statistics::None, 5.0);
+        assert_eq!(r4[0].verdict_text, "4.0% loss");
+        assert!(!r4[0].regression && r6[0].regression);
+        assert!(r4[0].test.is_none());
+        assert_eq!(exit_code(&r4, true), 0);
+        assert_eq!(exit_code(&r6, true), exit::FAILURE);
+        assert_eq!(exit_code(&r6, false), 0);
+        // A big but insignificant loss is not a regression.
+        let b = one("sys", Better::Lower, &[1.0, 3.0, 2.0]);
+        let n = one("sys", Better::Lower, &[1.5, 3.5, 2.5]);
+        let r = build_rows(&b, &n, Statistics::Welch, 5.0);
+        assert_eq!(r[0].verdict_text, "within noise");
+        assert_eq!(exit_code(&r, true), 0);
+    }
+
+    #[test]
+    fn rows_start_with_the_headline_and_need_both_sides() {
+        let names = [
+            "zz_new_metric",
+            "madvise_calls",
+            "reclaim_direct.p99",
+            "reclaim_direct.p50",
+            "faults",
+            "cpu",
+            "real",
+            "page_fault.p90",
+            "sys",
+            "user",
+            "psi_some_stall",
+        ];
+        let side: BTreeMap<String, Values> = names
+            .iter()
+            .map(|n| (n.to_string(), vals(Better::Lower, &[1.0])))
+            .collect();
+        let mut other = side.clone();
+        other.remove("psi_some_stall");
+        let rows = build_rows(&side, &other, Statistics::None, 5.0);
+        let got: Vec<&str> = rows.iter().map(|r| r.metric.as_str()).collect();
+        assert_eq!(
+            got,
+            [
+                "real",
+                "user",
+                "sys",
+                "cpu",
+                "faults",
+                "page_fault.p90",
+                "reclaim_direct.p50",
+                "reclaim_direct.p99",
+                "madvise_calls",
+                "zz_new_metric",
+            ]
+        );
+    }
+
+    fn report(statistics: Statistics) -> Report {
+        let b = BTreeMap::from([
+            ("real".to_owned(), vals(Better::Lower, &[1.0, 1.1, 0.9])),
+            (
+                "madvise_calls".to_owned(),
+                Values {
+                    unit: "calls".into(),
+                    better: Better::Neither,
+                    values: vec![600.0; 3],
+                },
+            ),
+        ]);
+        let mut n = b.clone();
+        n.get_mut("madvise_calls").expect("there").values = vec![6000.0; 3];
+        let rows = build_rows(&b, &n, statistics, 5.0);
+        let info = |path: &str| SideInfo {
+            path: path.into(),
+            name: "x".into(),
+            kind: "bench",
+            runs: 3,
+        };
+        Report {
+            kind: COMPARE_KIND,
+            schema_version: COMPARE_SCHEMA_VERSION,
+            base: info("a.json"),
+            new: info("b.json"),
+            statistics,
+            confidence: CONFIDENCE,
+            alpha: ALPHA,
+            comparison: "mean",
+            threshold_pct: 5.0,
+            regressions: regressions(&rows),
+            rows,
+        }
+    }
+
+    #[test]
+    fn formats_name_the_test_and_carry_every_row() {
+        let r = report(Statistics::Welch);
+        let t = table(&r);
+        assert!(t.contains("Welch's t-test, 95% CI"), "{t}");
+        let madv = t
+            .lines()
+            .find(|l| l.starts_with("madvise_calls"))
+            .expect("row");
+        assert!(
+            madv.contains("+900%") && madv.ends_with("900% more"),
+            "{madv}"
+        );
+        let real = t.lines().find(|l| l.starts_with("real")).expect("row");
+        assert!(real.ends_with("~"), "{real}");
+        // Columns line up: every table line has the verdict column at the
+        // same place.
+        let at: Vec<usize> = t
+            .lines()
+            .filter(|l| l.starts_with("metric") || l.starts_with("real"))
+            .map(|l| {
+                let i = l.find("  ~").or_else(|| l.find("  verdict")).expect("col");
+                l[..i].chars().count()
+            })
+            .collect();
+        assert_eq!(at[0], at[1], "{t}");
+        let m = markdown(&r);
+        assert!(m.contains("| metric | BASE | NEW | change | 95% CI | p | verdict |"));
+        assert!(m.contains("|:---|---:|---:|---:|---:|---:|:---|"), "{m}");
+        let j: serde_json::Value = serde_json::from_str(&json(&r).expect("json")).expect("parses");
+        assert_eq!(j["schema_version"], COMPARE_SCHEMA_VERSION);
+        assert_eq!(j["statistics"], "welch");
+        assert_eq!(j["rows"][0]["metric"], "real");
+        assert_eq!(j["rows"][1]["change_pct"], 900.0);
+        assert_eq!(j["rows"][1]["test"]["p"], 0.0);
+        let single = table(&report(Statistics::None));
+        assert!(single.contains("no statistics"), "{single}");
+        assert!(!single.contains("95% CI  "), "{single}");
+    }
+
+    #[test]
+    fn values_are_shown_in_their_units() {
+        assert_eq!(fmt_value(0.0245, "s"), "24.50 ms");
+        assert_eq!(fmt_value(2.5, "s"), "2.500 s");
+        assert_eq!(fmt_value(4095.0, "ns"), "4.1 µs");
+        assert_eq!(fmt_value(600.0, "calls"), "600");
+        assert_eq!(fmt_value(0.0, "s"), "0");
+        assert_eq!(fmt_value(600.5, "calls"), "600.5");
+        assert_eq!(fmt_value(3.0 * 1024.0 * 1024.0, "bytes"), "3.0 MiB");
+    }
+}
