@@ -46,6 +46,9 @@ pub enum Command {
     /// Compare two recordings or two bench files: BASE, NEW, change, win or
     /// loss, and with several runs a 95% confidence interval.
     Compare(CompareArgs),
+    /// Built-in workloads that reproduce classic VM experiments.
+    #[command(subcommand)]
+    Workload(Workload),
     /// Print the JSON Schema of recordings (or of `--format jsonl` lines).
     Schema(SchemaArgs),
 }
@@ -163,6 +166,28 @@ pub struct CompareArgs {
     /// Exit 1 when a significant regression exceeds the threshold.
     #[arg(long)]
     pub fail_on_regression: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Workload {
+    /// File create/delete at 0, 1 and 4 KiB, mmap, protection-fault and
+    /// page-fault latencies in microseconds.
+    Lat(LatArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LatArgs {
+    /// Timed operations per figure (the median is reported).
+    #[arg(long, default_value_t = 1000)]
+    pub iterations: usize,
+
+    /// Size of the file mapped for the mmap and page-fault figures.
+    #[arg(long, value_name = "BYTES", default_value_t = 8 << 20)]
+    pub file_size: u64,
+
+    /// Where the temporary files go [default: the temporary directory].
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

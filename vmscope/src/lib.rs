@@ -29,3 +29,4 @@ pub mod serve;
 pub mod timefmt;
 pub mod totals;
 pub mod tui;
+pub mod workload;
