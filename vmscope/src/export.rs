@@ -103,7 +103,7 @@ impl State {
     }
 
     fn usable(&self, probe: &str) -> bool {
-        probe == "always" || self.probes.iter().any(|p| p.probe == probe && p.usable())
+        crate::loader::probe_usable(&self.probes, probe)
     }
 }
 

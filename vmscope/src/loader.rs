@@ -50,6 +50,12 @@ impl ProbeStatus {
     }
 }
 
+/// Whether `probe` is usable in `probes` ("always" names figures that need
+/// no probe). One answer for the recorder, totals, the exporter and top.
+pub fn probe_usable(probes: &[ProbeStatus], probe: &str) -> bool {
+    probe == "always" || probes.iter().any(|p| p.probe == probe && p.usable())
+}
+
 /// The swap-attribution probe: on every RSS change, so it waits for a swap
 /// device before attaching.
 pub const SWAP_PROBE: &str = "kmem:rss_stat";

@@ -195,7 +195,7 @@ async fn record(
     let last = samples.last().map(|s| s.faults).unwrap_or_default();
     let system_faults = model::fault_totals(source, model::fault_delta(&first, &last).as_ref());
     let scope_faults = model::tree_faults(source, &samples);
-    let attached = |name: &str| probes.probes.iter().any(|p| p.probe == name && p.usable());
+    let attached = |name: &str| loader::probe_usable(&probes.probes, name);
     let avail = model::ProcAvailability {
         major_faults: attached(loader::MAJOR_FAULTS_PROBE),
         swap: attached(loader::SWAP_PROBE),
@@ -227,8 +227,7 @@ async fn record(
         processes_limit: limit.min(u32::MAX as usize),
         lost: model::lost(samples.last()),
         series: crate::series::series(&samples, |name| {
-            let probe = crate::collect::counter_probe(name);
-            probe == "always" || attached(probe)
+            attached(crate::collect::counter_probe(name))
         }),
         samples,
     };

@@ -87,6 +87,28 @@ fn cached_file(dir: &std::path::Path, size: usize) -> anyhow::Result<std::fs::Fi
     Ok(f)
 }
 
+/// A shared read-only mapping of the first `size` bytes of `f`.
+///
+/// # Safety
+/// The caller unmaps it and reads only within `size`.
+unsafe fn map_shared_ro(f: &std::fs::File, size: usize) -> anyhow::Result<*mut libc::c_void> {
+    // SAFETY: a new mapping; nothing else refers to its address range.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            size,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error()).context("mmap");
+    }
+    Ok(p)
+}
+
 fn mmap_latency(f: &std::fs::File, size: usize, n: usize) -> anyhow::Result<f64> {
     let mut ns = Vec::with_capacity(n);
     for _ in 0..n {
@@ -94,17 +116,7 @@ fn mmap_latency(f: &std::fs::File, size: usize, n: usize) -> anyhow::Result<f64>
         // SAFETY: a fresh shared read-only mapping of an open file, unmapped
         // right away and never dereferenced.
         unsafe {
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                size,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                f.as_raw_fd(),
-                0,
-            );
-            if p == libc::MAP_FAILED {
-                return Err(std::io::Error::last_os_error()).context("mmap");
-            }
+            let p = map_shared_ro(f, size)?;
             libc::munmap(p, size);
         }
         ns.push(t.elapsed().as_nanos() as u64);
@@ -123,17 +135,7 @@ fn page_fault_latency(f: &std::fs::File, size: usize, n: usize) -> anyhow::Resul
         if libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) != 0 {
             anyhow::bail!("posix_fadvise(DONTNEED) failed");
         }
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            size,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            f.as_raw_fd(),
-            0,
-        );
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error()).context("mmap");
-        }
+        let p = map_shared_ro(f, size)?;
         // No readahead: each read brings in its own page.
         libc::madvise(p, size, libc::MADV_RANDOM);
         let base: *const u8 = p.cast();
