@@ -173,6 +173,68 @@ pub enum Workload {
     /// File create/delete at 0, 1 and 4 KiB, mmap, protection-fault and
     /// page-fault latencies in microseconds.
     Lat(LatArgs),
+    /// Threads fill, search and release chunks of memory with MADV_DONTNEED
+    /// or MADV_FREE; reports records/s.
+    Lazyfree(LazyfreeArgs),
+    /// Reclaim of anonymous memory mapped by N processes: time per
+    /// reclaimed page (needs root and swap).
+    Rmap(RmapArgs),
+}
+
+/// A byte count: `4096`, `256K`, `64M`, `1G` (binary units; `KiB`, `MB`
+/// and the like also work).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    parse_size::Config::new()
+        .with_binary()
+        .parse_size(s.trim())
+        .map_err(|e| format!("invalid size '{s}': {e} (examples: 4096, 256K, 64M, 1G)"))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FreeMode {
+    /// MADV_DONTNEED: pages are freed at once; the next use faults.
+    Dontneed,
+    /// MADV_FREE: pages are freed only if memory runs short.
+    Free,
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct LazyfreeArgs {
+    /// How a chunk is released after each record.
+    #[arg(long, value_enum, default_value_t = FreeMode::Free)]
+    pub free: FreeMode,
+
+    /// Worker threads [default: one per CPU].
+    #[arg(short, long)]
+    pub threads: Option<usize>,
+
+    /// Records per thread.
+    #[arg(long, default_value_t = 5000)]
+    pub records: u64,
+
+    /// Size of one chunk (a whole number of pages).
+    #[arg(long, value_name = "BYTES", default_value = "256K", value_parser = parse_bytes)]
+    pub chunk_size: u64,
+
+    /// Chunks in each thread's pool.
+    #[arg(long, default_value_t = 4)]
+    pub chunks: usize,
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct RmapArgs {
+    /// Forked children that keep the memory mapped.
+    #[arg(long, default_value_t = 64)]
+    pub sharers: usize,
+
+    /// Anonymous memory mapped by the parent and shared.
+    #[arg(long, value_name = "BYTES", default_value = "64M", value_parser = parse_bytes)]
+    pub size: u64,
+
+    /// The memory cgroup limit lowered to, which forces the reclaim
+    /// [default: a quarter of --size].
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub memory_limit: Option<u64>,
 }
 
 #[derive(Debug, Args)]

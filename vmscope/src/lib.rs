@@ -20,6 +20,7 @@ pub mod loader;
 pub mod metrics;
 pub mod model;
 pub mod overhead;
+pub mod pressure;
 pub mod procstat;
 pub mod record;
 pub mod recorder;
