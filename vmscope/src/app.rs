@@ -14,6 +14,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Overhead(args) => (crate::overhead::run(&args), exit::FAILURE),
         Command::Compare(args) => (crate::compare::run(&args), exit::USAGE),
         Command::Workload(w) => (crate::workload::run(&w), exit::FAILURE),
+        Command::Lab(l) => (crate::lab::run(&l), exit::FAILURE),
         Command::Bench(args) => (crate::bench::run(args), exit::WRAPPER_FAILED),
         Command::Report(args) => (crate::report::run(&args), exit::FAILURE),
         Command::Serve(args) => (crate::serve::run(args), exit::FAILURE),

@@ -108,8 +108,9 @@ fn prepare(cmd: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One recorded run: `vmscope record` of the command, into `path`.
-fn record_run(args: &BenchArgs, path: &Path) -> anyhow::Result<(i32, Recording)> {
+/// One recorded run: `vmscope record` of the command, into `path`; its
+/// exit code and recording.
+pub fn record_run(args: &BenchArgs, path: &Path) -> anyhow::Result<(i32, Recording)> {
     let me = std::env::current_exe().context("finding vmscope's own binary")?;
     let mut c = Command::new(me);
     c.arg("record")
@@ -117,6 +118,14 @@ fn record_run(args: &BenchArgs, path: &Path) -> anyhow::Result<(i32, Recording)>
         .arg(humantime::format_duration(args.interval).to_string());
     if args.as_root {
         c.arg("--as-root");
+    }
+    // The command's output is kept in the recording (workload figures,
+    // --metric) and shown only when asked.
+    c.arg("--keep-output");
+    if args.show_output {
+        c.stdout(std::io::stderr());
+    } else {
+        c.stdout(std::process::Stdio::null());
     }
     c.arg("-o").arg(path).arg("--").args(&args.command);
     let st = c.status().context("starting a recorded run")?;
@@ -129,8 +138,39 @@ fn record_run(args: &BenchArgs, path: &Path) -> anyhow::Result<(i32, Recording)>
     Ok((code, rec))
 }
 
+/// How a bench ended.
+pub enum Outcome {
+    Done(Box<BenchFile>),
+    /// A run failed without `--ignore-failure`: its exit code.
+    Failed(u8),
+}
+
 pub fn run(args: BenchArgs) -> anyhow::Result<u8> {
     let output = Output::prepare(&args.output)?;
+    let file = match execute(&args)? {
+        Outcome::Done(f) => f,
+        Outcome::Failed(code) => return Ok(code),
+    };
+    // The summary goes to stdout, unless the bench file does.
+    match output {
+        Output::Stdout => eprint!("{}", summary_text(&file)),
+        Output::File(_) => print!("{}", summary_text(&file)),
+    }
+    match output {
+        Output::Stdout => {
+            serde_json::to_writer(std::io::stdout().lock(), &file).context("writing to stdout")?;
+            println!();
+        }
+        Output::File(path) => record::write_atomic(&path, |w| {
+            serde_json::to_writer(&mut *w, &file)?;
+            Ok(())
+        })?,
+    }
+    Ok(0)
+}
+
+/// Runs the bench: warmup, recorded runs, summary. Prints progress only.
+pub fn execute(args: &BenchArgs) -> anyhow::Result<Outcome> {
     if args.command.is_empty() {
         return Err(exit::failure(
             exit::USAGE,
@@ -160,7 +200,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<u8> {
             prepare(p)?;
         }
         let path: PathBuf = dir.path().join(format!("run-{i}.json"));
-        let (code, rec) = record_run(&args, &path)?;
+        let (code, rec) = record_run(args, &path)?;
         if let Some(b) = &bar {
             b.inc(1);
         }
@@ -176,7 +216,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<u8> {
                     b.abandon();
                 }
                 eprintln!("vmscope: {msg}; stopping (use --ignore-failure to go on)");
-                return Ok(u8::try_from(code).unwrap_or(exit::WRAPPER_FAILED));
+                return Ok(Outcome::Failed(
+                    u8::try_from(code).unwrap_or(exit::WRAPPER_FAILED),
+                ));
             }
             eprintln!("vmscope: {msg}; going on (--ignore-failure)");
         }
@@ -188,7 +230,21 @@ pub fn run(args: BenchArgs) -> anyhow::Result<u8> {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let per_run: Vec<Vec<RunMetric>> = runs.iter().map(metrics::run_metrics).collect();
+    Ok(Outcome::Done(Box::new(assemble(args, runs, codes))))
+}
+
+/// The bench file of recorded runs (in run order) and their exit codes.
+pub fn assemble(args: &BenchArgs, runs: Vec<Recording>, codes: Vec<i32>) -> BenchFile {
+    let per_run: Vec<Vec<RunMetric>> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            metrics::run_metrics_with(r, &args.metric).unwrap_or_else(|e| {
+                eprintln!("vmscope: run {}: {e}; left out of its summary", i + 1);
+                metrics::run_metrics(r)
+            })
+        })
+        .collect();
     let summary = metrics::summarize(&per_run, args.trim);
     let get = |name: &str| summary.get(name);
     let results = get("real").map(|real| {
@@ -208,10 +264,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<u8> {
                 u.values.iter().sum::<f64>() / u.values.len() as f64
             }),
             times: real.values.clone(),
-            exit_codes: codes.clone(),
+            exit_codes: codes,
         }
     });
-    let file = BenchFile {
+    BenchFile {
         kind: BENCH_KIND.into(),
         schema_version: BENCH_SCHEMA_VERSION,
         tool: Tool::this(),
@@ -223,23 +279,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<u8> {
         results: results.into_iter().collect(),
         metrics: summary,
         runs,
-    };
-    // The summary goes to stdout, unless the bench file does.
-    match output {
-        Output::Stdout => eprint!("{}", summary_text(&file)),
-        Output::File(_) => print!("{}", summary_text(&file)),
     }
-    match output {
-        Output::Stdout => {
-            serde_json::to_writer(std::io::stdout().lock(), &file).context("writing to stdout")?;
-            println!();
-        }
-        Output::File(path) => record::write_atomic(&path, |w| {
-            serde_json::to_writer(&mut *w, &file)?;
-            Ok(())
-        })?,
-    }
-    Ok(0)
 }
 
 /// The printed summary: per metric, the trimmed mean with min, median, max

@@ -42,6 +42,95 @@ pub struct ChildReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<i32>,
     pub rusage: Rusage,
+    /// With `record --keep-output` (and in `bench` runs): the end of what
+    /// the command wrote to its standard output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<CapturedOutput>,
+}
+
+/// The last [`TAIL_MAX`] bytes of the command's standard output.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CapturedOutput {
+    /// Whole lines only (lossy UTF-8).
+    pub tail: String,
+    /// Earlier output was dropped.
+    pub truncated: bool,
+}
+
+/// How much of the command's output a recording keeps.
+pub const TAIL_MAX: usize = 64 << 10;
+
+/// A pipe between the command's standard output and vmscope's own stdout
+/// (or stderr), keeping the end of what passes.
+pub struct Tap {
+    tail: std::sync::Arc<std::sync::Mutex<(Vec<u8>, bool)>>,
+    done: std::sync::mpsc::Receiver<()>,
+}
+
+impl Tap {
+    /// Starts the copying thread. Returns the write end, for the command.
+    pub fn start(to_stderr: bool) -> anyhow::Result<(OwnedFd, Tap)> {
+        use std::io::{Read as _, Write as _};
+        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+            .context("creating the output pipe")?;
+        let tail = std::sync::Arc::new(std::sync::Mutex::new((Vec::new(), false)));
+        let (tx, done) = std::sync::mpsc::channel();
+        let keep = std::sync::Arc::clone(&tail);
+        std::thread::Builder::new()
+            .name("output".into())
+            .spawn(move || {
+                let mut r = std::fs::File::from(r);
+                let mut buf = vec![0u8; 16 << 10];
+                loop {
+                    let n = match r.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        Err(_) => break,
+                    };
+                    // Passing through is best effort: a closed stdout does
+                    // not stop the keeping.
+                    let _ = if to_stderr {
+                        std::io::stderr().write_all(&buf[..n])
+                    } else {
+                        std::io::stdout().write_all(&buf[..n])
+                    };
+                    let mut t = keep
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    t.0.extend_from_slice(&buf[..n]);
+                    if t.0.len() > TAIL_MAX {
+                        let cut = t.0.len() - TAIL_MAX;
+                        t.0.drain(..cut);
+                        t.1 = true;
+                    }
+                }
+                let _ = tx.send(());
+            })
+            .context("starting the output thread")?;
+        Ok((w, Tap { tail, done }))
+    }
+
+    /// What was kept, once the pipe has closed or `grace` has passed (a
+    /// background process may hold the pipe open forever).
+    pub fn finish(self, grace: Duration) -> CapturedOutput {
+        let _ = self.done.recv_timeout(grace);
+        let t = self
+            .tail
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut bytes: &[u8] = &t.0;
+        if t.1 {
+            // Drop the partial first line.
+            if let Some(i) = bytes.iter().position(|&b| b == b'\n') {
+                bytes = &bytes[i + 1..];
+            }
+        }
+        CapturedOutput {
+            tail: String::from_utf8_lossy(bytes).into_owned(),
+            truncated: t.1,
+        }
+    }
 }
 
 /// Finds `name` like a shell would: as a path if it has a slash, else in PATH.
@@ -88,6 +177,7 @@ pub fn spawn_gated(
     path: &Path,
     argv: &[String],
     run_as: Option<(u32, u32)>,
+    stdout: Option<OwnedFd>,
 ) -> anyhow::Result<Gated> {
     // Everything the child needs is allocated before fork: after fork in a
     // threaded process only async-signal-safe calls are allowed.
@@ -134,6 +224,11 @@ pub fn spawn_gated(
                 }
             }
             libc::close(gate_r.as_raw_fd());
+            if let Some(fd) = &stdout
+                && libc::dup2(fd.as_raw_fd(), 1) < 0
+            {
+                libc::_exit(exit::WRAPPER_FAILED.into());
+            }
             if let Some((uid, gid)) = run_as
                 && (libc::setgroups(0, std::ptr::null()) != 0
                     || libc::setgid(gid) != 0
@@ -151,6 +246,7 @@ pub fn spawn_gated(
         }
     }
     drop(gate_r);
+    drop(stdout);
     Ok(Gated {
         pid: pid as u32,
         gate: gate_w,
@@ -198,6 +294,7 @@ pub fn wait(pid: u32, started: Instant) -> anyhow::Result<ChildReport> {
         exit_status,
         signal,
         rusage: rusage_from(&ru, wall),
+        output: None,
     })
 }
 
@@ -272,7 +369,13 @@ mod tests {
     #[test]
     fn gated_child_runs_only_after_release_and_reports_status() {
         let sh = resolve("sh").expect("sh");
-        let g = spawn_gated(&sh, &["sh".into(), "-c".into(), "exit 3".into()], None).expect("fork");
+        let g = spawn_gated(
+            &sh,
+            &["sh".into(), "-c".into(), "exit 3".into()],
+            None,
+            None,
+        )
+        .expect("fork");
         let pid = g.pid;
         // Still held at the gate: not exited.
         std::thread::sleep(Duration::from_millis(50));
@@ -290,8 +393,13 @@ mod tests {
     #[test]
     fn killed_child_reports_128_plus_signal() {
         let sh = resolve("sh").expect("sh");
-        let g =
-            spawn_gated(&sh, &["sh".into(), "-c".into(), "kill -9 $$".into()], None).expect("fork");
+        let g = spawn_gated(
+            &sh,
+            &["sh".into(), "-c".into(), "kill -9 $$".into()],
+            None,
+            None,
+        )
+        .expect("fork");
         let pid = g.pid;
         let r = wait(pid, g.release().expect("release")).expect("wait");
         assert_eq!((r.signal, r.exit_code), (Some(9), 137));
@@ -300,7 +408,13 @@ mod tests {
     #[test]
     fn dropped_gate_never_runs_the_command() {
         let sh = resolve("sh").expect("sh");
-        let g = spawn_gated(&sh, &["sh".into(), "-c".into(), "exit 0".into()], None).expect("fork");
+        let g = spawn_gated(
+            &sh,
+            &["sh".into(), "-c".into(), "exit 0".into()],
+            None,
+            None,
+        )
+        .expect("fork");
         let pid = g.pid;
         drop(g);
         let r = wait(pid, Instant::now()).expect("wait");

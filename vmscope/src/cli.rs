@@ -49,8 +49,80 @@ pub enum Command {
     /// Built-in workloads that reproduce classic VM experiments.
     #[command(subcommand)]
     Workload(Workload),
+    /// One-command experiments: a built-in workload in two variants, every
+    /// run recorded, compared, with the kernel-side evidence.
+    #[command(subcommand)]
+    Lab(Lab),
     /// Print the JSON Schema of recordings (or of `--format jsonl` lines).
     Schema(SchemaArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Lab {
+    /// MADV_DONTNEED against MADV_FREE (`workload lazyfree`).
+    Lazyfree(LazyfreeLabArgs),
+    /// Reclaim cost with 1 sharer against N (`workload rmap`); needs swap.
+    Rmap(RmapLabArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LabCommon {
+    /// Recorded runs of each variant (interleaved).
+    #[arg(short, long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(2..))]
+    pub runs: u32,
+
+    /// Where the two bench files and compare.json go
+    /// [default: ./vmscope-lab-NAME].
+    #[arg(short, long, value_name = "DIR")]
+    pub output_dir: Option<PathBuf>,
+
+    #[arg(long, value_enum, default_value_t = CompareFormat::Table)]
+    pub format: CompareFormat,
+
+    /// A change smaller than this (percent) is not called a regression.
+    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
+    pub threshold: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct LazyfreeLabArgs {
+    #[command(flatten)]
+    pub common: LabCommon,
+
+    /// Worker threads [default: one per CPU].
+    #[arg(short, long)]
+    pub threads: Option<usize>,
+
+    /// Records per thread.
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub records: u64,
+
+    /// Size of one chunk (a whole number of pages).
+    #[arg(long, value_name = "BYTES", default_value = "256K", value_parser = parse_bytes)]
+    pub chunk_size: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct RmapLabArgs {
+    #[command(flatten)]
+    pub common: LabCommon,
+
+    /// Sharers of the NEW variant (BASE has 1).
+    #[arg(long, default_value_t = 64)]
+    pub sharers: usize,
+
+    /// Anonymous memory mapped and shared.
+    #[arg(long, value_name = "BYTES", default_value = "64M", value_parser = parse_bytes)]
+    pub size: u64,
+
+    /// The memory cgroup limit lowered to [default: the usage once the
+    /// sharers are forked, less three quarters of --size].
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub memory_limit: Option<u64>,
+
+    /// Set up a zram swap device of SIZE for the runs, and remove it after.
+    #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
+    pub setup_zram: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -102,7 +174,7 @@ pub struct ReportArgs {
     pub svg: Option<PathBuf>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct BenchArgs {
     /// Recorded runs.
     #[arg(short, long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
@@ -131,6 +203,16 @@ pub struct BenchArgs {
     /// Go on when a run fails (it is still summarised).
     #[arg(long)]
     pub ignore_failure: bool,
+
+    /// Show each run's output (on stderr); it is always kept in the run's
+    /// recording.
+    #[arg(long)]
+    pub show_output: bool,
+
+    /// A figure read from each run's output, as in `compare --metric`
+    /// (shown in the summary).
+    #[arg(long, value_name = "NAME=REGEX")]
+    pub metric: Vec<crate::metrics::MetricSpec>,
 
     /// Sampling interval of each run's recording.
     #[arg(short, long, default_value = "1s", value_parser = parse_duration)]
@@ -166,6 +248,12 @@ pub struct CompareArgs {
     /// Exit 1 when a significant regression exceeds the threshold.
     #[arg(long)]
     pub fail_on_regression: bool,
+    /// A figure read from each run's kept command output: the last match of
+    /// REGEX, its first group as a number, e.g.
+    /// 'mb_s=Throughput ([0-9.]+) MB/sec'. NAME:lower for lower-is-better
+    /// (default higher). Repeatable.
+    #[arg(long, value_name = "NAME=REGEX")]
+    pub metric: Vec<crate::metrics::MetricSpec>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -232,7 +320,8 @@ pub struct RmapArgs {
     pub size: u64,
 
     /// The memory cgroup limit lowered to, which forces the reclaim
-    /// [default: a quarter of --size].
+    /// [default: the usage once the sharers are forked, less three
+    /// quarters of --size].
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub memory_limit: Option<u64>,
 }
@@ -308,6 +397,13 @@ pub struct RecordArgs {
     /// Run the wrapped command as root even when vmscope was started by sudo.
     #[arg(long)]
     pub as_root: bool,
+
+    /// Pass the command's standard output through (to stderr with `-o -`)
+    /// and keep its last 64 KiB in the recording, where `compare` and
+    /// `bench` read workload figures from it (a final JSON line, or
+    /// `--metric NAME=REGEX`).
+    #[arg(long, requires = "command")]
+    pub keep_output: bool,
 
     /// List every process seen in `processes`, not only the top 50 by faults.
     #[arg(long)]

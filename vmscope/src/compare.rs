@@ -23,7 +23,7 @@ use crate::{
     bench::{self, BENCH_KIND, BenchFile},
     cli::{CompareArgs, CompareFormat},
     exit,
-    metrics::{self, Better, RunMetric},
+    metrics::{self, Better, MetricSpec, RunMetric},
     record::{self, Recording},
 };
 
@@ -45,6 +45,8 @@ const HEADLINE: &[&str] = &["real", "user", "sys", "cpu"];
 /// The rows before the latency histograms' quantiles, in this order.
 const BEFORE_HISTOGRAMS: &[&str] = &[
     "faults",
+    "faults_per_record",
+    "user_faults_per_record",
     "major_faults",
     "minflt",
     "majflt",
@@ -62,6 +64,10 @@ const BEFORE_HISTOGRAMS: &[&str] = &[
 const AFTER_HISTOGRAMS: &[&str] = &[
     "tlb_shootdown_ipis",
     "madvise_calls",
+    "madvise_dontneed_calls",
+    "madvise_free_calls",
+    "madvise_cold_calls",
+    "madvise_pageout_calls",
     "pglazyfree",
     "pglazyfreed",
     "psi_some_stall",
@@ -72,7 +78,7 @@ const QUANTILES: &[&str] = &["p50", "p90", "p99"];
 // ---------------------------------------------------------------- input --
 
 /// One side of the comparison as read from its file.
-enum Input {
+pub enum Input {
     Recording(Box<Recording>),
     Bench(Box<BenchFile>),
 }
@@ -103,11 +109,30 @@ impl Input {
         }
     }
 
-    fn runs(&self) -> Vec<Vec<RunMetric>> {
+    fn recordings(&self) -> Vec<&Recording> {
         match self {
-            Self::Recording(r) => vec![metrics::run_metrics(r)],
-            Self::Bench(b) => b.run_metrics(),
+            Self::Recording(r) => vec![r],
+            Self::Bench(b) => b.runs.iter().collect(),
         }
+    }
+
+    /// Each run's figures, with the `--metric` ones; a run where one
+    /// cannot be read fails, naming the run.
+    fn runs(&self, specs: &[MetricSpec]) -> Result<Vec<Vec<RunMetric>>, String> {
+        let recs = self.recordings();
+        let n = recs.len();
+        recs.into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                metrics::run_metrics_with(r, specs).map_err(|e| {
+                    if n > 1 {
+                        format!("run {} of {n}: {e}", i + 1)
+                    } else {
+                        e
+                    }
+                })
+            })
+            .collect()
     }
 }
 
@@ -118,7 +143,7 @@ fn bad_input(msg: String) -> anyhow::Error {
 
 /// Reads a recording (JSON or jsonl) or a bench file, telling them apart by
 /// the bench file's `"kind": "vmscope-bench"`.
-fn load(path: &Path) -> anyhow::Result<Input> {
+pub fn load(path: &Path) -> anyhow::Result<Input> {
     let shown = path.display();
     let text = std::fs::read_to_string(path)
         .map_err(|e| bad_input(format!("cannot read {shown}: {e}")))?;
@@ -168,16 +193,44 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<u8> {
     }
     let base = load(&args.base)?;
     let new = load(&args.new)?;
+    let report = build_report(
+        (&args.base, &base),
+        (&args.new, &new),
+        &args.metric,
+        args.threshold,
+    )?;
+    let text = match args.format {
+        CompareFormat::Table => table(&report),
+        CompareFormat::Markdown => markdown(&report),
+        CompareFormat::Json => json(&report)?,
+    };
+    print!("{text}");
+    Ok(exit_code(&report.rows, args.fail_on_regression))
+}
+
+/// The comparison of two loaded inputs of the same kind (bad input, exit
+/// 2, otherwise).
+pub fn build_report(
+    (base_path, base): (&Path, &Input),
+    (new_path, new): (&Path, &Input),
+    specs: &[MetricSpec],
+    threshold: f64,
+) -> anyhow::Result<Report> {
     if base.kind() != new.kind() {
         return Err(bad_input(format!(
             "cannot compare {} ({}) with {} ({}); give two recordings or two bench files",
-            args.base.display(),
+            base_path.display(),
             base.describe(),
-            args.new.display(),
+            new_path.display(),
             new.describe()
         )));
     }
-    let (base_runs, new_runs) = (base.runs(), new.runs());
+    let runs = |path: &Path, input: &Input| {
+        input
+            .runs(specs)
+            .map_err(|e| bad_input(format!("{}: {e}", path.display())))
+    };
+    let (base_runs, new_runs) = (runs(base_path, base)?, runs(new_path, new)?);
     let statistics = if base_runs.len() >= 2 && new_runs.len() >= 2 {
         Statistics::Welch
     } else {
@@ -189,32 +242,22 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<u8> {
         kind: input.kind(),
         runs,
     };
-    let rows = build_rows(
-        &collect(&base_runs),
-        &collect(&new_runs),
-        statistics,
-        args.threshold,
-    );
-    let report = Report {
+    let (bv, nv) = (collect(&base_runs), collect(&new_runs));
+    let rows = build_rows(&bv, &nv, statistics, threshold);
+    Ok(Report {
         kind: COMPARE_KIND,
         schema_version: COMPARE_SCHEMA_VERSION,
-        base: side(&args.base, &base, base_runs.len()),
-        new: side(&args.new, &new, new_runs.len()),
+        base: side(base_path, base, base_runs.len()),
+        new: side(new_path, new, new_runs.len()),
         statistics,
         confidence: CONFIDENCE,
         alpha: ALPHA,
         comparison: "mean",
-        threshold_pct: args.threshold,
+        threshold_pct: threshold,
         regressions: regressions(&rows),
         rows,
-    };
-    let text = match args.format {
-        CompareFormat::Table => table(&report),
-        CompareFormat::Markdown => markdown(&report),
-        CompareFormat::Json => json(&report)?,
-    };
-    print!("{text}");
-    Ok(exit_code(&report.rows, args.fail_on_regression))
+        one_sided: one_sided(&bv, &nv),
+    })
 }
 
 // ----------------------------------------------------------------- model --
@@ -461,12 +504,17 @@ fn pct_of(x: f64, base: f64) -> Option<f64> {
 /// else by name.
 fn rank(name: &str) -> (usize, &str, usize) {
     let at = |list: &[&str]| list.iter().position(|n| *n == name);
-    let hist = HEADLINE.len() + BEFORE_HISTOGRAMS.len();
+    // The workload's own figures come right after the headline.
+    let before = HEADLINE.len() + 1;
+    let hist = before + BEFORE_HISTOGRAMS.len();
     if let Some(i) = at(HEADLINE) {
         return (i, "", 0);
     }
+    if name.contains('/') {
+        return (HEADLINE.len(), name, 0);
+    }
     if let Some(i) = at(BEFORE_HISTOGRAMS) {
-        return (HEADLINE.len() + i, "", 0);
+        return (before + i, "", 0);
     }
     if let Some((h, q)) = name.rsplit_once('.')
         && let Some(qi) = QUANTILES.iter().position(|x| *x == q)
@@ -567,6 +615,56 @@ pub struct Report {
     pub rows: Vec<Row>,
     /// The metrics of the rows that are regressions.
     pub regressions: Vec<String>,
+    /// Metrics only one side has (a madvise behaviour used on one side
+    /// only, a probe attached on one side only): not compared, listed.
+    pub one_sided: Vec<OneSided>,
+}
+
+/// A metric that only one side has.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OneSided {
+    pub metric: String,
+    pub unit: String,
+    /// Which side has it: true for NEW.
+    pub new: bool,
+    /// Its mean over that side's runs.
+    pub mean: f64,
+}
+
+/// The metrics present on one side only, in row order.
+pub fn one_sided(base: &BTreeMap<String, Values>, new: &BTreeMap<String, Values>) -> Vec<OneSided> {
+    let only = |a: &BTreeMap<String, Values>, b: &BTreeMap<String, Values>, is_new: bool| {
+        a.iter()
+            .filter(|(k, v)| !b.contains_key(*k) && !v.values.is_empty())
+            .map(|(k, v)| OneSided {
+                metric: k.clone(),
+                unit: v.unit.clone(),
+                new: is_new,
+                mean: mean(&v.values),
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut out = only(base, new, false);
+    out.extend(only(new, base, true));
+    out.sort_by(|a, b| by_rank(&a.metric, &b.metric).then(a.new.cmp(&b.new)));
+    out
+}
+
+/// "only in BASE: x (1.0 ms); only in NEW: y (2)", or nothing.
+pub fn one_sided_line(r: &Report) -> Option<String> {
+    let list = |new: bool| {
+        r.one_sided
+            .iter()
+            .filter(|o| o.new == new)
+            .map(|o| format!("{} ({})", o.metric, fmt_value(o.mean, &o.unit)))
+            .collect::<Vec<_>>()
+    };
+    let parts: Vec<String> = [("BASE", list(false)), ("NEW", list(true))]
+        .into_iter()
+        .filter(|(_, l)| !l.is_empty())
+        .map(|(side, l)| format!("only in {side}: {}", l.join(", ")))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 // ------------------------------------------------------------ formatting --
@@ -590,6 +688,7 @@ pub fn fmt_value(v: f64, unit: &str) -> String {
         "s" => format!("{v:.3} s"),
         "ms" => format!("{v:.2} ms"),
         "%" => format!("{v:.1}%"),
+        "µs" => fmt_value(v * 1e3, "ns"),
         "ns" if v.abs() >= 1e9 => format!("{:.2} s", v / 1e9),
         "ns" if v.abs() >= 1e6 => format!("{:.2} ms", v / 1e6),
         "ns" if v.abs() >= 1e3 => format!("{:.1} µs", v / 1e3),
@@ -769,6 +868,9 @@ pub fn table(r: &Report) -> String {
         let _ = writeln!(s, "{}", line(l.iter().map(String::as_str).collect()));
     }
     let _ = writeln!(s);
+    if let Some(l) = one_sided_line(r) {
+        let _ = writeln!(s, "{l}");
+    }
     let _ = writeln!(s, "{}", regressions_line(r));
     s
 }
@@ -802,6 +904,9 @@ pub fn markdown(r: &Report) -> String {
         let _ = writeln!(s, "| {} |", cols.join(" | "));
     }
     let _ = writeln!(s);
+    if let Some(l) = one_sided_line(r) {
+        let _ = writeln!(s, "{l}");
+    }
     let _ = writeln!(s, "{}", regressions_line(r));
     s
 }
@@ -1032,6 +1137,7 @@ mod tests {
             threshold_pct: 5.0,
             regressions: regressions(&rows),
             rows,
+            one_sided: one_sided(&b, &n),
         }
     }
 

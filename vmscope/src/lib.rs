@@ -15,6 +15,7 @@ pub mod exit;
 pub mod export;
 pub mod hist;
 pub mod kernel;
+pub mod lab;
 pub mod live;
 pub mod loader;
 pub mod metrics;

@@ -5,7 +5,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::Recording;
+use crate::{child::CapturedOutput, record::Recording};
+
+/// madvise behaviours that free or reclaim memory: each run has their call
+/// counts, 0 included, whenever the madvise probe is attached.
+pub const FREEING_ADVICE: [&str; 4] = ["cold", "dontneed", "free", "pageout"];
 
 /// Which way is better for a metric.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -37,11 +41,180 @@ fn m(out: &mut Vec<RunMetric>, name: &str, unit: &str, better: Better, value: Op
     }
 }
 
+/// The unit and better direction a figure's name says by its suffix:
+/// `_per_sec` and `_mb_s` are rates (higher is better); `_ns`, `_us`, `_ms`
+/// and `_s` are times (lower is better); anything else is a plain count.
+pub fn by_suffix(name: &str) -> (&'static str, Better) {
+    const RULES: &[(&str, &str, Better)] = &[
+        ("_per_sec", "/s", Better::Higher),
+        ("_per_s", "/s", Better::Higher),
+        ("_mb_s", "MB/s", Better::Higher),
+        ("_ns", "ns", Better::Lower),
+        ("_us", "µs", Better::Lower),
+        ("_ms", "ms", Better::Lower),
+        ("_s", "s", Better::Lower),
+    ];
+    RULES
+        .iter()
+        .find(|(suffix, _, _)| name.ends_with(suffix))
+        .map_or(("", Better::Neither), |&(_, unit, better)| (unit, better))
+}
+
+/// The workload's own figures: the top-level numbers of the last line of its
+/// kept output that is a JSON object, named `<workload>/<key>` (`workload`
+/// is the object's `"workload"` field, else `reported`), unit and direction
+/// from [`by_suffix`]. Nested objects (a workload's settings) are not
+/// figures.
+pub fn reported(output: &CapturedOutput) -> Vec<RunMetric> {
+    let Some(obj) = output.tail.lines().rev().find_map(|l| {
+        let l = l.trim();
+        l.starts_with('{')
+            .then(|| serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(l).ok())
+            .flatten()
+    }) else {
+        return Vec::new();
+    };
+    let source = obj
+        .get("workload")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("reported");
+    obj.iter()
+        .filter_map(|(k, v)| {
+            let value = v.as_f64().filter(|x| x.is_finite())?;
+            let (unit, better) = by_suffix(k);
+            Some(RunMetric {
+                name: format!("{source}/{k}"),
+                unit: unit.into(),
+                better,
+                value,
+            })
+        })
+        .collect()
+}
+
+/// `--metric NAME=REGEX`: a figure read from the command's kept output, the
+/// last match of REGEX, its first capture group (or the whole match) as a
+/// number. NAME may end in `:higher` or `:lower` (the default is higher,
+/// for throughput such as "Throughput 412.3 MB/sec").
+#[derive(Clone, Debug)]
+pub struct MetricSpec {
+    pub name: String,
+    pub better: Better,
+    pub regex: regex::Regex,
+}
+
+impl std::str::FromStr for MetricSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (name, re) = s.split_once('=').ok_or_else(|| {
+            format!("'{s}' is not NAME=REGEX (e.g. 'mb_s=Throughput ([0-9.]+) MB/sec')")
+        })?;
+        let (name, better) = match name.rsplit_once(':') {
+            Some((n, "higher")) => (n, Better::Higher),
+            Some((n, "lower")) => (n, Better::Lower),
+            Some((_, other)) => {
+                return Err(format!(
+                    "'{other}' in --metric {name} is not a direction; use :higher or :lower"
+                ));
+            }
+            None => (name, Better::Higher),
+        };
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(format!(
+                "metric name '{name}' must be letters, digits and underscores"
+            ));
+        }
+        let regex =
+            regex::Regex::new(re).map_err(|e| format!("--metric {name}: bad regex: {e}"))?;
+        Ok(Self {
+            name: name.to_owned(),
+            better,
+            regex,
+        })
+    }
+}
+
+impl MetricSpec {
+    /// The figure in `text`: the last match's first group (or the match).
+    pub fn extract(&self, text: &str) -> Option<f64> {
+        let c = self.regex.captures_iter(text).last()?;
+        let m = c.get(1).or_else(|| c.get(0))?;
+        m.as_str()
+            .trim()
+            .parse()
+            .ok()
+            .filter(|x: &f64| x.is_finite())
+    }
+
+    fn metric(&self, value: f64) -> RunMetric {
+        RunMetric {
+            name: format!("output/{}", self.name),
+            unit: by_suffix(&self.name).0.into(),
+            better: self.better,
+            value,
+        }
+    }
+}
+
+/// [`run_metrics`] plus the `--metric` figures. Fails, naming the metric,
+/// when the recording kept no output or the regex does not match it.
+pub fn run_metrics_with(rec: &Recording, specs: &[MetricSpec]) -> Result<Vec<RunMetric>, String> {
+    let mut out = run_metrics(rec);
+    if specs.is_empty() {
+        return Ok(out);
+    }
+    let Some(o) = rec.child.as_ref().and_then(|c| c.output.as_ref()) else {
+        return Err("it kept no command output (record with --keep-output, or use bench)".into());
+    };
+    for spec in specs {
+        let v = spec.extract(&o.tail).ok_or_else(|| {
+            format!(
+                "--metric {}: /{}/ does not match the command's output",
+                spec.name,
+                spec.regex.as_str()
+            )
+        })?;
+        out.push(spec.metric(v));
+    }
+    Ok(out)
+}
+
 /// Every figure of a run that exists in its recording. A figure the run
 /// could not measure (no command, probe missing) is absent, not 0.
 pub fn run_metrics(rec: &Recording) -> Vec<RunMetric> {
     use Better::*;
     let mut out = Vec::new();
+    let reported = rec
+        .child
+        .as_ref()
+        .and_then(|c| c.output.as_ref())
+        .map(reported)
+        .unwrap_or_default();
+    // Faults per unit of the workload's work.
+    let records = reported
+        .iter()
+        .find(|r| r.name.ends_with("/records"))
+        .map(|r| r.value)
+        .filter(|&r| r > 0.0);
+    out.extend(reported);
+    if let Some(n) = records {
+        let f = &rec.totals.scope_faults;
+        m(
+            &mut out,
+            "faults_per_record",
+            "faults",
+            Lower,
+            f.total.map(|v| v as f64 / n),
+        );
+        m(
+            &mut out,
+            "user_faults_per_record",
+            "faults",
+            Lower,
+            f.user.as_ref().map(|u| u.total as f64 / n),
+        );
+    }
     if let Some(c) = &rec.child {
         let r = &c.rusage;
         m(&mut out, "real", "s", Lower, Some(r.wall_ns as f64 / 1e9));
@@ -129,6 +302,23 @@ pub fn run_metrics(rec: &Recording) -> Vec<RunMetric> {
             Neither,
             Some(madvise as f64),
         );
+        // Per behaviour, so a switch from one advice to another shows: the
+        // freeing ones always (a measured 0 on one side is the point), any
+        // other when used.
+        let mut behaviors: Vec<&str> = FREEING_ADVICE.to_vec();
+        behaviors.extend(t.vm.madvise.keys().map(String::as_str));
+        behaviors.sort_unstable();
+        behaviors.dedup();
+        for b in behaviors {
+            let calls = t.vm.madvise.get(b).map_or(0, |x| x.calls);
+            m(
+                &mut out,
+                &format!("madvise_{b}_calls"),
+                "calls",
+                Neither,
+                Some(calls as f64),
+            );
+        }
     }
     if let Some(p) = &t.vm.psi {
         m(
@@ -253,6 +443,54 @@ mod tests {
         assert_eq!((s.min, s.median, s.max), (9.0, 11.0, 30.0));
         // mean 94/7; squared deviations sum to 327.714; / 6, square root.
         assert!((s.stddev - 7.3905).abs() < 1e-3, "{}", s.stddev);
+    }
+
+    #[test]
+    fn suffixes_give_unit_and_direction() {
+        assert_eq!(by_suffix("records_per_sec"), ("/s", Better::Higher));
+        assert_eq!(by_suffix("reclaim_per_page_ns"), ("ns", Better::Lower));
+        assert_eq!(by_suffix("elapsed_s"), ("s", Better::Lower));
+        assert_eq!(by_suffix("page_fault_us"), ("µs", Better::Lower));
+        assert_eq!(by_suffix("records"), ("", Better::Neither));
+    }
+
+    #[test]
+    fn the_last_json_line_is_the_workloads_figures() {
+        let out = CapturedOutput {
+            tail: "warming up\n{\"workload\":\"old\",\"x\":1}\nlazyfree: 5 records/s\n\
+                   {\"workload\":\"lazyfree\",\"records_per_sec\":5.5,\"records\":10,\
+                   \"label\":\"a\",\"config\":{\"threads\":2}}\ntrailing text\n"
+                .into(),
+            truncated: false,
+        };
+        let r = reported(&out);
+        let names: Vec<&str> = r.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["lazyfree/records", "lazyfree/records_per_sec"]);
+        assert_eq!(r[1].value, 5.5);
+        assert_eq!(r[1].better, Better::Higher);
+        let none = CapturedOutput {
+            tail: "no json here\n{broken\n".into(),
+            truncated: true,
+        };
+        assert!(reported(&none).is_empty());
+    }
+
+    #[test]
+    fn metric_specs_parse_and_take_the_last_match() {
+        let s: MetricSpec = "mb_s=Throughput ([0-9.]+) MB/sec".parse().expect("parses");
+        assert_eq!((s.name.as_str(), s.better), ("mb_s", Better::Higher));
+        let text = "Throughput 10.5 MB/sec warmup\nThroughput 412.25 MB/sec 48 clients\n";
+        assert_eq!(s.extract(text), Some(412.25));
+        assert_eq!(s.extract("nothing"), None);
+        let l: MetricSpec = "lat_ms:lower=max latency ([0-9.]+) ms"
+            .parse()
+            .expect("parses");
+        assert_eq!(l.better, Better::Lower);
+        let whole: MetricSpec = r"n=\d+".parse().expect("parses");
+        assert_eq!(whole.extract("a 12 b 34"), Some(34.0));
+        for bad in ["noequals", "=x", "a b=x", "x:sideways=y", "x=(unclosed"] {
+            assert!(bad.parse::<MetricSpec>().is_err(), "{bad}");
+        }
     }
 
     #[test]

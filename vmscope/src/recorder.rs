@@ -74,9 +74,23 @@ async fn record(
     for &pid in &pids {
         probes.track(pid)?;
     }
+    let mut tap = None;
     let gated = match &resolved {
         Some(path) => {
-            let g = child::spawn_gated(path, &args.command, child::run_as_from_sudo(args.as_root))?;
+            let stdout = if args.keep_output {
+                // With the recording on stdout, the command's output goes to stderr.
+                let (w, t) = child::Tap::start(matches!(output, Output::Stdout))?;
+                tap = Some(t);
+                Some(w)
+            } else {
+                None
+            };
+            let g = child::spawn_gated(
+                path,
+                &args.command,
+                child::run_as_from_sudo(args.as_root),
+                stdout,
+            )?;
             probes.track(g.pid)?;
             pids.push(g.pid);
             Some(g)
@@ -162,7 +176,11 @@ async fn record(
                 None
             }
             r = child_done => {
-                child_report = Some(r.context("waiting for the command")??);
+                let mut report: child::ChildReport = r.context("waiting for the command")??;
+                if let Some(t) = tap.take() {
+                    report.output = Some(t.finish(Duration::from_secs(1)));
+                }
+                child_report = Some(report);
                 break;
             }
             () = until_deadline => Some(("duration", libc::SIGTERM)),

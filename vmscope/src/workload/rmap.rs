@@ -4,7 +4,7 @@
 //! then forks `--sharers` children that keep it mapped (they never touch it,
 //! so every page stays shared, mapped `sharers + 1` times). All of them live
 //! in a memory cgroup of their own. Lowering the cgroup's limit to
-//! `--memory-limit` then makes the writing task — this process, in the
+//! `--memory-limit` (by default: three quarters of `--size` below the usage) then makes the writing task — this process, in the
 //! write system call — reclaim the excess: each anonymous page swapped out
 //! needs the reverse map to find and unmap it in every process that maps
 //! it, so the time per reclaimed page grows with the number of sharers.
@@ -179,8 +179,9 @@ pub fn run(args: &RmapArgs) -> anyhow::Result<u8> {
             ),
         ));
     }
-    let limit = args.memory_limit.unwrap_or(args.size / 4);
-    if limit == 0 || limit >= args.size {
+    if let Some(limit) = args.memory_limit
+        && (limit == 0 || limit >= args.size)
+    {
         return Err(exit::failure(
             exit::USAGE,
             format!(
@@ -209,7 +210,7 @@ pub fn run(args: &RmapArgs) -> anyhow::Result<u8> {
     // Room for the memory, and for the sharers' page tables and stacks.
     let room = args.size * 2 + (args.sharers as u64 + 1) * (1 << 20);
     let cg = MemCgroup::new("vmscope-rmap", room)?;
-    let outcome = measure(args, &cg, size, limit, page);
+    let outcome = measure(args, &cg, size, page);
     // Back to where it came from before the cgroup goes.
     drop(cg);
     drop(held);
@@ -221,7 +222,7 @@ pub fn run(args: &RmapArgs) -> anyhow::Result<u8> {
          {:.0} ns per page; fork {:.1} us and exit {:.1} us per sharer",
         args.sharers,
         args.size >> 20,
-        limit >> 20,
+        m.limit >> 20,
         m.reclaimed_pages,
         m.reclaim_s,
         m.per_page_ns,
@@ -239,7 +240,7 @@ pub fn run(args: &RmapArgs) -> anyhow::Result<u8> {
         "config": {
             "sharers": args.sharers,
             "size_bytes": args.size,
-            "memory_limit_bytes": limit,
+            "memory_limit_bytes": m.limit,
             "cgroup_version": m.cgroup_version,
         },
     });
@@ -248,6 +249,7 @@ pub fn run(args: &RmapArgs) -> anyhow::Result<u8> {
 }
 
 struct Measured {
+    limit: u64,
     per_page_ns: f64,
     reclaim_s: f64,
     reclaimed_pages: u64,
@@ -257,19 +259,18 @@ struct Measured {
     cgroup_version: u8,
 }
 
-fn measure(
-    args: &RmapArgs,
-    cg: &MemCgroup,
-    size: usize,
-    limit: u64,
-    page: usize,
-) -> anyhow::Result<Measured> {
+fn measure(args: &RmapArgs, cg: &MemCgroup, size: usize, page: usize) -> anyhow::Result<Measured> {
     cg.enter()?;
     let shared = Shared::new(size, page)?;
     let t = Instant::now();
     let mut sharers = Sharers::fork(args.sharers)?;
     let fork_s = t.elapsed().as_secs_f64();
     let before = cg.usage()?;
+    // By default, reclaim three quarters of the shared memory, whatever the
+    // sharers' own page tables and stacks add to the usage.
+    let limit = args
+        .memory_limit
+        .unwrap_or_else(|| before.saturating_sub(args.size / 4 * 3));
     let swp0 = pressure::vmstat()?.get("pswpout").copied().unwrap_or(0);
     let t = Instant::now();
     cg.set_limit(limit).with_context(|| {
@@ -288,6 +289,7 @@ fn measure(
     drop(shared);
     let per = |s: f64| s * 1e6 / args.sharers.max(1) as f64;
     Ok(Measured {
+        limit,
         per_page_ns: reclaim_s * 1e9 / reclaimed_pages as f64,
         reclaim_s,
         reclaimed_pages,
