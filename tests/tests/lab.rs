@@ -320,7 +320,10 @@ fn workload_figures_and_metric_regexes_come_from_kept_output() {
     // A regex that matches nothing names the metric and the file.
     let o = vmscope(&["compare", s(&a), s(&b), "--metric", "x=Latency ([0-9]+)"]);
     let err = refused(&o, 2, "unmatched --metric");
-    assert!(err.contains("--metric x") && err.contains("a.json"), "{err}");
+    assert!(
+        err.contains("--metric x") && err.contains("a.json"),
+        "{err}"
+    );
 
     // record --keep-output -o -: the recording alone on stdout, the
     // command's output passed through on stderr and kept in the recording.
@@ -340,7 +343,11 @@ fn workload_figures_and_metric_regexes_come_from_kept_output() {
         rec["child"]["output"]["tail"],
         "{\"workload\":\"w\",\"ops_per_sec\":7}\n"
     );
-    assert!(text(&o.stderr).contains("ops_per_sec"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("ops_per_sec"),
+        "{}",
+        text(&o.stderr)
+    );
 }
 
 #[test]
@@ -355,7 +362,10 @@ fn bad_input_gets_one_line_and_a_documented_exit() {
             &["workload", "lazyfree", "--chunk-size", "1000"],
             "chunk not pages",
         ),
-        (&["workload", "lazyfree", "--free", "sometimes"], "bad advice"),
+        (
+            &["workload", "lazyfree", "--free", "sometimes"],
+            "bad advice",
+        ),
         (&["workload", "rmap", "--size", "12x"], "bad size"),
         (&["workload", "rmap", "--size", "4K"], "size too small"),
         (
