@@ -16,13 +16,14 @@
 
 use std::{cmp::Ordering, collections::BTreeMap, fmt::Write as _, path::Path};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF as _, StudentsT};
 
 use crate::{
     bench::{self, BENCH_KIND, BenchFile},
     cli::{CompareArgs, CompareFormat},
     exit,
+    hist::{self, Summary},
     metrics::{self, Better, RunMetric},
     record::{self, Recording},
 };
@@ -72,27 +73,27 @@ const QUANTILES: &[&str] = &["p50", "p90", "p99"];
 // ---------------------------------------------------------------- input --
 
 /// One side of the comparison as read from its file.
-enum Input {
+pub enum Input {
     Recording(Box<Recording>),
     Bench(Box<BenchFile>),
 }
 
 impl Input {
-    fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> &'static str {
         match self {
             Self::Recording(_) => "recording",
             Self::Bench(_) => "bench",
         }
     }
 
-    fn describe(&self) -> &'static str {
+    pub fn describe(&self) -> &'static str {
         match self {
             Self::Recording(_) => "a recording",
             Self::Bench(_) => "a bench file",
         }
     }
 
-    fn name(&self) -> String {
+    pub fn name(&self) -> String {
         match self {
             Self::Recording(r) => r
                 .header
@@ -103,7 +104,7 @@ impl Input {
         }
     }
 
-    fn runs(&self) -> Vec<Vec<RunMetric>> {
+    pub fn runs(&self) -> Vec<Vec<RunMetric>> {
         match self {
             Self::Recording(r) => vec![metrics::run_metrics(r)],
             Self::Bench(b) => b.run_metrics(),
@@ -118,7 +119,7 @@ fn bad_input(msg: String) -> anyhow::Error {
 
 /// Reads a recording (JSON or jsonl) or a bench file, telling them apart by
 /// the bench file's `"kind": "vmscope-bench"`.
-fn load(path: &Path) -> anyhow::Result<Input> {
+pub fn load(path: &Path) -> anyhow::Result<Input> {
     let shown = path.display();
     let text = std::fs::read_to_string(path)
         .map_err(|e| bad_input(format!("cannot read {shown}: {e}")))?;
@@ -207,6 +208,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<u8> {
         threshold_pct: args.threshold,
         regressions: regressions(&rows),
         rows,
+        histograms: histograms(&base, &new),
     };
     let text = match args.format {
         CompareFormat::Table => table(&report),
@@ -217,10 +219,106 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<u8> {
     Ok(exit_code(&report.rows, args.fail_on_regression))
 }
 
+/// The comparison `run` makes, for `vmscope report BASE NEW`: the same
+/// loading, checks, rows and statistics, with the default output choices.
+/// Keep in step with `run`.
+pub fn compare_files(base_path: &Path, new_path: &Path, threshold: f64) -> anyhow::Result<Report> {
+    let base = load(base_path)?;
+    let new = load(new_path)?;
+    if base.kind() != new.kind() {
+        return Err(bad_input(format!(
+            "cannot compare {} ({}) with {} ({}); give two recordings or two bench files",
+            base_path.display(),
+            base.describe(),
+            new_path.display(),
+            new.describe()
+        )));
+    }
+    let (base_runs, new_runs) = (base.runs(), new.runs());
+    let statistics = if base_runs.len() >= 2 && new_runs.len() >= 2 {
+        Statistics::Welch
+    } else {
+        Statistics::None
+    };
+    let side = |path: &Path, input: &Input, runs: usize| SideInfo {
+        path: path.display().to_string(),
+        name: input.name(),
+        kind: input.kind(),
+        runs,
+    };
+    let rows = build_rows(
+        &collect(&base_runs),
+        &collect(&new_runs),
+        statistics,
+        threshold,
+    );
+    Ok(Report {
+        kind: COMPARE_KIND,
+        schema_version: COMPARE_SCHEMA_VERSION,
+        base: side(base_path, &base, base_runs.len()),
+        new: side(new_path, &new, new_runs.len()),
+        statistics,
+        confidence: CONFIDENCE,
+        alpha: ALPHA,
+        comparison: "mean",
+        threshold_pct: threshold,
+        regressions: regressions(&rows),
+        rows,
+        histograms: histograms(&base, &new),
+    })
+}
+
+/// One latency histogram on both sides.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HistogramSides {
+    pub base: Summary,
+    pub new: Summary,
+}
+
+/// A side's latency histograms with samples, each summed over its runs.
+pub fn merged_histograms(input: &Input) -> BTreeMap<String, Summary> {
+    let recordings: Vec<&Recording> = match input {
+        Input::Recording(r) => vec![r],
+        Input::Bench(b) => b.runs.iter().collect(),
+    };
+    let mut sums: BTreeMap<&str, (Vec<u64>, u64)> = BTreeMap::new();
+    for rec in recordings {
+        for (name, s) in &rec.totals.vm.histograms {
+            let (dense, sum_ns) = sums
+                .entry(name)
+                .or_insert_with(|| (vec![0; vmscope_common::HIST_BUCKETS as usize], 0));
+            *sum_ns = sum_ns.saturating_add(s.sum_ns);
+            for b in &s.buckets {
+                // Bucket b's upper bound is 2^b - 1.
+                let i = b.le_ns.checked_add(1).map_or(64, u64::trailing_zeros) as usize;
+                if let Some(slot) = dense.get_mut(i) {
+                    *slot += b.count;
+                }
+            }
+        }
+    }
+    sums.into_iter()
+        .map(|(name, (dense, sum_ns))| (name.to_owned(), hist::summary_of(&dense, sum_ns)))
+        .filter(|(_, s)| s.count > 0)
+        .collect()
+}
+
+/// The histograms both sides have, side by side.
+pub fn histograms(base: &Input, new: &Input) -> BTreeMap<String, HistogramSides> {
+    let mut new = merged_histograms(new);
+    merged_histograms(base)
+        .into_iter()
+        .filter_map(|(name, b)| {
+            let n = new.remove(&name)?;
+            Some((name, HistogramSides { base: b, new: n }))
+        })
+        .collect()
+}
+
 // ----------------------------------------------------------------- model --
 
 /// Whether a statistical test is made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Statistics {
     /// Welch's t-test on the per-run values, 95% CI of the difference.
@@ -264,7 +362,7 @@ pub struct SideInfo {
 }
 
 /// One side of one row.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SideStats {
     /// The plain mean of `values` (for one value, that value).
     pub mean: f64,
@@ -286,7 +384,7 @@ impl SideStats {
 }
 
 /// Welch's t-test of NEW against BASE.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WelchTest {
     /// t statistic of mean(NEW) - mean(BASE); None when infinite (both
     /// sides without spread, different means).
@@ -349,7 +447,7 @@ fn mean(v: &[f64]) -> f64 {
 }
 
 /// What a change means.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Better, significantly (or single values that differ).
@@ -421,7 +519,7 @@ pub fn is_regression(v: Verdict, change_pct: Option<f64>, threshold: f64) -> boo
 }
 
 /// One metric compared.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     pub metric: String,
     pub unit: String,
@@ -567,6 +665,11 @@ pub struct Report {
     pub rows: Vec<Row>,
     /// The metrics of the rows that are regressions.
     pub regressions: Vec<String>,
+    /// Each latency histogram with samples on both sides, its buckets summed
+    /// over each side's runs (what `report` overlays). Absent when there is
+    /// none; older readers ignore it.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub histograms: BTreeMap<String, HistogramSides>,
 }
 
 // ------------------------------------------------------------ formatting --
@@ -1032,6 +1135,7 @@ mod tests {
             threshold_pct: 5.0,
             regressions: regressions(&rows),
             rows,
+            histograms: BTreeMap::new(),
         }
     }
 
