@@ -285,8 +285,8 @@ fn page(title: &str, body: &str, plots: usize) -> String {
          table{{border-collapse:collapse;margin:1em 0}}\
          td,th{{border:1px solid #ccc;padding:2px 8px;text-align:right}}\
          th{{background:#eee}} td.l,th.l{{text-align:left}}\
-         .plots{{display:flex;flex-wrap:wrap;gap:1em}} figure{{margin:0}}\
-         figcaption{{max-width:640px;font-size:90%}}\
+         .plots{{display:flex;flex-wrap:wrap;gap:1em}} figure{{margin:0;display:table}}\
+         figcaption{{display:table-caption;caption-side:bottom;font-size:90%}}\
          tr.win td.verdict{{color:#060}} tr.loss td.verdict{{color:#b00}}\
          tr.regression td.verdict{{font-weight:bold}}\
          details.run{{margin:.5em 0;border:1px solid #ccc;padding:.3em .8em}}\
