@@ -101,7 +101,8 @@ pub struct ReportArgs {
     #[arg(value_name = "NEW")]
     pub new: Option<PathBuf>,
 
-    /// Output HTML (`-` for stdout) [default: FILE with .html].
+    /// Output HTML (`-` for stdout) [default: FILE with .html; with NEW,
+    /// BASE-vs-NEW.html beside BASE].
     #[arg(short, long)]
     pub output: Option<PathBuf>,
 
