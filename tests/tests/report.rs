@@ -362,12 +362,13 @@ fn report_refuses_bad_input_with_one_line() {
 // ------------------------------------------------ bench and compare pages --
 
 /// Two bench files of three runs each, `madvise 200` (BASE) and
-/// `madvise 2000` (NEW), made once for the tests that need them.
+/// `madvise 2000` (NEW), made once for the tests that need them (in one
+/// directory under cargo's test scratch space, replaced by each run).
 fn benches() -> &'static (PathBuf, PathBuf) {
     static BENCHES: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
     BENCHES.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("report-benches-{}", std::process::id()));
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-benches");
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let child = testchild().display().to_string();
         let bench = |name: &str, calls: &str| {

@@ -79,21 +79,21 @@ pub enum Input {
 }
 
 impl Input {
-    pub fn kind(&self) -> &'static str {
+    fn kind(&self) -> &'static str {
         match self {
             Self::Recording(_) => "recording",
             Self::Bench(_) => "bench",
         }
     }
 
-    pub fn describe(&self) -> &'static str {
+    fn describe(&self) -> &'static str {
         match self {
             Self::Recording(_) => "a recording",
             Self::Bench(_) => "a bench file",
         }
     }
 
-    pub fn name(&self) -> String {
+    fn name(&self) -> String {
         match self {
             Self::Recording(r) => r
                 .header
@@ -104,7 +104,7 @@ impl Input {
         }
     }
 
-    pub fn runs(&self) -> Vec<Vec<RunMetric>> {
+    fn runs(&self) -> Vec<Vec<RunMetric>> {
         match self {
             Self::Recording(r) => vec![metrics::run_metrics(r)],
             Self::Bench(b) => b.run_metrics(),
