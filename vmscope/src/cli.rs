@@ -39,7 +39,8 @@ pub enum Command {
     /// Serve metrics for Prometheus (OpenMetrics or Prometheus text) on
     /// /metrics, with /healthz.
     Serve(ServeArgs),
-    /// Turn a recording into a self-contained HTML page with plots.
+    /// Turn a recording, a bench file or a comparison (compare's JSON, or
+    /// BASE and NEW) into a self-contained HTML page with plots.
     Report(ReportArgs),
     /// Run a command several times, each run recorded, and summarise.
     Bench(BenchArgs),
@@ -162,16 +163,34 @@ pub struct ServeArgs {
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// A recording (JSON document or jsonl stream).
+    /// A recording (JSON document or jsonl stream), a bench file, or the
+    /// output of `compare --format json`; with NEW, the baseline.
+    #[arg(value_name = "FILE|BASE")]
     pub file: PathBuf,
 
-    /// Output HTML (`-` for stdout) [default: FILE with .html].
+    /// Compare FILE (as BASE) with this, as `vmscope compare` does: two
+    /// recordings or two bench files.
+    #[arg(value_name = "NEW")]
+    pub new: Option<PathBuf>,
+
+    /// Output HTML (`-` for stdout) [default: FILE with .html; with NEW,
+    /// BASE-vs-NEW.html beside BASE].
     #[arg(short, long)]
     pub output: Option<PathBuf>,
 
     /// Also write each plot as an SVG file into this directory.
     #[arg(long, value_name = "DIR")]
     pub svg: Option<PathBuf>,
+
+    /// Also write each plot as a PNG file into this directory (text drawn
+    /// with the system's fonts).
+    #[arg(long, value_name = "DIR")]
+    pub png: Option<PathBuf>,
+
+    /// With BASE and NEW: a change smaller than this (percent) is not
+    /// called a regression, as in `compare`.
+    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
+    pub threshold: f64,
 }
 
 #[derive(Clone, Debug, Args)]

@@ -16,13 +16,14 @@
 
 use std::{cmp::Ordering, collections::BTreeMap, fmt::Write as _, path::Path};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF as _, StudentsT};
 
 use crate::{
     bench::{self, BENCH_KIND, BenchFile},
     cli::{CompareArgs, CompareFormat},
     exit,
+    hist::{self, Summary},
     metrics::{self, Better, MetricSpec, RunMetric},
     record::{self, Recording},
 };
@@ -257,13 +258,69 @@ pub fn build_report(
         regressions: regressions(&rows),
         rows,
         one_sided: one_sided(&bv, &nv),
+        histograms: histograms(base, new),
     })
+}
+
+/// The comparison `run` makes, for `vmscope report BASE NEW`: the same
+/// loading, checks, rows and statistics.
+pub fn compare_files(base_path: &Path, new_path: &Path, threshold: f64) -> anyhow::Result<Report> {
+    let base = load(base_path)?;
+    let new = load(new_path)?;
+    build_report((base_path, &base), (new_path, &new), &[], threshold)
+}
+
+/// One latency histogram on both sides.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HistogramSides {
+    pub base: Summary,
+    pub new: Summary,
+}
+
+/// A side's latency histograms with samples, each summed over its runs.
+pub fn merged_histograms(input: &Input) -> BTreeMap<String, Summary> {
+    let recordings: Vec<&Recording> = match input {
+        Input::Recording(r) => vec![r],
+        Input::Bench(b) => b.runs.iter().collect(),
+    };
+    let mut sums: BTreeMap<&str, (Vec<u64>, u64)> = BTreeMap::new();
+    for rec in recordings {
+        for (name, s) in &rec.totals.vm.histograms {
+            let (dense, sum_ns) = sums
+                .entry(name)
+                .or_insert_with(|| (vec![0; vmscope_common::HIST_BUCKETS as usize], 0));
+            *sum_ns = sum_ns.saturating_add(s.sum_ns);
+            for b in &s.buckets {
+                // Bucket b's upper bound is 2^b - 1.
+                let i = b.le_ns.checked_add(1).map_or(64, u64::trailing_zeros) as usize;
+                if let Some(slot) = dense.get_mut(i) {
+                    *slot += b.count;
+                }
+            }
+        }
+    }
+    sums.into_iter()
+        .map(|(name, (dense, sum_ns))| (name.to_owned(), hist::summary_of(&dense, sum_ns)))
+        .filter(|(_, s)| s.count > 0)
+        .collect()
+}
+
+/// The histograms both sides have, side by side.
+pub fn histograms(base: &Input, new: &Input) -> BTreeMap<String, HistogramSides> {
+    let mut new = merged_histograms(new);
+    merged_histograms(base)
+        .into_iter()
+        .filter_map(|(name, b)| {
+            let n = new.remove(&name)?;
+            Some((name, HistogramSides { base: b, new: n }))
+        })
+        .collect()
 }
 
 // ----------------------------------------------------------------- model --
 
 /// Whether a statistical test is made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Statistics {
     /// Welch's t-test on the per-run values, 95% CI of the difference.
@@ -307,7 +364,7 @@ pub struct SideInfo {
 }
 
 /// One side of one row.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SideStats {
     /// The plain mean of `values` (for one value, that value).
     pub mean: f64,
@@ -329,7 +386,7 @@ impl SideStats {
 }
 
 /// Welch's t-test of NEW against BASE.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WelchTest {
     /// t statistic of mean(NEW) - mean(BASE); None when infinite (both
     /// sides without spread, different means).
@@ -392,7 +449,7 @@ fn mean(v: &[f64]) -> f64 {
 }
 
 /// What a change means.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Better, significantly (or single values that differ).
@@ -464,7 +521,7 @@ pub fn is_regression(v: Verdict, change_pct: Option<f64>, threshold: f64) -> boo
 }
 
 /// One metric compared.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     pub metric: String,
     pub unit: String,
@@ -615,6 +672,11 @@ pub struct Report {
     pub rows: Vec<Row>,
     /// The metrics of the rows that are regressions.
     pub regressions: Vec<String>,
+    /// Each latency histogram with samples on both sides, its buckets summed
+    /// over each side's runs (what `report` overlays). Absent when there is
+    /// none; older readers ignore it.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub histograms: BTreeMap<String, HistogramSides>,
     /// Metrics only one side has (a madvise behaviour used on one side
     /// only, a probe attached on one side only): not compared, listed.
     pub one_sided: Vec<OneSided>,
@@ -1138,6 +1200,7 @@ mod tests {
             regressions: regressions(&rows),
             rows,
             one_sided: one_sided(&b, &n),
+            histograms: BTreeMap::new(),
         }
     }
 
