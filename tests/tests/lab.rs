@@ -240,6 +240,8 @@ fn lab_rmap_reclaim_costs_more_per_page_with_64_sharers() {
     for f in ["sharers-1.json", "sharers-64.json"] {
         assert_eq!(read_json(&out.join(f))["kind"], "vmscope-bench", "{f}");
     }
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(page.contains("<svg"), "report.html has no plot");
     // The zram device it set up is gone again, and so is its cgroup.
     assert_eq!(pressure::active_swaps(), swaps_before);
     let (root, _) = vmscope::pressure::memory_controller().unwrap();

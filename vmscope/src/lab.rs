@@ -3,7 +3,8 @@
 //! A lab runs one built-in workload in two variants (BASE and NEW), R runs
 //! each, interleaved (BASE, NEW, BASE, NEW, ...) so that a drift of the
 //! machine hits both alike, every run recorded as `bench` records it. It
-//! writes both bench files and the comparison into a directory, prints the
+//! writes both bench files, the comparison and its report page into a
+//! directory, prints the
 //! comparison, then the kernel-side evidence for the difference: the
 //! figures that explain it, side by side.
 //!
@@ -282,6 +283,15 @@ fn experiment(
         std::io::Write::write_all(w, json.as_bytes())?;
         Ok(())
     })?;
+    // The page with the plots, made from the comparison just written.
+    crate::report::run(&crate::cli::ReportArgs {
+        file: compare_path.clone(),
+        new: None,
+        output: Some(dir.join("report.html")),
+        svg: None,
+        png: None,
+        threshold: c.threshold,
+    })?;
     let mut text = match c.format {
         CompareFormat::Table => compare::table(&report),
         CompareFormat::Markdown => compare::markdown(&report),
@@ -292,7 +302,7 @@ fn experiment(
         text.push_str(&evidence_text(&report, evidence, c.format));
         let _ = writeln!(
             text,
-            "\nbench files and the comparison: {} ({}, {}, compare.json)",
+            "\nbench files, the comparison and its page: {} ({}, {}, compare.json, report.html)",
             dir.display(),
             file_name(&bp),
             file_name(&np)
