@@ -50,6 +50,14 @@ pub fn major_fault_perf(_ctx: PerfEventContext) -> u32 {
     0
 }
 
+/// Kernel-stack sampling on cpu-clock (see `sample.rs`), for the rmap and
+/// other CPU-cost categories.
+#[perf_event]
+pub fn cpu_clock_sample(ctx: PerfEventContext) -> u32 {
+    crate::sample::on_sample(&ctx);
+    0
+}
+
 /// Swap attribution (see `swap.rs`).
 #[tracepoint]
 pub fn rss_stat(ctx: TracePointContext) -> u32 {

@@ -27,6 +27,8 @@ mod probes;
 #[cfg(target_arch = "bpf")]
 mod reclaim;
 #[cfg(target_arch = "bpf")]
+mod sample;
+#[cfg(target_arch = "bpf")]
 mod swap;
 #[cfg(target_arch = "bpf")]
 mod syscalls;

@@ -70,6 +70,12 @@ pub struct TopArgs {
     /// With --batch: how many snapshots (one per interval).
     #[arg(short = 'n', long = "count", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
+
+    /// Kernel-stack samples per second per CPU for the rmap and CPU-cost
+    /// figures (0 turns sampling off).
+    #[arg(long, value_name = "HZ", default_value_t = crate::rmap::DEFAULT_HZ,
+          value_parser = clap::value_parser!(u32).range(0..=10000))]
+    pub sample_hz: u32,
 }
 
 #[derive(Debug, Args)]
@@ -255,6 +261,12 @@ pub struct RecordArgs {
     /// `jsonl`: streamed, one line per interval (see the README).
     #[arg(long, value_enum, default_value_t = Format::Json)]
     pub format: Format,
+
+    /// Kernel-stack samples per second per CPU for the rmap and CPU-cost
+    /// figures (0 turns sampling off).
+    #[arg(long, value_name = "HZ", default_value_t = crate::rmap::DEFAULT_HZ,
+          value_parser = clap::value_parser!(u32).range(0..=10000))]
+    pub sample_hz: u32,
 
     /// The command to run and observe (after `--`).
     #[arg(last = true, value_name = "CMD")]

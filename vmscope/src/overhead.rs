@@ -109,6 +109,7 @@ fn attached_hooks(swap: SwapAttach) -> anyhow::Result<Vec<Hook>> {
     let probes = loader::load(&LoadOptions {
         filtered: false,
         swap,
+        sample_hz: 0,
     })?;
     Ok(probes
         .probes
@@ -167,6 +168,7 @@ fn measure(mode: usize, hooks: &[Vec<Hook>; 2], args: &OverheadArgs) -> anyhow::
             let _probes = loader::load(&LoadOptions {
                 filtered: false,
                 swap,
+                sample_hz: 0,
             })?;
             run()
         }

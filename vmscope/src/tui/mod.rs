@@ -67,6 +67,7 @@ pub fn run(args: TopArgs) -> anyhow::Result<u8> {
         let mut probes = loader::load(&LoadOptions {
             filtered: !args.pid.is_empty(),
             swap: loader::SwapAttach::Auto,
+            sample_hz: args.sample_hz,
         })?;
         for &pid in &args.pid {
             probes.track(pid)?;
