@@ -56,10 +56,7 @@ pub fn on_sample(ctx: &PerfEventContext) {
         return;
     }
     // BPF_NOEXIST: another CPU may have inserted the key meanwhile.
-    if SAMPLE_COUNTS
-        .insert(key, 1, u64::from(BPF_NOEXIST))
-        .is_ok()
-    {
+    if SAMPLE_COUNTS.insert(key, 1, u64::from(BPF_NOEXIST)).is_ok() {
         return;
     }
     match SAMPLE_COUNTS.get_ptr_mut(key) {

@@ -215,6 +215,15 @@ pub struct OverheadArgs {
     /// Rounds; each runs all three modes.
     #[arg(short, long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,
+    /// Measure the kernel-stack sampler instead: a CPU loop on every CPU
+    /// and the page-fault loop, with vmscope loaded without and with the
+    /// sampler, interleaved; prints the medians and ratios.
+    #[arg(long)]
+    pub sampling: bool,
+    /// With --sampling: samples per second per CPU.
+    #[arg(long, value_name = "HZ", default_value_t = crate::rmap::DEFAULT_HZ,
+          value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub sample_hz: u32,
 }
 
 #[derive(Debug, Args)]

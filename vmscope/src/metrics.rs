@@ -139,6 +139,45 @@ pub fn run_metrics(rec: &Recording) -> Vec<RunMetric> {
             p.some_stall_us.map(|v| v as f64 / 1e3),
         );
     }
+    if let Some(r) = &t.vm.rmap {
+        // The same rows whatever the method, so runs compare across
+        // kernels; the count row says which method measured them.
+        m(
+            &mut out,
+            "rmap_walk_cpu",
+            "s",
+            Lower,
+            Some(r.rmap_walk.cpu_seconds),
+        );
+        m(
+            &mut out,
+            "rmap_maint_cpu",
+            "s",
+            Lower,
+            Some(r.rmap_maintenance.cpu_seconds),
+        );
+        m(
+            &mut out,
+            "rmap_walk_share",
+            "%",
+            Lower,
+            Some(100.0 * r.rmap_walk.share),
+        );
+        m(
+            &mut out,
+            "rmap_maint_share",
+            "%",
+            Lower,
+            Some(100.0 * r.rmap_maintenance.share),
+        );
+        m(
+            &mut out,
+            "rmap_samples",
+            "samples",
+            Neither,
+            Some(r.samples as f64),
+        );
+    }
     for (name, s) in &t.vm.histograms {
         if s.count == 0 {
             continue;

@@ -17,6 +17,7 @@
 pub mod categorize;
 pub mod direct;
 pub mod kallsyms;
+pub mod overhead;
 pub mod sampler;
 
 use std::collections::BTreeMap;
