@@ -37,3 +37,17 @@ pub mod stat {
     pub const LOST_KEY: u32 = 2;
     pub const COUNT: u32 = 3;
 }
+
+/// Direct timing of rmap functions (fentry/fexit), where the kernel allows
+/// it: one program slot per function.
+pub mod timing {
+    /// Program slots (`rmap_fentry_N`/`rmap_fexit_N`).
+    pub const SLOTS: u32 = 24;
+    /// Slot of `RMAP_NS` holding the time in outermost rmap walks (a walk
+    /// called inside another is not counted twice).
+    pub const OUTER_NS: u32 = SLOTS;
+    /// `INFLIGHT` kinds (low byte of the key): 64 + slot for a call's start,
+    /// 63 for the outermost walk's start and the nesting depth.
+    pub const KIND_BASE: u64 = 64;
+    pub const KIND_OUTER: u64 = 63;
+}

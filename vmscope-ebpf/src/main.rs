@@ -33,6 +33,8 @@ mod swap;
 #[cfg(target_arch = "bpf")]
 mod syscalls;
 #[cfg(target_arch = "bpf")]
+mod timing;
+#[cfg(target_arch = "bpf")]
 mod tlb;
 
 #[cfg(target_arch = "bpf")]

@@ -109,8 +109,9 @@ pub struct Loaded {
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
     /// The swap probe's plan while it waits for a swap device.
     pending_swap: Option<Plan>,
-    /// Kernel-stack sampling for the rmap figures, when attached.
-    pub sampler: Option<crate::rmap::Sampler>,
+    /// The rmap figures' probes (stack sampling or direct timing), when
+    /// attached.
+    pub sampler: Option<crate::rmap::Rmap>,
 }
 
 impl Loaded {

@@ -4,11 +4,14 @@
 //! and whether the kernel lets vmscope attach at all; when it does not, the
 //! reason is kept and stack sampling is used instead.
 
+use anyhow::Context as _;
 use aya::{
     Btf, Ebpf,
-    programs::{FEntry, KProbe},
+    maps::{MapData, PerCpuArray},
+    programs::{FEntry, FExit, KProbe},
 };
 use serde::{Deserialize, Serialize};
+use vmscope_common::{HIST_BUCKETS, sample::timing};
 
 use crate::loader::one_line;
 
@@ -168,6 +171,120 @@ pub fn can_attach(ebpf: &mut Ebpf, btf: &Btf, function: &str) -> Result<&'static
     }
 }
 
+/// The direct timer: fentry (and fexit for walks) on every planned function.
+pub struct DirectTimer {
+    calls: PerCpuArray<MapData, u64>,
+    ns: PerCpuArray<MapData, u64>,
+    hist: PerCpuArray<MapData, u64>,
+    functions: Vec<(&'static str, Kind)>,
+}
+
+/// Attaches slot N's programs to the Nth planned function; all or nothing
+/// (a failure detaches what was attached and says which function failed).
+pub fn attach_direct(ebpf: &mut Ebpf, btf: &Btf, plan: &Plan) -> Result<DirectTimer, String> {
+    let functions: Vec<(&'static str, Kind)> = plan
+        .attach
+        .iter()
+        .copied()
+        .take(timing::SLOTS as usize)
+        .collect();
+    let mut attached: Vec<String> = Vec::new();
+    let result = (|| -> Result<(), String> {
+        for (i, &(f, kind)) in functions.iter().enumerate() {
+            let names = match kind {
+                Kind::Walk => vec![format!("rmap_fentry_{i}"), format!("rmap_fexit_{i}")],
+                Kind::Maintenance => vec![format!("rmap_count_{i}")],
+            };
+            for name in names {
+                let prog = ebpf
+                    .program_mut(&name)
+                    .ok_or_else(|| format!("program {name} missing from the eBPF object"))?;
+                let e = |e: aya::programs::ProgramError| format!("{name} on {f}: {}", one_line(&e));
+                match prog {
+                    aya::programs::Program::FEntry(p) => {
+                        p.load(f, btf).map_err(e)?;
+                        p.attach().map_err(e)?;
+                    }
+                    aya::programs::Program::FExit(p) => {
+                        p.load(f, btf).map_err(e)?;
+                        p.attach().map_err(e)?;
+                    }
+                    _ => return Err(format!("program {name} is not fentry/fexit")),
+                }
+                attached.push(name);
+            }
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        // Unloading detaches: nothing keeps counting into unread maps.
+        for name in attached {
+            match ebpf.program_mut(&name) {
+                Some(aya::programs::Program::FEntry(p)) => {
+                    let _ = FEntry::unload(p);
+                }
+                Some(aya::programs::Program::FExit(p)) => {
+                    let _ = FExit::unload(p);
+                }
+                _ => {}
+            }
+        }
+        return Err(e);
+    }
+    let take = |ebpf: &mut Ebpf, name: &str| -> Result<PerCpuArray<MapData, u64>, String> {
+        let m = ebpf
+            .take_map(name)
+            .ok_or_else(|| format!("map {name} missing from the eBPF object"))?;
+        PerCpuArray::try_from(m).map_err(|e| e.to_string())
+    };
+    Ok(DirectTimer {
+        calls: take(ebpf, "RMAP_CALLS")?,
+        ns: take(ebpf, "RMAP_NS")?,
+        hist: take(ebpf, "RMAP_HIST")?,
+        functions,
+    })
+}
+
+fn sum(arr: &PerCpuArray<MapData, u64>, i: u32) -> anyhow::Result<u64> {
+    Ok(arr
+        .get(&i, 0)
+        .with_context(|| format!("reading slot {i}"))?
+        .iter()
+        .fold(0u64, |a, v| a.wrapping_add(*v)))
+}
+
+impl DirectTimer {
+    /// The cumulative calls and times so far.
+    pub fn read(&self) -> anyhow::Result<super::RmapSample> {
+        let mut out = super::RmapSample {
+            method: super::Method::DirectTiming,
+            cpus: crate::rmap::online_cpus(),
+            outer_walk_ns: sum(&self.ns, timing::OUTER_NS)?,
+            ..Default::default()
+        };
+        for (i, &(f, kind)) in self.functions.iter().enumerate() {
+            let slot = i as u32;
+            let mut buckets = Vec::new();
+            if kind == Kind::Walk {
+                for b in 0..HIST_BUCKETS {
+                    let v = sum(&self.hist, slot * HIST_BUCKETS + b)?;
+                    if v > 0 {
+                        buckets.push([u64::from(b), v]);
+                    }
+                }
+            }
+            out.functions.push(super::FnSample {
+                function: f.to_string(),
+                kind,
+                calls: sum(&self.calls, slot)?,
+                ns: sum(&self.ns, slot)?,
+                buckets,
+            });
+        }
+        Ok(out)
+    }
+}
+
 /// The method used for rmap figures and why, given whether a tracing
 /// program could be attached here.
 pub fn choose(attach: Result<&'static str, String>, plan: &Plan) -> (super::Method, String) {
@@ -186,12 +303,18 @@ pub fn choose(attach: Result<&'static str, String>, plan: &Plan) -> (super::Meth
             super::Method::StackSampling,
             format!("{kind} works, but none of the rmap functions can be attached{missed}"),
         ),
+        Ok("fentry") => (
+            super::Method::DirectTiming,
+            format!(
+                "direct timing: fentry/fexit on {} rmap functions{missed}",
+                plan.attach.len()
+            ),
+        ),
         Ok(kind) => (
             super::Method::StackSampling,
             format!(
-                "{kind} works on {} rmap functions, but this build has no direct-timing \
-                 programs yet; stack sampling instead{missed}",
-                plan.attach.len()
+                "{kind} works but only fentry/fexit timing is built; falling back to stack \
+                 sampling{missed}"
             ),
         ),
     }
@@ -282,5 +405,24 @@ mod tests {
         );
         assert!(why.contains("falling back to stack sampling"), "{why}");
         assert!(!why.contains('\n'));
+    }
+
+    #[test]
+    fn fentry_that_works_chooses_direct_timing_and_names_what_it_misses() {
+        let all = everything();
+        let present: Vec<&str> = all.iter().copied().filter(|f| *f != "rmap_walk").collect();
+        let p = kernel(&present, &present, &[]);
+        let (m, why) = choose(Ok("fentry"), &p);
+        assert_eq!(m, super::super::Method::DirectTiming);
+        assert!(why.contains("would miss: rmap_walk"), "{why}");
+        let (m, why) = choose(Ok("kprobe"), &p);
+        assert_eq!(m, super::super::Method::StackSampling, "{why}");
+        let (m, _) = choose(Ok("fentry"), &Plan::default());
+        assert_eq!(m, super::super::Method::StackSampling);
+    }
+
+    #[test]
+    fn the_plan_fits_the_program_slots() {
+        assert!(WALK.len() + MAINTENANCE.len() <= timing::SLOTS as usize);
     }
 }

@@ -16,6 +16,7 @@
 
 pub mod categorize;
 pub mod direct;
+pub mod doctor;
 pub mod kallsyms;
 pub mod overhead;
 pub mod sampler;
@@ -29,20 +30,26 @@ pub use self::sampler::{DEFAULT_HZ, PROBE, Sampler, size_maps};
 use crate::loader::ProbeStatus;
 
 /// How the rmap figures were obtained.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Method {
     /// Kernel stacks sampled on cpu-clock: CPU-seconds and shares with a
     /// statistical error, and sample counts.
+    #[default]
     StackSampling,
     /// fentry/fexit or kprobes on the rmap functions: call counts and
     /// latency histograms.
     DirectTiming,
 }
 
-/// The sampler's cumulative counts at one instant (raw, for replay).
+/// The sampler's (or direct timer's) cumulative counts at one instant
+/// (raw, for replay).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RmapSample {
+    #[serde(default)]
+    pub method: Method,
     /// Samples per second per CPU.
     pub rate_hz: u32,
     /// CPU time each sample stands for.
@@ -62,6 +69,35 @@ pub struct RmapSample {
     /// Processes whose counts changed since the previous sample.
     #[serde(default)]
     pub procs: Vec<RmapProc>,
+    /// Direct timing: per function.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<FnSample>,
+    /// Direct timing: nanoseconds in outermost rmap walks (a walk inside
+    /// another counted once).
+    #[serde(default)]
+    pub outer_walk_ns: u64,
+}
+
+/// One directly timed function's cumulative figures.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FnSample {
+    pub function: String,
+    pub kind: direct::Kind,
+    pub calls: u64,
+    /// Time inside it (walks only; nested walks included).
+    pub ns: u64,
+    /// Log2-ns latency buckets `[bucket, count]` (walks only).
+    pub buckets: Vec<[u64; 2]>,
+}
+
+/// One directly timed function over the recording.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FnTotal {
+    pub function: String,
+    pub kind: direct::Kind,
+    pub calls: u64,
+    /// Walks only.
+    pub latency: Option<crate::hist::Summary>,
 }
 
 /// One process's cumulative samples.
@@ -126,15 +162,29 @@ pub struct RmapTotals {
     pub method_reason: String,
     pub rate_hz: u32,
     pub cpus: u32,
-    /// Samples attributed to a category: the denominator of every share.
+    /// Samples attributed to a category: the denominator of every share
+    /// (0 with direct timing, which counts calls instead).
     pub samples: u64,
     /// Samples that could not be attributed (see `RmapSample`); not in
     /// `samples`.
     pub lost_samples: u64,
     /// CPU time the samples stand for (every CPU, idle included).
     pub sampled_cpu_seconds: f64,
+    /// With direct timing: CPU-seconds in outermost walks, share of
+    /// elapsed time × CPUs, no error (nothing is sampled).
     pub rmap_walk: Share,
-    pub rmap_maintenance: Share,
+    /// Null with direct timing, which counts maintenance calls but does not
+    /// time them.
+    pub rmap_maintenance: Option<Share>,
+    /// Direct timing: calls of the walk functions and of the maintenance
+    /// functions (nested calls each count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk_calls: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance_calls: Option<u64>,
+    /// Direct timing: every attached function.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<FnTotal>,
     /// Every category, by name.
     pub categories: BTreeMap<String, Share>,
     /// Every context, by name.
@@ -145,40 +195,147 @@ pub struct RmapTotals {
     pub processes: Vec<RmapProcTotal>,
 }
 
-/// Attaches the rmap probes: decides the method (direct timing when the
-/// kernel permits and this build has it, else stack sampling) and attaches
-/// the sampler at `hz`. The status names the method and why.
-pub fn attach(
-    ebpf: &mut aya::Ebpf,
-    hz: u32,
-    disabled: &[String],
-) -> (Option<Sampler>, ProbeStatus) {
-    let note = if hz == 0 {
-        String::new()
-    } else {
-        method_note(ebpf)
-    };
-    sampler::attach(ebpf, hz, disabled, &note)
+/// The probe name of direct timing.
+pub const DIRECT_PROBE: &str = "fentry:rmap";
+
+/// Whichever method is attached.
+pub enum Rmap {
+    Sampling(Box<Sampler>),
+    Direct(Box<direct::DirectTimer>),
 }
 
-/// Why direct timing is not used here, in one line.
-fn method_note(ebpf: &mut aya::Ebpf) -> String {
+impl Rmap {
+    pub fn read(&mut self) -> anyhow::Result<RmapSample> {
+        match self {
+            Rmap::Sampling(s) => s.read(),
+            Rmap::Direct(d) => d.read(),
+        }
+    }
+}
+
+pub fn online_cpus() -> u32 {
+    aya::util::online_cpus()
+        .map(|c| u32::try_from(c.len()).unwrap_or(u32::MAX))
+        .unwrap_or(0)
+}
+
+/// Attaches the rmap probes: decides the method (direct timing where the
+/// kernel permits fentry, else stack sampling at `hz`) and says which and
+/// why in the status. `hz == 0` attaches neither.
+pub fn attach(ebpf: &mut aya::Ebpf, hz: u32, disabled: &[String]) -> (Option<Rmap>, ProbeStatus) {
+    if hz == 0 {
+        let (_, status) = sampler::attach(ebpf, 0, disabled, "");
+        return (None, status);
+    }
+    let (method, note, plan) = choose_method(ebpf, disabled);
+    if let (Method::DirectTiming, Some((btf, plan))) = (method, plan) {
+        match direct::attach_direct(ebpf, &btf, &plan) {
+            Ok(d) => {
+                let status = ProbeStatus {
+                    probe: DIRECT_PROBE.into(),
+                    method: "fentry".into(),
+                    attached: true,
+                    reason: Some(format!("rmap method: {note}")),
+                    deferred: false,
+                };
+                return (Some(Rmap::Direct(Box::new(d))), status);
+            }
+            Err(e) => {
+                let note = format!("direct timing failed ({e}); falling back to stack sampling");
+                let (s, status) = sampler::attach(ebpf, hz, disabled, &note);
+                return (s.map(|s| Rmap::Sampling(Box::new(s))), status);
+            }
+        }
+    }
+    let (s, status) = sampler::attach(ebpf, hz, disabled, &note);
+    (s.map(|s| Rmap::Sampling(Box::new(s))), status)
+}
+
+/// The method and why, in one line, with the plan when direct timing is
+/// possible.
+fn choose_method(
+    ebpf: &mut aya::Ebpf,
+    disabled: &[String],
+) -> (Method, String, Option<(aya::Btf, direct::Plan)>) {
+    if disabled.iter().any(|d| d == DIRECT_PROBE) {
+        return (
+            Method::StackSampling,
+            format!(
+                "direct timing disabled by {}; stack sampling",
+                crate::loader::DISABLE_ENV
+            ),
+            None,
+        );
+    }
     let btf = match aya::Btf::from_sys_fs() {
         Ok(b) => b,
         Err(e) => {
-            return format!(
-                "direct timing unavailable: no kernel BTF ({e}); falling back to stack sampling"
+            return (
+                Method::StackSampling,
+                format!(
+                    "direct timing unavailable: no kernel BTF ({e}); falling back to stack sampling"
+                ),
+                None,
             );
         }
     };
     let symbols = match kallsyms::Symbols::load() {
         Ok(s) => s,
-        Err(e) => return format!("direct timing unavailable: {e}"),
+        Err(e) => {
+            return (
+                Method::StackSampling,
+                format!("direct timing unavailable: {e}"),
+                None,
+            );
+        }
     };
     let plan = direct::plan_here(&btf, &symbols);
     let target = plan.attach.first().map_or("folio_referenced", |t| t.0);
-    let (_, why) = direct::choose(direct::can_attach(ebpf, &btf, target), &plan);
-    why
+    let (method, why) = direct::choose(direct::can_attach(ebpf, &btf, target), &plan);
+    (method, why, Some((btf, plan)))
+}
+
+/// Which method and why, in one line (for `doctor`).
+pub(crate) fn method_note(ebpf: &mut aya::Ebpf) -> (Method, String) {
+    let (m, why, _) = choose_method(ebpf, &[]);
+    (m, why)
+}
+
+/// Samples in one interval: rmap walk, rmap maintenance, all.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IntervalCounts {
+    pub walk: u64,
+    pub maintenance: u64,
+    pub total: u64,
+}
+
+impl IntervalCounts {
+    /// `part` as a percentage of all samples with its binomial standard
+    /// error, or `None` without samples.
+    pub fn percent(&self, part: u64) -> Option<(f64, f64)> {
+        (self.total > 0).then(|| {
+            let s = Share::of(part, self.total, 0);
+            (100.0 * s.share, 100.0 * s.share_stderr)
+        })
+    }
+}
+
+/// What happened between two cumulative samples; `None` when a count went
+/// backwards.
+pub fn interval(a: &RmapSample, b: &RmapSample) -> Option<IntervalCounts> {
+    let sum = |s: &RmapSample, cat: Option<Category>| -> u64 {
+        s.counts
+            .iter()
+            .filter(|(c, _)| cat.is_none_or(|want| want.name() == c.as_str()))
+            .flat_map(|(_, m)| m.values())
+            .sum()
+    };
+    let d = |cat| sum(b, cat).checked_sub(sum(a, cat));
+    Some(IntervalCounts {
+        walk: d(Some(Category::RmapWalk))?,
+        maintenance: d(Some(Category::RmapMaintenance))?,
+        total: d(None)?,
+    })
 }
 
 fn proc_map<'a>(samples: impl Iterator<Item = &'a RmapSample>) -> BTreeMap<u32, RmapProc> {
@@ -197,6 +354,12 @@ pub fn totals(
     samples: &[crate::collect::Sample],
     probes: &[ProbeStatus],
 ) -> Result<RmapTotals, String> {
+    if let Some(d) = probes
+        .iter()
+        .find(|p| p.probe == DIRECT_PROBE && p.attached)
+    {
+        return direct_totals(samples, d.reason.clone().unwrap_or_default());
+    }
     let status = probes.iter().find(|p| p.probe == PROBE);
     let reason = status.and_then(|p| p.reason.clone()).unwrap_or_default();
     match status {
@@ -281,11 +444,88 @@ pub fn totals(
         lost_samples: lost(last).saturating_sub(lost(first)),
         sampled_cpu_seconds: total as f64 * period as f64 / 1e9,
         rmap_walk: Share::of(cat_sum(Category::RmapWalk), total, period),
-        rmap_maintenance: Share::of(cat_sum(Category::RmapMaintenance), total, period),
+        rmap_maintenance: Some(Share::of(cat_sum(Category::RmapMaintenance), total, period)),
+        walk_calls: None,
+        maintenance_calls: None,
+        functions: Vec::new(),
         categories,
         contexts,
         by_context,
         processes,
+    })
+}
+
+/// Totals of a direct-timing recording.
+fn direct_totals(samples: &[crate::collect::Sample], reason: String) -> Result<RmapTotals, String> {
+    let with: Vec<(u64, &RmapSample)> = samples
+        .iter()
+        .filter_map(|s| Some((s.elapsed_ns, s.rmap.as_ref()?)))
+        .collect();
+    let (Some(&(t0, first)), Some(&(t1, last))) = (with.first(), with.last()) else {
+        return Err("no sample read from the direct timer".into());
+    };
+    let mut functions = Vec::new();
+    let (mut walk_calls, mut maintenance_calls) = (0u64, 0u64);
+    for f in &last.functions {
+        let before = first.functions.iter().find(|x| x.function == f.function);
+        let calls = f
+            .calls
+            .checked_sub(before.map_or(0, |b| b.calls))
+            .ok_or("the call counts went backwards")?;
+        let hist = |s: &FnSample| crate::hist::HistSample {
+            name: s.function.clone(),
+            sum_ns: s.ns,
+            buckets: s.buckets.clone(),
+        };
+        let latency = match f.kind {
+            direct::Kind::Walk => {
+                walk_calls += calls;
+                crate::hist::summarize(before.map(hist).as_ref(), &hist(f))
+            }
+            direct::Kind::Maintenance => {
+                maintenance_calls += calls;
+                None
+            }
+        };
+        functions.push(FnTotal {
+            function: f.function.clone(),
+            kind: f.kind,
+            calls,
+            latency,
+        });
+    }
+    let walk_ns = last
+        .outer_walk_ns
+        .checked_sub(first.outer_walk_ns)
+        .ok_or("the walk time went backwards")?;
+    let cpu_time_s = t1.saturating_sub(t0) as f64 / 1e9 * f64::from(last.cpus);
+    let cpu_seconds = walk_ns as f64 / 1e9;
+    Ok(RmapTotals {
+        method: Method::DirectTiming,
+        method_reason: reason,
+        rate_hz: 0,
+        cpus: last.cpus,
+        samples: 0,
+        lost_samples: 0,
+        sampled_cpu_seconds: cpu_time_s,
+        rmap_walk: Share {
+            samples: 0,
+            cpu_seconds,
+            share: if cpu_time_s > 0.0 {
+                cpu_seconds / cpu_time_s
+            } else {
+                0.0
+            },
+            share_stderr: 0.0,
+        },
+        rmap_maintenance: None,
+        walk_calls: Some(walk_calls),
+        maintenance_calls: Some(maintenance_calls),
+        functions,
+        categories: BTreeMap::new(),
+        contexts: BTreeMap::new(),
+        by_context: BTreeMap::new(),
+        processes: Vec::new(),
     })
 }
 
@@ -358,7 +598,7 @@ mod tests {
         assert!((t.rmap_walk.cpu_seconds - 0.4).abs() < 1e-12);
         let se = (0.2f64 * 0.8 / 2000.0).sqrt();
         assert!((t.rmap_walk.share_stderr - se).abs() < 1e-12);
-        assert_eq!(t.rmap_maintenance.samples, 0);
+        assert_eq!(t.rmap_maintenance.as_ref().map(|m| m.samples), Some(0));
         assert_eq!(t.contexts["idle"].samples, 1000);
         assert_eq!(t.by_context["direct_reclaim"]["rmap_walk"], 400);
         assert_eq!(t.processes.len(), 1);
@@ -373,6 +613,62 @@ mod tests {
         let e = totals(&s, &[status(false)]).expect_err("unavailable");
         assert!(e.contains("kallsyms"), "{e}");
         assert!(totals(&s, &[]).is_err());
+    }
+
+    #[test]
+    fn direct_timing_totals_are_outermost_walk_time_and_calls() {
+        let f = |function: &str, kind, calls, ns, buckets: Vec<[u64; 2]>| FnSample {
+            function: function.into(),
+            kind,
+            calls,
+            ns,
+            buckets,
+        };
+        let at = |t_s: u64, walk_calls, outer_ns, fork_calls| Sample {
+            elapsed_ns: t_s * 1_000_000_000,
+            rmap: Some(RmapSample {
+                method: Method::DirectTiming,
+                cpus: 2,
+                outer_walk_ns: outer_ns,
+                functions: vec![
+                    f(
+                        "try_to_unmap",
+                        direct::Kind::Walk,
+                        walk_calls,
+                        outer_ns,
+                        vec![[12, walk_calls]],
+                    ),
+                    f(
+                        "anon_vma_fork",
+                        direct::Kind::Maintenance,
+                        fork_calls,
+                        0,
+                        vec![],
+                    ),
+                ],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let probe = ProbeStatus {
+            probe: DIRECT_PROBE.into(),
+            method: "fentry".into(),
+            attached: true,
+            reason: Some("rmap method: direct timing: fentry/fexit on 20 rmap functions".into()),
+            deferred: false,
+        };
+        let s = [at(0, 5, 1_000_000, 1), at(10, 1005, 2_001_000_000, 65)];
+        let t = totals(&s, &[probe]).expect("totals");
+        assert_eq!(t.method, Method::DirectTiming);
+        assert!((t.rmap_walk.cpu_seconds - 2.0).abs() < 1e-9);
+        // 2 s of 10 s x 2 CPUs.
+        assert!((t.rmap_walk.share - 0.1).abs() < 1e-9);
+        assert_eq!(t.walk_calls, Some(1000));
+        assert_eq!(t.maintenance_calls, Some(64));
+        assert_eq!(t.rmap_maintenance, None);
+        let unmap = &t.functions[0];
+        assert_eq!(unmap.latency.as_ref().map(|l| l.count), Some(1000));
+        assert_eq!(t.functions[1].latency, None);
     }
 
     #[test]

@@ -100,6 +100,10 @@ fn unavailable(probes: &Loaded) -> Unavailable {
     missing("vmscan:mm_vmscan_direct_reclaim_end", &["direct reclaim"]);
     missing("vmscan:mm_vmscan_memcg_reclaim_end", &["memcg reclaim"]);
     missing("vmscan:mm_vmscan_kswapd_sleep", &["kswapd active"]);
+    missing(
+        crate::rmap::PROBE,
+        &["rmap walk CPU", "rmap maintenance CPU"],
+    );
     if probes.fault_source != loader::FaultSource::Tracepoint {
         u.insert(
             "faults kernel".into(),
