@@ -96,7 +96,30 @@ fn sixty_four_sharers_cost_more_rmap_walking_than_one_beyond_the_error() {
         .as_u64()
         .unwrap();
     assert!(direct * 2 > all, "rmap walks by context: {by:#}");
-    // The same figures are what bench and compare use.
+    // compare shows the rmap rows and says how they were measured.
+    let o = vmscope(&[
+        "compare",
+        dir.path().join("sharers1.json").to_str().unwrap(),
+        dir.path().join("sharers64.json").to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for row in [
+        "rmap_walk_cpu",
+        "rmap_maint_cpu",
+        "rmap_walk_share",
+        "rmap_samples",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(row)),
+            "no {row} row:\n{text}"
+        );
+    }
+    assert!(text.contains("[rmap: stack sampling at 999 Hz]"), "{text}");
     let probe = rec["probes"]
         .as_array()
         .unwrap()
@@ -154,4 +177,37 @@ fn a_cpu_loop_has_no_rmap_share_and_its_samples_match_its_cpu_time() {
 
 fn crate_hz(rec: &serde_json::Value) -> u32 {
     u32::try_from(u64_at(rec, "/totals/rmap/rate_hz")).unwrap()
+}
+
+/// Without the sampler the rmap figures are unavailable with the reason,
+/// never zero, and the bench rows are absent.
+#[test]
+fn rmap_figures_without_the_sampler_are_unavailable_not_zero() {
+    if !root_or_skip("rmap_figures_without_the_sampler_are_unavailable_not_zero") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("off.json");
+    let mut c = Command::new(vmscope_bin());
+    c.env("VMSCOPE_DISABLE_PROBES", "perf:cpu-clock")
+        .args(["record", "-i", "250ms", "-o"])
+        .arg(&out)
+        .arg("--")
+        .args(child(&["spin", "300"]));
+    let o = run_with_timeout(c, Duration::from_secs(120));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rec = read_json(&out);
+    assert!(
+        rec["totals"]["rmap"].is_null(),
+        "{:#}",
+        rec["totals"]["rmap"]
+    );
+    let why = rec["totals"]["unavailable"]["rmap"].as_str().unwrap();
+    assert!(why.contains("disabled by VMSCOPE_DISABLE_PROBES"), "{why}");
+    assert!(rec["samples"][0].get("rmap").is_none());
+    // `--sample-hz 0` turns it off the same way, and bad input is one line.
+    let o = vmscope(&["record", "--sample-hz", "20000", "-d", "1", "-o", "-"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--sample-hz"), "{err}");
 }

@@ -103,6 +103,17 @@ impl Input {
         }
     }
 
+    fn rmap_method(&self) -> Option<String> {
+        let rec = match self {
+            Self::Recording(r) => r.as_ref(),
+            Self::Bench(b) => b.runs.first()?,
+        };
+        rec.totals.vm.rmap.as_ref().map(|r| match r.method {
+            crate::rmap::Method::StackSampling => format!("stack sampling at {} Hz", r.rate_hz),
+            crate::rmap::Method::DirectTiming => "direct timing (fentry/fexit)".to_string(),
+        })
+    }
+
     fn runs(&self) -> Vec<Vec<RunMetric>> {
         match self {
             Self::Recording(r) => vec![metrics::run_metrics(r)],
@@ -188,6 +199,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<u8> {
         name: input.name(),
         kind: input.kind(),
         runs,
+        rmap_method: input.rmap_method(),
     };
     let rows = build_rows(
         &collect(&base_runs),
@@ -261,6 +273,9 @@ pub struct SideInfo {
     /// "recording" or "bench".
     pub kind: &'static str,
     pub runs: usize,
+    /// How the rmap rows were measured (first run), e.g. "stack sampling".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rmap_method: Option<String>,
 }
 
 /// One side of one row.
@@ -626,8 +641,12 @@ pub fn method_line(r: &Report) -> String {
 
 fn side_line(label: &str, s: &SideInfo) -> String {
     let runs = if s.runs == 1 { "run" } else { "runs" };
+    let rmap = s
+        .rmap_method
+        .as_deref()
+        .map_or(String::new(), |m| format!(" [rmap: {m}]"));
     format!(
-        "{label}: {} ({}, {} {runs}): {}",
+        "{label}: {} ({}, {} {runs}): {}{rmap}",
         s.path, s.kind, s.runs, s.name
     )
 }
@@ -1019,6 +1038,7 @@ mod tests {
             name: "x".into(),
             kind: "bench",
             runs: 3,
+            rmap_method: None,
         };
         Report {
             kind: COMPARE_KIND,
