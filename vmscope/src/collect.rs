@@ -252,7 +252,7 @@ impl Collector {
             .filter(|m| m.calls > 0)
             .collect();
         let hists = self.changed_hists(probes)?;
-        let rmap = probes.sampler.as_mut().map(|s| s.read()).transpose()?;
+        let rmap = probes.rmap.as_mut().map(|s| s.read()).transpose()?;
         Ok(Sample {
             rmap,
             counters: named,

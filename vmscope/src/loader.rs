@@ -111,7 +111,7 @@ pub struct Loaded {
     pending_swap: Option<Plan>,
     /// The rmap figures' probes (stack sampling or direct timing), when
     /// attached.
-    pub sampler: Option<crate::rmap::Rmap>,
+    pub rmap: Option<crate::rmap::Rmap>,
 }
 
 impl Loaded {
@@ -566,7 +566,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         probes.push(attach_planned(&mut ebpf, s.category, prog, p));
     }
     probes.push(attach_major_faults(&mut ebpf, &disabled));
-    let (sampler, status) = crate::rmap::attach(&mut ebpf, opts.sample_hz, &disabled);
+    let (rmap, status) = crate::rmap::attach(&mut ebpf, opts.sample_hz, &disabled);
     probes.push(status);
 
     let counters = PerCpuArray::try_from(take(&mut ebpf, "COUNTERS")?)?;
@@ -589,7 +589,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         fault_source,
         logger,
         pending_swap,
-        sampler,
+        rmap,
     })
 }
 

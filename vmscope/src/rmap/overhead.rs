@@ -112,7 +112,7 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
             } else {
                 None
             };
-            if mode == 1 && probes.sampler.is_none() {
+            if mode == 1 && probes.rmap.is_none() {
                 let why = probes
                     .probes
                     .iter()
@@ -124,7 +124,7 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
             let start = Instant::now();
             spin[mode].push(spin_pass(threads, iters));
             fault[mode].push(touch_pass(args.pages, args.chunk)?);
-            if let Some(s) = probes.sampler.as_mut() {
+            if let Some(s) = probes.rmap.as_mut() {
                 let elapsed = start.elapsed().as_secs_f64();
                 let t = Instant::now();
                 let r = s.read().context("reading the sampler")?;

@@ -80,6 +80,12 @@ pub fn attach(
     } else {
         try_attach(ebpf, hz)
     };
+    // The method note follows the status after "; ", when there is one.
+    let note = if note.is_empty() {
+        String::new()
+    } else {
+        format!("; {note}")
+    };
     match result {
         Ok(s) => {
             let status = ProbeStatus {
@@ -87,7 +93,7 @@ pub fn attach(
                 method: "perf_event".into(),
                 attached: true,
                 reason: Some(format!(
-                    "rmap method: stack sampling at {hz} Hz per CPU on {} CPUs; {note}",
+                    "rmap method: stack sampling at {hz} Hz per CPU on {} CPUs{note}",
                     s.cpus
                 )),
                 deferred: false,
@@ -100,7 +106,7 @@ pub fn attach(
                 probe: PROBE.into(),
                 method: "perf_event".into(),
                 attached: false,
-                reason: Some(format!("rmap stack sampling unavailable: {e}; {note}")),
+                reason: Some(format!("rmap stack sampling unavailable: {e}{note}")),
                 deferred: false,
             },
         ),
