@@ -8,6 +8,10 @@
 //! compressor under the same `shrink_folio_list` is "reclaim other", and a
 //! TLB flush sent from inside an rmap walk is a TLB flush.
 //!
+//! One exception: rmap entries removed by a walk (`folio_remove_rmap_ptes`
+//! under `try_to_unmap_one`, as reclaim unmaps a page) are the walk's cost,
+//! not maintenance; maintenance is what faults, fork, munmap and exit do.
+//!
 //! Names are matched exactly, after dropping compiler suffixes such as
 //! `.isra.0` or `.cold`, so `try_to_unmap_flush_dirty` (a TLB flush) is not
 //! mistaken for `try_to_unmap` (an rmap walk).
@@ -351,10 +355,21 @@ pub fn classify(frames: &[&str], tgid: u32) -> (Category, Context) {
     if frames.is_empty() {
         return (Category::User, Context::Process);
     }
-    let category = frames
+    let decided = frames
         .iter()
-        .find_map(|f| rule_of(f))
-        .unwrap_or(Category::KernelOther);
+        .enumerate()
+        .find_map(|(i, f)| Some((i, rule_of(f)?)));
+    let category = match decided {
+        Some((i, Category::RmapMaintenance))
+            if frames[i + 1..]
+                .iter()
+                .any(|f| rule_of(f) == Some(Category::RmapWalk)) =>
+        {
+            Category::RmapWalk
+        }
+        Some((_, c)) => c,
+        None => Category::KernelOther,
+    };
     let has = |names: &[&str]| frames.iter().any(|f| names.contains(&base_name(f)));
     let context = if tgid == 0 {
         Context::Idle
@@ -438,6 +453,26 @@ mod tests {
     }
 
     #[test]
+    fn rmap_entries_removed_by_a_walk_are_the_walk() {
+        let f = [
+            "folio_remove_rmap_ptes",
+            "try_to_unmap_one",
+            "rmap_walk_anon",
+            "try_to_unmap",
+            "shrink_folio_list",
+            "kswapd",
+        ];
+        assert_eq!(classify(&f, 42), (Category::RmapWalk, Context::Kswapd));
+        let zap = [
+            "folio_remove_rmap_ptes",
+            "zap_pte_range",
+            "unmap_vmas",
+            "exit_mmap",
+        ];
+        assert_eq!(classify(&zap, 42).0, Category::RmapMaintenance);
+    }
+
+    #[test]
     fn user_and_idle_samples() {
         assert_eq!(classify(&[], 42), (Category::User, Context::Process));
         assert_eq!(
@@ -487,6 +522,52 @@ mod tests {
             {
                 assert_eq!(*ctx, Context::DirectReclaim, "{f:#?}");
             }
+        }
+    }
+
+    /// The whole dump of a 64-sharer run under a memcg limit with zram
+    /// (stacks seen at least 3 times).
+    #[test]
+    fn memcg_zram_reclaim_dump_sorts_walks_flushes_and_reclaim_apart() {
+        let stacks = fixture("memcg_zram_sharers64.txt");
+        let mut weight: std::collections::BTreeMap<Category, u64> = Default::default();
+        let counts: std::collections::HashMap<String, u64> = {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/stacks/memcg_zram_sharers64.txt");
+            let text = std::fs::read_to_string(path).expect("fixture");
+            super::super::sampler::parse_dump(&text)
+                .expect("parses")
+                .into_iter()
+                .map(|d| (d.frames.join("/"), d.count))
+                .collect()
+        };
+        for (tgid, _, frames) in &stacks {
+            let f: Vec<&str> = frames.iter().map(String::as_str).collect();
+            let (cat, ctx) = classify(&f, *tgid);
+            *weight.entry(cat).or_default() += counts[&frames.join("/")];
+            let has = |n: &str| f.iter().any(|x| base_name(x) == n);
+            if has("try_to_free_mem_cgroup_pages") {
+                assert_eq!(ctx, Context::DirectReclaim, "{f:#?}");
+            }
+            // A walk on the stack is never "reclaim other" or "fault other":
+            // only the walk itself, a flush it sent, or a tracer inside it.
+            if has("folio_referenced") || has("try_to_unmap") {
+                assert!(
+                    matches!(
+                        cat,
+                        Category::RmapWalk | Category::TlbFlush | Category::Tracing
+                    ),
+                    "{cat:?}: {f:#?}"
+                );
+            }
+        }
+        for cat in [
+            Category::RmapWalk,
+            Category::TlbFlush,
+            Category::ReclaimOther,
+            Category::FaultOther,
+        ] {
+            assert!(weight.get(&cat).copied().unwrap_or(0) > 0, "{weight:?}");
         }
     }
 
