@@ -261,6 +261,12 @@ fn lab_rmap_reclaim_costs_more_per_page_with_64_sharers() {
         many > one && per_page["significant"] == true,
         "reclaim per page: 1 sharer {one} ns, 64 sharers {many} ns: {per_page:#}"
     );
+    // The rmap method attributes more walking CPU to 64 sharers.
+    let walk = row(&doc, "rmap_walk_cpu");
+    assert!(
+        walk["new"]["mean"].as_f64().unwrap() > walk["base"]["mean"].as_f64().unwrap(),
+        "{walk:#}"
+    );
     // The pages it says it reclaimed went to swap: each run's pswpout (the
     // kernel's count, from the recording) matches the workload's count.
     let reclaimed = row(&doc, "rmap/reclaimed_pages");

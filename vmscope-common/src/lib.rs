@@ -6,6 +6,7 @@
 
 pub mod fault;
 pub mod madvise;
+pub mod sample;
 
 pub use fault::{FAULT_CLASSES, fault_class, fault_class_name};
 
@@ -248,6 +249,7 @@ mod pod {
     unsafe impl aya::Pod for super::Inflight {}
     unsafe impl aya::Pod for super::MmSwap {}
     unsafe impl aya::Pod for super::FaultCache {}
+    unsafe impl aya::Pod for super::sample::SampleKey {}
 }
 
 #[cfg(test)]

@@ -27,9 +27,13 @@ mod probes;
 #[cfg(target_arch = "bpf")]
 mod reclaim;
 #[cfg(target_arch = "bpf")]
+mod sample;
+#[cfg(target_arch = "bpf")]
 mod swap;
 #[cfg(target_arch = "bpf")]
 mod syscalls;
+#[cfg(target_arch = "bpf")]
+mod timing;
 #[cfg(target_arch = "bpf")]
 mod tlb;
 

@@ -143,6 +143,12 @@ pub struct TopArgs {
     /// With --batch: how many snapshots (one per interval).
     #[arg(short = 'n', long = "count", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
+
+    /// Kernel-stack samples per second per CPU for the rmap and CPU-cost
+    /// figures (0 turns sampling off).
+    #[arg(long, value_name = "HZ", default_value_t = crate::rmap::DEFAULT_HZ,
+          value_parser = clap::value_parser!(u32).range(0..=10000))]
+    pub sample_hz: u32,
 }
 
 #[derive(Debug, Args)]
@@ -379,6 +385,15 @@ pub struct OverheadArgs {
     /// Rounds; each runs all three modes.
     #[arg(short, long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,
+    /// Measure the kernel-stack sampler instead: a CPU loop on every CPU
+    /// and the page-fault loop, with vmscope loaded without and with the
+    /// sampler, interleaved; prints the medians and ratios.
+    #[arg(long)]
+    pub sampling: bool,
+    /// With --sampling: samples per second per CPU.
+    #[arg(long, value_name = "HZ", default_value_t = crate::rmap::DEFAULT_HZ,
+          value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub sample_hz: u32,
 }
 
 #[derive(Debug, Args)]
@@ -432,6 +447,12 @@ pub struct RecordArgs {
     /// `jsonl`: streamed, one line per interval (see the README).
     #[arg(long, value_enum, default_value_t = Format::Json)]
     pub format: Format,
+
+    /// Kernel-stack samples per second per CPU for the rmap and CPU-cost
+    /// figures (0 turns sampling off).
+    #[arg(long, value_name = "HZ", default_value_t = crate::rmap::DEFAULT_HZ,
+          value_parser = clap::value_parser!(u32).range(0..=10000))]
+    pub sample_hz: u32,
 
     /// The command to run and observe (after `--`).
     #[arg(last = true, value_name = "CMD")]

@@ -173,6 +173,10 @@ pub struct Sample {
     /// Null when PSI is unavailable (the reason is in the recording).
     #[serde(default)]
     pub psi: Option<Psi>,
+    /// Kernel-stack sampling (rmap and other CPU costs); absent when the
+    /// sampler is not attached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rmap: Option<crate::rmap::RmapSample>,
 }
 
 /// Reads samples from loaded probes.
@@ -248,7 +252,9 @@ impl Collector {
             .filter(|m| m.calls > 0)
             .collect();
         let hists = self.changed_hists(probes)?;
+        let rmap = probes.rmap.as_mut().map(|s| s.read()).transpose()?;
         Ok(Sample {
+            rmap,
             counters: named,
             madvise,
             hists,

@@ -110,6 +110,17 @@ impl Input {
         }
     }
 
+    fn rmap_method(&self) -> Option<String> {
+        let rec = match self {
+            Self::Recording(r) => r.as_ref(),
+            Self::Bench(b) => b.runs.first()?,
+        };
+        rec.totals.vm.rmap.as_ref().map(|r| match r.method {
+            crate::rmap::Method::StackSampling => format!("stack sampling at {} Hz", r.rate_hz),
+            crate::rmap::Method::DirectTiming => "direct timing (fentry/fexit)".to_string(),
+        })
+    }
+
     fn recordings(&self) -> Vec<&Recording> {
         match self {
             Self::Recording(r) => vec![r],
@@ -242,6 +253,7 @@ pub fn build_report(
         name: input.name(),
         kind: input.kind(),
         runs,
+        rmap_method: input.rmap_method(),
     };
     let (bv, nv) = (collect(&base_runs), collect(&new_runs));
     let rows = build_rows(&bv, &nv, statistics, threshold);
@@ -361,6 +373,9 @@ pub struct SideInfo {
     /// "recording" or "bench".
     pub kind: &'static str,
     pub runs: usize,
+    /// How the rmap rows were measured (first run), e.g. "stack sampling".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rmap_method: Option<String>,
 }
 
 /// One side of one row.
@@ -787,8 +802,12 @@ pub fn method_line(r: &Report) -> String {
 
 fn side_line(label: &str, s: &SideInfo) -> String {
     let runs = if s.runs == 1 { "run" } else { "runs" };
+    let rmap = s
+        .rmap_method
+        .as_deref()
+        .map_or(String::new(), |m| format!(" [rmap: {m}]"));
     format!(
-        "{label}: {} ({}, {} {runs}): {}",
+        "{label}: {} ({}, {} {runs}): {}{rmap}",
         s.path, s.kind, s.runs, s.name
     )
 }
@@ -1186,6 +1205,7 @@ mod tests {
             name: "x".into(),
             kind: "bench",
             runs: 3,
+            rmap_method: None,
         };
         Report {
             kind: COMPARE_KIND,

@@ -12,8 +12,9 @@
 //!   evidence: madvise calls and latency per behaviour, faults per record,
 //!   TLB shootdown IPIs, pglazyfree/pglazyfreed.
 //! - `rmap`: `workload rmap --sharers 1` against `--sharers N`; evidence:
-//!   time per reclaimed page, memcg reclaim latency, pages swapped out, fork
-//!   and exit time per sharer. Needs swap: with `--setup-zram SIZE` the lab
+//!   time per reclaimed page, the rmap walk and maintenance CPU (from the
+//!   rmap method in use), memcg reclaim latency, pages swapped out, fork and
+//!   exit time per sharer. Needs swap: with `--setup-zram SIZE` the lab
 //!   adds a zram swap device for its runs and removes it afterwards.
 
 use std::{
@@ -151,6 +152,9 @@ fn rmap(a: &RmapLabArgs) -> anyhow::Result<u8> {
     let evidence = vec![
         ev("reclaim time per page", "rmap/reclaim_per_page_ns"),
         ev("pages reclaimed", "rmap/reclaimed_pages"),
+        ev("rmap walk CPU (sampled)", "rmap_walk_cpu"),
+        ev("rmap walk share of CPU", "rmap_walk_share"),
+        ev("rmap maintenance CPU", "rmap_maint_cpu"),
         ev("memcg reclaim p50", "reclaim_memcg.p50"),
         ev("memcg reclaim p99", "reclaim_memcg.p99"),
         ev("reclaim stall", "reclaim_stall"),

@@ -26,6 +26,7 @@ pub mod procstat;
 pub mod record;
 pub mod recorder;
 pub mod report;
+pub mod rmap;
 pub mod series;
 pub mod serve;
 pub mod timefmt;

@@ -285,7 +285,24 @@ impl Live {
                 })
                 .collect(),
         );
-        let list: [(&'static str, &'static str, Option<f64>); 13] = [
+        let rmap = match (&a.rmap, &s.rmap) {
+            (Some(x), Some(y)) => crate::rmap::interval(x, y),
+            _ => None,
+        };
+        let rmap_pct = |part: fn(&crate::rmap::IntervalCounts) -> u64| {
+            rmap.and_then(|r| r.percent(part(&r))).map(|(p, _)| p)
+        };
+        let rmap_detail = |part: fn(&crate::rmap::IntervalCounts) -> u64| {
+            rmap.and_then(|r| {
+                let (_, err) = r.percent(part(&r))?;
+                Some(format!(
+                    "sampled: {} of {} samples, ±{err:.2}%",
+                    part(&r),
+                    r.total
+                ))
+            })
+        };
+        let list: [(&'static str, &'static str, Option<f64>); 15] = [
             ("faults user", "/s", user),
             ("faults kernel", "/s", kernel),
             ("major faults", "/s", counter("major_faults")),
@@ -299,6 +316,8 @@ impl Live {
             ("madvise", "calls/s", madvise),
             ("lazyfree", "pages/s", vmstat("pglazyfree")),
             ("lazyfreed", "pages/s", vmstat("pglazyfreed")),
+            ("rmap walk CPU", "%", rmap_pct(|r| r.walk)),
+            ("rmap maintenance CPU", "%", rmap_pct(|r| r.maintenance)),
         ];
         list.into_iter()
             .map(|(name, unit, value)| {
@@ -312,6 +331,8 @@ impl Live {
                 let detail = match name {
                     "TLB flushes" => tlb_detail.clone(),
                     "madvise" => madvise_detail.clone(),
+                    "rmap walk CPU" => rmap_detail(|r| r.walk),
+                    "rmap maintenance CPU" => rmap_detail(|r| r.maintenance),
                     _ => None,
                 };
                 Rate {
@@ -418,6 +439,53 @@ mod tests {
             Some("dontneed 300, free 120, willneed 2.5")
         );
         assert_eq!(breakdown(vec![("x".into(), 0.0)]), None);
+    }
+
+    #[test]
+    fn rmap_rates_are_interval_shares_with_their_sample_counts() {
+        let with_rmap = |t, walk: u64, other: u64| {
+            let mut s = sample(t, vec![(1, t, 0)], 0);
+            let mut counts = std::collections::BTreeMap::new();
+            counts.insert(
+                "rmap_walk".to_string(),
+                [("kswapd".to_string(), walk)].into(),
+            );
+            counts.insert("user".to_string(), [("process".to_string(), other)].into());
+            s.rmap = Some(crate::rmap::RmapSample {
+                counts,
+                ..Default::default()
+            });
+            s
+        };
+        let mut live = Live::new(Unavailable::new());
+        live.push(with_rmap(0, 10, 90));
+        let v = live.push(with_rmap(1, 60, 1040)).expect("view");
+        let walk = v
+            .rates
+            .iter()
+            .find(|r| r.name == "rmap walk CPU")
+            .expect("rate");
+        // 50 of 1000 samples this interval.
+        assert_eq!(walk.value, Some(5.0));
+        assert_eq!(walk.unit, "%");
+        let d = walk.detail.as_deref().expect("detail");
+        assert!(d.starts_with("sampled: 50 of 1000 samples, ±0.69%"), "{d}");
+        let maint = v
+            .rates
+            .iter()
+            .find(|r| r.name == "rmap maintenance CPU")
+            .expect("rate");
+        assert_eq!(maint.value, Some(0.0));
+        // Without the sampler the rows are unknown, not 0.
+        let mut live = Live::new(Unavailable::new());
+        live.push(sample(0, vec![(1, 1, 0)], 0));
+        let v = live.push(sample(1, vec![(1, 2, 0)], 0)).expect("view");
+        let walk = v
+            .rates
+            .iter()
+            .find(|r| r.name == "rmap walk CPU")
+            .expect("rate");
+        assert_eq!(walk.value, None);
     }
 
     #[test]

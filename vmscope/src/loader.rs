@@ -77,6 +77,9 @@ pub struct LoadOptions {
     pub filtered: bool,
     /// When to attach the swap-attribution probe.
     pub swap: SwapAttach,
+    /// Kernel-stack samples per second per CPU for the rmap figures (0: no
+    /// sampling).
+    pub sample_hz: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,6 +109,9 @@ pub struct Loaded {
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
     /// The swap probe's plan while it waits for a swap device.
     pending_swap: Option<Plan>,
+    /// The rmap figures' probes (stack sampling or direct timing), when
+    /// attached.
+    pub rmap: Option<crate::rmap::Rmap>,
 }
 
 impl Loaded {
@@ -456,9 +462,12 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     }
     let globals: [u32; off::COUNT] = offsets.map(|o| o.unwrap_or(0));
     let filtered: u32 = opts.filtered.into();
-    let mut ebpf = EbpfLoader::new()
+    let mut loader = EbpfLoader::new();
+    loader
         .override_global("FILTER_ENABLED", &filtered, true)
-        .override_global("OFFSETS", &globals, true)
+        .override_global("OFFSETS", &globals, true);
+    crate::rmap::size_maps(&mut loader, opts.sample_hz);
+    let mut ebpf = loader
         .load(object)
         .context("loading the eBPF object into the kernel")?;
     let logger = aya_log::EbpfLogger::init(&mut ebpf)
@@ -557,6 +566,8 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         probes.push(attach_planned(&mut ebpf, s.category, prog, p));
     }
     probes.push(attach_major_faults(&mut ebpf, &disabled));
+    let (rmap, status) = crate::rmap::attach(&mut ebpf, opts.sample_hz, &disabled);
+    probes.push(status);
 
     let counters = PerCpuArray::try_from(take(&mut ebpf, "COUNTERS")?)?;
     let hists = PerCpuArray::try_from(take(&mut ebpf, "HISTS")?)?;
@@ -578,6 +589,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         fault_source,
         logger,
         pending_swap,
+        rmap,
     })
 }
 

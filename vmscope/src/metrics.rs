@@ -329,6 +329,66 @@ pub fn run_metrics(rec: &Recording) -> Vec<RunMetric> {
             p.some_stall_us.map(|v| v as f64 / 1e3),
         );
     }
+    if let Some(r) = &t.vm.rmap {
+        // The same rows whatever the method, so runs compare across
+        // kernels; the count rows say which method measured them
+        // (`rmap_samples` for sampling, `rmap_*_calls` for direct timing).
+        let walk = &r.rmap_walk;
+        m(
+            &mut out,
+            "rmap_walk_cpu",
+            "s",
+            Lower,
+            Some(walk.cpu_seconds),
+        );
+        m(
+            &mut out,
+            "rmap_walk_share",
+            "%",
+            Lower,
+            Some(100.0 * walk.share),
+        );
+        if let Some(maint) = &r.rmap_maintenance {
+            m(
+                &mut out,
+                "rmap_maint_cpu",
+                "s",
+                Lower,
+                Some(maint.cpu_seconds),
+            );
+            m(
+                &mut out,
+                "rmap_maint_share",
+                "%",
+                Lower,
+                Some(100.0 * maint.share),
+            );
+        }
+        let calls = |v: Option<u64>| v.map(|v| v as f64);
+        m(
+            &mut out,
+            "rmap_walk_calls",
+            "calls",
+            Neither,
+            calls(r.walk_calls),
+        );
+        m(
+            &mut out,
+            "rmap_maint_calls",
+            "calls",
+            Neither,
+            calls(r.maintenance_calls),
+        );
+        if r.method == crate::rmap::Method::StackSampling {
+            m(
+                &mut out,
+                "rmap_samples",
+                "samples",
+                Neither,
+                Some(r.samples as f64),
+            );
+        }
+    }
     for (name, s) in &t.vm.histograms {
         if s.count == 0 {
             continue;

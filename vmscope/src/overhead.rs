@@ -28,7 +28,7 @@ fn thread_cpu_ns() -> u128 {
 /// CPU nanoseconds per fault for one pass over `pages` fresh pages, mapped
 /// `chunk` pages at a time and unmapped after each chunk, so the same
 /// physical pages are recycled rather than the whole of memory swept.
-fn touch_pass(pages: usize, chunk: usize) -> anyhow::Result<f64> {
+pub fn touch_pass(pages: usize, chunk: usize) -> anyhow::Result<f64> {
     let ps = rustix::param::page_size();
     let chunk = chunk.clamp(1, pages.max(1));
     let mut done = 0;
@@ -109,6 +109,7 @@ fn attached_hooks(swap: SwapAttach) -> anyhow::Result<Vec<Hook>> {
     let probes = loader::load(&LoadOptions {
         filtered: false,
         swap,
+        sample_hz: 0,
     })?;
     Ok(probes
         .probes
@@ -131,7 +132,7 @@ fn attached_hooks(swap: SwapAttach) -> anyhow::Result<Vec<Hook>> {
         .collect())
 }
 
-fn median(v: &mut [f64]) -> f64 {
+pub fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
     if n % 2 == 1 {
@@ -167,6 +168,7 @@ fn measure(mode: usize, hooks: &[Vec<Hook>; 2], args: &OverheadArgs) -> anyhow::
             let _probes = loader::load(&LoadOptions {
                 filtered: false,
                 swap,
+                sample_hz: 0,
             })?;
             run()
         }
@@ -175,6 +177,9 @@ fn measure(mode: usize, hooks: &[Vec<Hook>; 2], args: &OverheadArgs) -> anyhow::
 
 pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
     Privileges::current().require_bpf()?;
+    if args.sampling {
+        return crate::rmap::overhead::run(args);
+    }
     crate::kernel::tracefs::tracefs().map_err(|e| anyhow::anyhow!(e))?;
     let hooks = [
         attached_hooks(SwapAttach::Never)?,

@@ -62,6 +62,7 @@ async fn record(
     let mut probes = loader::load(&LoadOptions {
         filtered,
         swap: loader::SwapAttach::Auto,
+        sample_hz: args.sample_hz,
     })?;
     for p in probes.probes.iter().filter(|p| !p.usable()) {
         log::warn!(

@@ -68,6 +68,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     let mut probes = loader::load(&LoadOptions {
         filtered: false,
         swap: loader::SwapAttach::Auto,
+        // The exporter has no rmap series yet.
+        sample_hz: 0,
     })?;
     let mut collector = Collector::new(Instant::now());
     let mut state = State {

@@ -36,6 +36,10 @@ pub struct VmTotals {
     pub psi: Option<PsiSummary>,
     /// Metric (or group) -> why it is unavailable on this kernel.
     pub unavailable: BTreeMap<String, String>,
+    /// rmap walk and maintenance CPU (null when unavailable: see
+    /// `unavailable.rmap`).
+    #[serde(default)]
+    pub rmap: Option<crate::rmap::RmapTotals>,
 }
 
 fn missing_probe(probes: &[ProbeStatus], probe: &str) -> Option<String> {
@@ -106,6 +110,12 @@ pub fn vm_totals(samples: &[Sample], probes: &[ProbeStatus], psi_error: Option<&
                         .unwrap_or_default(),
                 },
             );
+        }
+    }
+    match crate::rmap::totals(samples, probes) {
+        Ok(r) => t.rmap = Some(r),
+        Err(why) => {
+            t.unavailable.insert("rmap".into(), why);
         }
     }
     t.vmstat = procstat::vmstat_delta(&first.vmstat, &last.vmstat);

@@ -21,6 +21,12 @@
 //!        vmscope-testchild churn MILLIS   for MILLIS ms: map 16 fresh pages, write one
 //!                                         byte to each, unmap them, sleep 1 ms; again
 //!                                         (steady faults at little CPU)
+//!        vmscope-testchild sharers N PAGES  write PAGES of anonymous memory, fork N
+//!                                         children that keep it mapped without
+//!                                         touching it, then read it all 3 times
+//!                                         (under a memcg limit below PAGES: every
+//!                                         reclaim walks the rmap of N+1 mappings)
+//!        vmscope-testchild spin MILLIS    a CPU loop with no memory traffic
 #![allow(clippy::unwrap_used, reason = "a test workload fails loudly")]
 
 use std::{io::Write as _, time::Duration};
@@ -230,6 +236,69 @@ fn churn(millis: u64) {
     }
 }
 
+/// `pages` of anonymous memory shared by this process and `n` children that
+/// keep it mapped (blocked on a pipe until the parent is done), read three
+/// times over by the parent.
+fn sharers(n: usize, pages: usize) {
+    let len = pages * page_size();
+    let p = map(len);
+    // SAFETY: the whole mapping.
+    unsafe { assert_eq!(libc::madvise(p.cast(), len, libc::MADV_NOHUGEPAGE), 0) };
+    write_pages(p, pages);
+    let mut fds = [0; 2];
+    // SAFETY: a fresh pipe into a local array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe");
+    let mut children = Vec::with_capacity(n);
+    for _ in 0..n {
+        // SAFETY: this program is single-threaded; the child only makes
+        // async-signal-safe calls (close, read, _exit).
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            let mut b = 0u8;
+            // SAFETY: plain syscalls on the pipe; returns at EOF.
+            unsafe {
+                libc::close(fds[1]);
+                libc::read(fds[0], (&raw mut b).cast(), 1);
+                libc::_exit(0);
+            }
+        }
+        children.push(pid);
+    }
+    let ps = page_size();
+    let mut sum = 0u64;
+    for _ in 0..3 {
+        for i in 0..pages {
+            // SAFETY: within the mapping.
+            sum += u64::from(unsafe { std::ptr::read_volatile(p.add(i * ps)) });
+        }
+    }
+    assert_eq!(sum, 3 * pages as u64);
+    // SAFETY: closing our pipe ends lets the children exit; reap them.
+    unsafe {
+        libc::close(fds[1]);
+        libc::close(fds[0]);
+        for pid in children {
+            let mut st = 0;
+            libc::waitpid(pid, &mut st, 0);
+        }
+    }
+}
+
+/// Arithmetic only: no memory beyond registers and the stack.
+fn spin(millis: u64) {
+    let end = std::time::Instant::now() + Duration::from_millis(millis);
+    let mut x = 1u64;
+    while std::time::Instant::now() < end {
+        for _ in 0..10_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+        }
+    }
+    std::hint::black_box(x);
+}
+
 fn report(path: &str) {
     // SAFETY: zeroed rusage is valid; getrusage fills it.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -265,6 +334,14 @@ fn main() {
         "lazyfree" => lazyfree(n as usize),
         "rewrite" => rewrite(n as usize),
         "churn" => churn(n),
+        "spin" => spin(n),
+        "sharers" => {
+            let pages = args.get(2).and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+                eprintln!("usage: vmscope-testchild sharers N PAGES");
+                std::process::exit(2)
+            });
+            sharers(n as usize, pages)
+        }
         "hold" => {
             let r = report_to.as_deref().expect("hold needs --report");
             hold(n as usize, &std::path::PathBuf::from(format!("{r}.go")))

@@ -64,6 +64,8 @@ pub struct Report {
     /// Which method times rmap/kernel functions: fentry when it works, else
     /// stack sampling through perf_event.
     pub function_timing: &'static str,
+    /// Which method gives the rmap figures, and why.
+    pub rmap: crate::rmap::doctor::RmapReport,
     pub swap_devices: Vec<system::SwapDevice>,
     pub psi_memory: Availability,
     pub memory_cgroup: system::MemoryCgroup,
@@ -142,6 +144,7 @@ pub fn collect(privileges: Privileges) -> Report {
         } else {
             "stack sampling (perf_event); fentry refused"
         },
+        rmap: crate::rmap::doctor::report(),
         swap_devices: system::swap_devices(),
         psi_memory: match system::psi_memory_available() {
             Ok(()) => Availability {
@@ -295,6 +298,7 @@ pub fn render(r: &Report) -> String {
         }
     }
     let _ = writeln!(s, "function timing: {}", r.function_timing);
+    s.push_str(&crate::rmap::doctor::render(&r.rmap));
     let _ = writeln!(s, "\nhooks:");
     for h in &r.hooks {
         if h.present {

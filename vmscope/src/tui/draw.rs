@@ -136,7 +136,8 @@ fn rates_table(rates: &[Rate], spark_width: usize) -> Table<'static> {
     Table::new(
         rows,
         [
-            Constraint::Length(19),
+            // The longest name, "rmap maintenance CPU".
+            Constraint::Length(20),
             Constraint::Length(16),
             Constraint::Min(10),
         ],
@@ -244,9 +245,17 @@ pub fn draw(f: &mut Frame, app: &App) {
         f.render_widget(Paragraph::new(msg).wrap(Wrap { trim: true }), area);
         return;
     }
+    let empty = View::default();
+    let view = app.view.as_ref().unwrap_or(&empty);
+    // Every rate row when the terminal has room (26 lines with the rmap
+    // rows), else 13 rows and the process table keeps its 5 lines.
+    let rates_height = u16::try_from(view.rates.len() + 2)
+        .unwrap_or(u16::MAX)
+        .min(area.height.saturating_sub(3 + 5 + 1))
+        .max(15);
     let [head, middle, table, status] = Layout::vertical([
         Constraint::Length(3),
-        Constraint::Length(15),
+        Constraint::Length(rates_height),
         Constraint::Min(5),
         Constraint::Length(1),
     ])
@@ -254,9 +263,7 @@ pub fn draw(f: &mut Frame, app: &App) {
     f.render_widget(Paragraph::new(header_lines(&app.header, app)), head);
     let [left, right] =
         Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(middle);
-    let empty = View::default();
-    let view = app.view.as_ref().unwrap_or(&empty);
-    let spark = usize::from(left.width.saturating_sub(19 + 16 + 4));
+    let spark = usize::from(left.width.saturating_sub(20 + 16 + 4));
     f.render_widget(rates_table(&view.rates, spark), left);
     let count = view.latencies.len();
     let sel = if count == 0 {
@@ -361,7 +368,7 @@ pub fn snapshot_text(app: &App) -> String {
                 .detail
                 .as_deref()
                 .map_or(String::new(), |d| format!("  ({d})"));
-            let _ = writeln!(out, "{:<19} {value}{detail}", r.name);
+            let _ = writeln!(out, "{:<20} {value}{detail}", r.name);
         }
     }
     let _ = writeln!(out, "{}", app.sort_label());
@@ -506,7 +513,7 @@ mod tests {
     fn normal_load_shows_rates_latency_and_busiest_process_first() {
         let s = render(&app(), 120, 40);
         assert!(s.contains("probes 28/29 attached"), "{s}");
-        assert!(s.contains("faults user         120000 /s"), "{s}");
+        assert!(s.contains("faults user          120000 /s"), "{s}");
         assert!(
             s.contains("latency reclaim_memcg (1/1)  n=30 p50 131.1us"),
             "{s}"
@@ -523,6 +530,36 @@ mod tests {
             "{s}"
         );
         assert!(!s.contains("[PAUSED]"));
+    }
+
+    #[test]
+    fn all_fifteen_rates_show_when_there_is_room_and_the_table_keeps_its_lines() {
+        let names = [
+            "faults user",
+            "faults kernel",
+            "major faults",
+            "swap-in",
+            "swap-out",
+            "direct reclaim",
+            "memcg reclaim",
+            "kswapd active",
+            "TLB flushes",
+            "TLB shootdown IPIs",
+            "madvise",
+            "lazyfree",
+            "lazyfreed",
+            "rmap walk CPU",
+            "rmap maintenance CPU",
+        ];
+        let mut a = app();
+        let mut view = a.view.clone().expect("view");
+        view.rates = names.iter().map(|n| rate(n, Some(1.0), None)).collect();
+        a.update(view);
+        let tall = render(&a, 100, 26);
+        assert!(tall.contains("rmap maintenance CPU"), "{tall}");
+        // At the minimum size the process table keeps its rows.
+        let small = render(&a, 80, 24);
+        assert!(small.contains("postgres"), "{small}");
     }
 
     #[test]
@@ -608,7 +645,7 @@ mod tests {
         let cols: Vec<&str> = header.split_whitespace().collect();
         assert_eq!(cols, COLUMNS);
         assert!(
-            t.contains("major faults        n/a (perf:major-faults: disabled)"),
+            t.contains("major faults         n/a (perf:major-faults: disabled)"),
             "{t}"
         );
         let row: Vec<&str> = t

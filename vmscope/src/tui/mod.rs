@@ -67,6 +67,7 @@ pub fn run(args: TopArgs) -> anyhow::Result<u8> {
         let mut probes = loader::load(&LoadOptions {
             filtered: !args.pid.is_empty(),
             swap: loader::SwapAttach::Auto,
+            sample_hz: args.sample_hz,
         })?;
         for &pid in &args.pid {
             probes.track(pid)?;
@@ -99,6 +100,10 @@ fn unavailable(probes: &Loaded) -> Unavailable {
     missing("vmscan:mm_vmscan_direct_reclaim_end", &["direct reclaim"]);
     missing("vmscan:mm_vmscan_memcg_reclaim_end", &["memcg reclaim"]);
     missing("vmscan:mm_vmscan_kswapd_sleep", &["kswapd active"]);
+    missing(
+        crate::rmap::PROBE,
+        &["rmap walk CPU", "rmap maintenance CPU"],
+    );
     if probes.fault_source != loader::FaultSource::Tracepoint {
         u.insert(
             "faults kernel".into(),

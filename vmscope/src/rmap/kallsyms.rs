@@ -1,0 +1,109 @@
+//! Kernel text addresses to function names, from /proc/kallsyms (read once
+//! when sampling starts; module symbols included).
+
+use std::collections::{BTreeMap, HashSet};
+
+pub struct Symbols {
+    by_addr: BTreeMap<u64, String>,
+    /// Every name, exactly as listed.
+    names: HashSet<String>,
+    /// Names that exist only as compiler clones (`f.isra.0` gives `f`).
+    clones: HashSet<String>,
+}
+
+impl Symbols {
+    /// Reads /proc/kallsyms. Fails, with the reason, when the kernel hides
+    /// the addresses (kptr_restrict, or not privileged enough to see them).
+    pub fn load() -> Result<Symbols, String> {
+        let by_addr =
+            aya::util::kernel_symbols().map_err(|e| format!("reading /proc/kallsyms: {e}"))?;
+        Symbols::from_map(by_addr)
+    }
+
+    pub fn from_map(mut by_addr: BTreeMap<u64, String>) -> Result<Symbols, String> {
+        // A hidden kallsyms lists every symbol at address 0.
+        by_addr.remove(&0);
+        if by_addr.len() < 100 {
+            return Err(
+                "/proc/kallsyms shows no kernel addresses (kernel.kptr_restrict hides them, \
+                 or vmscope lacks CAP_SYSLOG); stacks cannot be symbolized"
+                    .into(),
+            );
+        }
+        let mut names = HashSet::new();
+        let mut clones = HashSet::new();
+        for name in by_addr.values() {
+            let name = name.split('\t').next().unwrap_or(name);
+            match name.split_once('.') {
+                Some((base, _)) if !base.is_empty() => {
+                    clones.insert(base.to_string());
+                }
+                _ => {
+                    names.insert(name.to_string());
+                }
+            }
+        }
+        Ok(Symbols {
+            by_addr,
+            names,
+            clones,
+        })
+    }
+
+    /// Whether a function of exactly this name exists.
+    pub fn has(&self, name: &str) -> bool {
+        self.names.contains(name)
+    }
+
+    /// Whether compiler clones of `name` exist (`name.isra.0`, ...).
+    pub fn has_clone(&self, name: &str) -> bool {
+        self.clones.contains(name)
+    }
+
+    /// The function containing `addr`: the nearest symbol at or below it.
+    pub fn resolve(&self, addr: u64) -> Option<&str> {
+        self.by_addr
+            .range(..=addr)
+            .next_back()
+            .map(|(_, name)| name.split('\t').next().unwrap_or(name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(n: u64) -> BTreeMap<u64, String> {
+        (0..n)
+            .map(|i| (0x1000 + i * 0x100, format!("f{i}")))
+            .collect()
+    }
+
+    #[test]
+    fn addresses_resolve_to_the_enclosing_function() {
+        let mut t = table(200);
+        t.insert(0x1000 + 5 * 0x100, "zram_write_page\t[zram]".into());
+        let s = Symbols::from_map(t).expect("symbols");
+        assert_eq!(s.resolve(0x1000), Some("f0"));
+        assert_eq!(s.resolve(0x10ff), Some("f0"));
+        assert_eq!(s.resolve(0x1100), Some("f1"));
+        assert_eq!(s.resolve(0x1510), Some("zram_write_page"));
+        assert_eq!(s.resolve(0x10), None);
+        assert!(s.has("f3") && s.has("zram_write_page") && !s.has("f999"));
+    }
+
+    #[test]
+    fn clones_are_told_apart_from_the_function_itself() {
+        let mut t = table(200);
+        t.insert(0x90000, "shrink_folio_list.isra.0".into());
+        let s = Symbols::from_map(t).expect("symbols");
+        assert!(!s.has("shrink_folio_list") && s.has_clone("shrink_folio_list"));
+    }
+
+    #[test]
+    fn hidden_kallsyms_is_refused_with_the_reason() {
+        let hidden: BTreeMap<u64, String> = [(0, "_stext".to_string())].into();
+        let e = Symbols::from_map(hidden).err().expect("refused");
+        assert!(e.contains("kptr_restrict"), "{e}");
+    }
+}

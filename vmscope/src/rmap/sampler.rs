@@ -1,0 +1,351 @@
+//! The stack-sampling method: a perf_event program on the cpu-clock event of
+//! every CPU counts kernel stacks in the kernel; each interval this reads
+//! the counts, symbolizes stacks it has not seen before (once each) and
+//! sums the samples per category and context.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    fmt::Write as _,
+    path::PathBuf,
+};
+
+use anyhow::Context as _;
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{HashMap as BpfHashMap, MapData, PerCpuArray, StackTraceMap},
+    programs::{
+        PerfEvent,
+        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
+    },
+};
+use vmscope_common::sample::{MAX_KEYS, MAX_STACKS, SampleKey, USER_STACK, stat};
+
+use super::{
+    RmapProc, RmapSample,
+    categorize::{Category, Context, classify},
+    kallsyms::Symbols,
+};
+use crate::loader::{ProbeStatus, one_line};
+
+/// The probe name of the sampler.
+pub const PROBE: &str = "perf:cpu-clock";
+
+/// Default sampling rate per CPU: 999 Hz, not 1000, so the samples do not
+/// beat against timer ticks and other 1 ms periodic work.
+pub const DEFAULT_HZ: u32 = 999;
+
+/// When set to a file name, every interval rewrites that file with each
+/// symbolized stack and its count (for capturing test fixtures).
+pub const DUMP_ENV: &str = "VMSCOPE_DUMP_STACKS";
+
+/// Sizes the sampling maps before the object is loaded: full size when
+/// sampling, one entry otherwise (the stack map alone is 16 MiB).
+pub fn size_maps(loader: &mut EbpfLoader<'_>, hz: u32) {
+    if hz > 0 {
+        loader.map_max_entries("SAMPLE_STACKS", MAX_STACKS);
+        loader.map_max_entries("SAMPLE_COUNTS", MAX_KEYS);
+    }
+}
+
+/// Classification of one stored stack.
+type Class = (Category, Context);
+
+pub struct Sampler {
+    counts: BpfHashMap<MapData, SampleKey, u64>,
+    stacks: StackTraceMap<MapData>,
+    stats: PerCpuArray<MapData, u64>,
+    symbols: Symbols,
+    classes: HashMap<i32, Class>,
+    /// Symbolized frames per stack, kept only when dumping.
+    frames: HashMap<i32, Vec<String>>,
+    comms: HashMap<u32, String>,
+    last_procs: HashMap<u32, RmapProc>,
+    hz: u32,
+    period_ns: u64,
+    cpus: u32,
+    dump: Option<PathBuf>,
+}
+
+/// Attaches the sampler at `hz` per CPU. Without it, the status says why.
+pub fn attach(
+    ebpf: &mut Ebpf,
+    hz: u32,
+    disabled: &[String],
+    note: &str,
+) -> (Option<Sampler>, ProbeStatus) {
+    let result = if hz == 0 {
+        Err("not requested (sampling rate 0)".to_string())
+    } else if disabled.iter().any(|d| d == PROBE) {
+        Err(format!("disabled by {}", crate::loader::DISABLE_ENV))
+    } else {
+        try_attach(ebpf, hz)
+    };
+    // The method note follows the status after "; ", when there is one.
+    let note = if note.is_empty() {
+        String::new()
+    } else {
+        format!("; {note}")
+    };
+    match result {
+        Ok(s) => {
+            let status = ProbeStatus {
+                probe: PROBE.into(),
+                method: "perf_event".into(),
+                attached: true,
+                reason: Some(format!(
+                    "rmap method: stack sampling at {hz} Hz per CPU on {} CPUs{note}",
+                    s.cpus
+                )),
+                deferred: false,
+            };
+            (Some(s), status)
+        }
+        Err(e) => (
+            None,
+            ProbeStatus {
+                probe: PROBE.into(),
+                method: "perf_event".into(),
+                attached: false,
+                reason: Some(format!("rmap stack sampling unavailable: {e}{note}")),
+                deferred: false,
+            },
+        ),
+    }
+}
+
+fn try_attach(ebpf: &mut Ebpf, hz: u32) -> Result<Sampler, String> {
+    let symbols = Symbols::load()?;
+    let prog = "cpu_clock_sample";
+    let p: &mut PerfEvent = ebpf
+        .program_mut(prog)
+        .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?
+        .try_into()
+        .map_err(|e: aya::programs::ProgramError| one_line(&e))?;
+    p.load()
+        .map_err(|e| format!("loading {prog}: {}", one_line(&e)))?;
+    let cpus = aya::util::online_cpus().map_err(|(what, e)| format!("{what}: {e}"))?;
+    let period_ns = 1_000_000_000 / u64::from(hz);
+    for &cpu in &cpus {
+        p.attach(
+            PerfEventConfig::Software(SoftwareEvent::CpuClock),
+            PerfEventScope::AllProcessesOneCpu { cpu },
+            SamplePolicy::Period(period_ns),
+            false,
+        )
+        .map_err(|e| format!("perf cpu-clock event on cpu {cpu}: {}", one_line(&e)))?;
+    }
+    let take = |ebpf: &mut Ebpf, name: &str| {
+        ebpf.take_map(name)
+            .ok_or_else(|| format!("map {name} missing from the eBPF object"))
+    };
+    let counts = BpfHashMap::try_from(take(ebpf, "SAMPLE_COUNTS")?).map_err(|e| e.to_string())?;
+    let stacks =
+        StackTraceMap::try_from(take(ebpf, "SAMPLE_STACKS")?).map_err(|e| e.to_string())?;
+    let stats = PerCpuArray::try_from(take(ebpf, "SAMPLE_STATS")?).map_err(|e| e.to_string())?;
+    Ok(Sampler {
+        counts,
+        stacks,
+        stats,
+        symbols,
+        classes: HashMap::new(),
+        frames: HashMap::new(),
+        comms: HashMap::new(),
+        last_procs: HashMap::new(),
+        hz,
+        period_ns,
+        cpus: u32::try_from(cpus.len()).unwrap_or(u32::MAX),
+        dump: std::env::var_os(DUMP_ENV).map(PathBuf::from),
+    })
+}
+
+impl Sampler {
+    /// The cumulative counts so far. `procs` holds only processes whose
+    /// counts changed since the previous read.
+    pub fn read(&mut self) -> anyhow::Result<RmapSample> {
+        let mut keys = Vec::new();
+        for item in self.counts.iter() {
+            let (k, n) = item.context("reading the sample counts")?;
+            keys.push((k, n));
+        }
+        let mut out = RmapSample {
+            rate_hz: self.hz,
+            period_ns: self.period_ns,
+            cpus: self.cpus,
+            ..Default::default()
+        };
+        let stat = |i: u32| -> anyhow::Result<u64> {
+            Ok(self
+                .stats
+                .get(&i, 0)
+                .context("reading the sampling statistics")?
+                .iter()
+                .sum())
+        };
+        out.samples = stat(stat::SAMPLES)?;
+        out.lost_stack = stat(stat::LOST_STACK)?;
+        out.lost_key = stat(stat::LOST_KEY)?;
+        let mut procs: BTreeMap<u32, RmapProc> = BTreeMap::new();
+        for &(k, n) in &keys {
+            let Some((cat, ctx)) = self.class_of(k) else {
+                out.unresolved += n;
+                continue;
+            };
+            *out.counts
+                .entry(cat.name().to_string())
+                .or_default()
+                .entry(ctx.name().to_string())
+                .or_default() += n;
+            let comm = self.comm(k.tgid);
+            let p = procs.entry(k.tgid).or_insert_with(|| RmapProc {
+                pid: k.tgid,
+                comm,
+                ..Default::default()
+            });
+            p.samples += n;
+            match cat {
+                Category::RmapWalk => p.rmap_walk += n,
+                Category::RmapMaintenance => p.rmap_maintenance += n,
+                _ => {}
+            }
+        }
+        for (pid, p) in procs {
+            if self.last_procs.get(&pid) != Some(&p) {
+                self.last_procs.insert(pid, p.clone());
+                out.procs.push(p);
+            }
+        }
+        if let Some(path) = self.dump.clone() {
+            let text = self.dump_text(&keys);
+            if let Err(e) = std::fs::write(&path, text) {
+                log::warn!("writing stacks to {}: {e}", path.display());
+            }
+        }
+        Ok(out)
+    }
+
+    fn class_of(&mut self, k: SampleKey) -> Option<Class> {
+        if k.stack_id == USER_STACK {
+            return Some(classify(&[], k.tgid));
+        }
+        if let Some(c) = self.classes.get(&k.stack_id) {
+            // The stack is fixed once stored, but the idle task's context
+            // depends on the tgid, not the stack.
+            return Some(if k.tgid == 0 {
+                (c.0, Context::Idle)
+            } else {
+                *c
+            });
+        }
+        let id = u32::try_from(k.stack_id).ok()?;
+        let trace = self.stacks.get(&id, 0).ok()?;
+        let names: Vec<String> = trace
+            .frames()
+            .iter()
+            .map(|f| match self.symbols.resolve(f.ip) {
+                Some(n) => n.to_string(),
+                None => format!("0x{:x}", f.ip),
+            })
+            .collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        // Classified as a non-idle task; the idle task's context is set above.
+        let c = classify(&refs, u32::MAX);
+        self.classes.insert(k.stack_id, c);
+        if self.dump.is_some() {
+            self.frames.insert(k.stack_id, names);
+        }
+        Some(if k.tgid == 0 { (c.0, Context::Idle) } else { c })
+    }
+
+    fn comm(&mut self, tgid: u32) -> String {
+        self.comms
+            .entry(tgid)
+            .or_insert_with(|| {
+                if tgid == 0 {
+                    return "swapper".into();
+                }
+                std::fs::read_to_string(format!("/proc/{tgid}/comm"))
+                    .map(|s| s.trim_end().to_string())
+                    .unwrap_or_default()
+            })
+            .clone()
+    }
+
+    fn dump_text(&mut self, keys: &[(SampleKey, u64)]) -> String {
+        let mut sorted: Vec<_> = keys.to_vec();
+        sorted.sort_by_key(|k| std::cmp::Reverse(k.1));
+        let mut s = String::new();
+        for (k, n) in sorted {
+            let frames = self.frames.get(&k.stack_id).cloned().unwrap_or_default();
+            if k.stack_id != USER_STACK && frames.is_empty() {
+                continue;
+            }
+            let comm = self.comm(k.tgid);
+            let _ = writeln!(s, "# {} {} {}", k.tgid, n, comm);
+            for f in frames {
+                let _ = writeln!(s, "{f}");
+            }
+            s.push('\n');
+        }
+        s
+    }
+}
+
+/// One stack of a dump (see [`DUMP_ENV`]).
+#[derive(Debug)]
+pub struct DumpedStack {
+    pub tgid: u32,
+    pub count: u64,
+    pub comm: String,
+    /// Innermost first; empty for user code.
+    pub frames: Vec<String>,
+}
+
+/// Parses a dump: paragraphs of a `# TGID COUNT COMM` line and frames.
+pub fn parse_dump(text: &str) -> Result<Vec<DumpedStack>, String> {
+    let mut out = Vec::new();
+    for (i, para) in text.split("\n\n").enumerate() {
+        let mut lines = para.lines().filter(|l| !l.trim().is_empty());
+        let Some(head) = lines.next() else { continue };
+        let bad = || {
+            format!(
+                "stack {}: expected `# TGID COUNT COMM`, got {head:?}",
+                i + 1
+            )
+        };
+        let mut parts = head.strip_prefix("# ").ok_or_else(bad)?.splitn(3, ' ');
+        let tgid = parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+        let count = parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+        let comm = parts.next().unwrap_or("").to_string();
+        out.push(DumpedStack {
+            tgid,
+            count,
+            comm,
+            frames: lines.map(|l| l.trim().to_string()).collect(),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dump_round_trips_and_bad_headers_are_one_line_errors() {
+        let text = "# 12 7 kswapd0\nshrink_folio_list\nkswapd\n\n# 40 3 my prog\n\n";
+        let d = parse_dump(text).expect("parses");
+        assert_eq!(d.len(), 2);
+        assert_eq!(
+            (d[0].tgid, d[0].count, d[0].comm.as_str()),
+            (12, 7, "kswapd0")
+        );
+        assert_eq!(d[0].frames, ["shrink_folio_list", "kswapd"]);
+        assert_eq!(d[1].comm, "my prog");
+        assert!(d[1].frames.is_empty());
+        let e = parse_dump("12 7 x\nf\n").expect_err("no #");
+        assert!(
+            e.contains("expected `# TGID COUNT COMM`") && !e.contains('\n'),
+            "{e}"
+        );
+    }
+}
