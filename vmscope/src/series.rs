@@ -58,7 +58,12 @@ pub fn series(samples: &[Sample], available: impl Fn(&str) -> bool) -> Series {
         }
         scope_total
     };
-    let mut prev_scope = replay(first);
+    // Per-process counters start at zero when a process is followed (and
+    // `totals.scope_faults` counts from there), so the first interval also
+    // takes what they held at the first sample: a followed command's faults
+    // between fork and that sample. The column then sums to the total.
+    replay(first);
+    let mut prev_scope = 0;
     let counter_names: Vec<&String> = first
         .counters
         .keys()
@@ -161,7 +166,9 @@ mod tests {
         assert_eq!(s.end_ns, [1_000, 2_000]);
         assert_eq!(s.duration_ns, [1_000, 1_000]);
         assert_eq!(s.metrics["faults"], [Some(50), Some(1)]);
-        assert_eq!(s.metrics["scope_faults"], [Some(20), Some(4)]);
+        // The first interval includes the 15 the processes held at the
+        // first sample: their counters started at zero when followed.
+        assert_eq!(s.metrics["scope_faults"], [Some(35), Some(4)]);
         assert_eq!(s.metrics["vmstat_pswpout"], [Some(10), Some(0)]);
         assert_eq!(s.metrics["tlb_remote_send_ipi"], [Some(2), Some(0)]);
     }
