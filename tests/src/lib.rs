@@ -88,9 +88,34 @@ pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
 
 /// `vmscope ARGS` with a generous timeout.
 pub fn vmscope(args: &[&str]) -> Output {
+    vmscope_within(args, Duration::from_secs(120))
+}
+
+/// `vmscope ARGS`, killed after `limit` (for benches and labs).
+pub fn vmscope_within(args: &[&str], limit: Duration) -> Output {
     let mut c = Command::new(vmscope_bin());
     c.args(args);
-    run_with_timeout(c, Duration::from_secs(120))
+    run_with_timeout(c, limit)
+}
+
+/// Output bytes as text.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Asserts the command succeeded, showing its stderr if not.
+pub fn ok(o: &Output, what: &str) {
+    assert!(
+        o.status.success(),
+        "{what}: {:?}: {}",
+        o.status,
+        text(&o.stderr)
+    );
+}
+
+/// A path as an argument.
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().unwrap()
 }
 
 pub fn read_json(path: &Path) -> serde_json::Value {

@@ -5,33 +5,18 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::{Command, Output},
+    process::Output,
     time::Duration,
 };
 
-use vmscope_tests::{read_json, root_or_skip, run_with_timeout, testchild, vmscope_bin};
+use vmscope_tests::{ok, path_str, read_json, root_or_skip, testchild, text, vmscope_within};
 
 fn vmscope(args: &[&str]) -> Output {
-    let mut c = Command::new(vmscope_bin());
-    c.args(args);
-    run_with_timeout(c, Duration::from_secs(300))
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn ok(o: &Output, what: &str) {
-    assert!(
-        o.status.success(),
-        "{what}: {:?}: {}",
-        o.status,
-        text(&o.stderr)
-    );
+    vmscope_within(args, Duration::from_secs(300))
 }
 
 fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
+    path_str(p)
 }
 
 /// `vmscope bench -r RUNS -i 200ms -o OUT -- vmscope-testchild ARGS`.

@@ -13,29 +13,17 @@ use std::{
 };
 
 use serde_json::Value;
-use vmscope_tests::{pressure, read_json, root_or_skip, run_with_timeout, vmscope_bin};
+use vmscope_tests::{
+    ok, path_str, pressure, read_json, root_or_skip, run_with_timeout, text, vmscope_bin,
+    vmscope_within,
+};
 
 fn vmscope(args: &[&str]) -> Output {
-    let mut c = Command::new(vmscope_bin());
-    c.args(args);
-    run_with_timeout(c, Duration::from_secs(300))
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn ok(o: &Output, what: &str) {
-    assert!(
-        o.status.success(),
-        "{what}: {:?}: {}",
-        o.status,
-        text(&o.stderr)
-    );
+    vmscope_within(args, Duration::from_secs(300))
 }
 
 fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
+    path_str(p)
 }
 
 /// The compare row of `metric` in a `--format json` document.

@@ -90,17 +90,8 @@ pub struct LazyfreeLabArgs {
     #[command(flatten)]
     pub common: LabCommon,
 
-    /// Worker threads [default: one per CPU].
-    #[arg(short, long)]
-    pub threads: Option<usize>,
-
-    /// Records per thread.
-    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub records: u64,
-
-    /// Size of one chunk (a whole number of pages).
-    #[arg(long, value_name = "BYTES", default_value = "256K", value_parser = parse_bytes)]
-    pub chunk_size: u64,
+    #[command(flatten)]
+    pub work: LazyfreeWork,
 }
 
 #[derive(Debug, Args)]
@@ -112,14 +103,8 @@ pub struct RmapLabArgs {
     #[arg(long, default_value_t = 64)]
     pub sharers: usize,
 
-    /// Anonymous memory mapped and shared.
-    #[arg(long, value_name = "BYTES", default_value = "64M", value_parser = parse_bytes)]
-    pub size: u64,
-
-    /// The memory cgroup limit lowered to [default: the usage once the
-    /// sharers are forked, less three quarters of --size].
-    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
-    pub memory_limit: Option<u64>,
+    #[command(flatten)]
+    pub work: RmapWork,
 
     /// Set up a zram swap device of SIZE for the runs, and remove it after.
     #[arg(long, value_name = "SIZE", value_parser = parse_bytes)]
@@ -317,12 +302,20 @@ pub struct LazyfreeArgs {
     #[arg(long, value_enum, default_value_t = FreeMode::Free)]
     pub free: FreeMode,
 
+    #[command(flatten)]
+    pub work: LazyfreeWork,
+}
+
+/// The lazyfree workload's size, shared by `workload lazyfree` and `lab
+/// lazyfree`.
+#[derive(Clone, Debug, Args)]
+pub struct LazyfreeWork {
     /// Worker threads [default: one per CPU].
     #[arg(short, long)]
     pub threads: Option<usize>,
 
     /// Records per thread.
-    #[arg(long, default_value_t = 5000)]
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
     pub records: u64,
 
     /// Size of one chunk (a whole number of pages).
@@ -334,12 +327,38 @@ pub struct LazyfreeArgs {
     pub chunks: usize,
 }
 
+impl LazyfreeWork {
+    /// The same settings as `workload lazyfree` arguments.
+    pub fn argv(&self) -> Vec<String> {
+        let mut a = vec![
+            "--records".to_string(),
+            self.records.to_string(),
+            "--chunk-size".into(),
+            self.chunk_size.to_string(),
+            "--chunks".into(),
+            self.chunks.to_string(),
+        ];
+        if let Some(t) = self.threads {
+            a.extend(["--threads".into(), t.to_string()]);
+        }
+        a
+    }
+}
+
 #[derive(Clone, Debug, Args)]
 pub struct RmapArgs {
     /// Forked children that keep the memory mapped.
     #[arg(long, default_value_t = 64)]
     pub sharers: usize,
 
+    #[command(flatten)]
+    pub work: RmapWork,
+}
+
+/// The rmap workload's memory and pressure, shared by `workload rmap` and
+/// `lab rmap`.
+#[derive(Clone, Debug, Args)]
+pub struct RmapWork {
     /// Anonymous memory mapped by the parent and shared.
     #[arg(long, value_name = "BYTES", default_value = "64M", value_parser = parse_bytes)]
     pub size: u64,
@@ -349,6 +368,17 @@ pub struct RmapArgs {
     /// quarters of --size].
     #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
     pub memory_limit: Option<u64>,
+}
+
+impl RmapWork {
+    /// The same settings as `workload rmap` arguments.
+    pub fn argv(&self) -> Vec<String> {
+        let mut a = vec!["--size".to_string(), self.size.to_string()];
+        if let Some(l) = self.memory_limit {
+            a.extend(["--memory-limit".into(), l.to_string()]);
+        }
+        a
+    }
 }
 
 #[derive(Debug, Args)]

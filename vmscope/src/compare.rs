@@ -149,8 +149,37 @@ impl Input {
 }
 
 /// One line for the user, naming the file.
-fn bad_input(msg: String) -> anyhow::Error {
+pub fn bad_input(msg: String) -> anyhow::Error {
     exit::failure(exit::USAGE, msg.replace('\n', " "))
+}
+
+/// Whether `text` is a vmscope document of this `kind`, even a broken one
+/// (`kind` is its first field, so it shows in the first bytes).
+pub fn has_kind(text: &str, kind: &str) -> bool {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(v) => v.get("kind").and_then(serde_json::Value::as_str) == Some(kind),
+        Err(_) => text
+            .get(..text.len().min(256))
+            .is_some_and(|head| head.contains(&format!("\"{kind}\""))),
+    }
+}
+
+/// "FILE is not a vmscope WHAT: why", noting a file that ends too soon; one
+/// line, exit 2.
+pub fn not_a(path: &Path, what: &str, e: &anyhow::Error) -> anyhow::Error {
+    let truncated = e
+        .chain()
+        .filter_map(|c| c.downcast_ref::<serde_json::Error>())
+        .any(serde_json::Error::is_eof);
+    let hint = if truncated {
+        " (the file looks truncated)"
+    } else {
+        ""
+    };
+    bad_input(format!(
+        "{} is not a vmscope {what}: {e:#}{hint}",
+        path.display()
+    ))
 }
 
 /// Reads a recording (JSON or jsonl) or a bench file, telling them apart by
@@ -164,25 +193,8 @@ pub fn load(path: &Path) -> anyhow::Result<Input> {
             "{shown} is empty; give a recording or a bench file"
         )));
     }
-    let is_bench = match serde_json::from_str::<serde_json::Value>(&text) {
-        Ok(v) => v.get("kind").and_then(serde_json::Value::as_str) == Some(BENCH_KIND),
-        // A broken file: the bench file's kind is its first field.
-        Err(_) => text
-            .get(..text.len().min(256))
-            .is_some_and(|head| head.contains(&format!("\"{BENCH_KIND}\""))),
-    };
-    let why = |what: &str, e: anyhow::Error| {
-        let truncated = e
-            .chain()
-            .filter_map(|c| c.downcast_ref::<serde_json::Error>())
-            .any(serde_json::Error::is_eof);
-        let hint = if truncated {
-            " (the file looks truncated)"
-        } else {
-            ""
-        };
-        bad_input(format!("{shown} is not a vmscope {what}: {e:#}{hint}"))
-    };
+    let is_bench = has_kind(&text, BENCH_KIND);
+    let why = |what: &str, e: anyhow::Error| not_a(path, what, &e);
     if is_bench {
         let b = bench::from_str(&text).map_err(|e| why("bench file", e))?;
         Ok(Input::Bench(Box::new(b)))

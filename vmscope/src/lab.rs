@@ -66,17 +66,11 @@ pub fn run(lab: &Lab) -> anyhow::Result<u8> {
 }
 
 fn lazyfree(a: &LazyfreeLabArgs) -> anyhow::Result<u8> {
-    let mut common = vec![
-        "workload".to_string(),
-        "lazyfree".into(),
-        "--records".into(),
-        a.records.to_string(),
-        "--chunk-size".into(),
-        a.chunk_size.to_string(),
-    ];
-    if let Some(t) = a.threads {
-        common.extend(["--threads".into(), t.to_string()]);
-    }
+    let common = [
+        vec!["workload".to_string(), "lazyfree".into()],
+        a.work.argv(),
+    ]
+    .concat();
     let variant = |free: &str| Variant {
         name: free.into(),
         args: [common.clone(), vec!["--free".into(), free.into()]].concat(),
@@ -136,15 +130,7 @@ fn rmap(a: &RmapLabArgs) -> anyhow::Result<u8> {
         }
         None => None,
     };
-    let mut common = vec![
-        "workload".to_string(),
-        "rmap".into(),
-        "--size".into(),
-        a.size.to_string(),
-    ];
-    if let Some(l) = a.memory_limit {
-        common.extend(["--memory-limit".into(), l.to_string()]);
-    }
+    let common = [vec!["workload".to_string(), "rmap".into()], a.work.argv()].concat();
     let variant = |n: usize| Variant {
         name: format!("sharers-{n}"),
         args: [common.clone(), vec!["--sharers".into(), n.to_string()]].concat(),

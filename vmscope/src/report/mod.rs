@@ -40,20 +40,9 @@ enum Source {
     Compare(Box<compare::Doc>),
 }
 
-/// One line for the user, naming the file; exit 2 as in `compare`.
-fn bad_input(msg: String) -> anyhow::Error {
-    exit::failure(exit::USAGE, msg.replace('\n', " "))
-}
-
-/// Whether `text` is compare's JSON, even a broken one (its kind is its
-/// first field).
+/// Whether `text` is compare's JSON, even a broken one.
 fn is_compare(text: &str) -> bool {
-    match serde_json::from_str::<serde_json::Value>(text) {
-        Ok(v) => v.get("kind").and_then(serde_json::Value::as_str) == Some(COMPARE_KIND),
-        Err(_) => text
-            .get(..text.len().min(256))
-            .is_some_and(|head| head.contains(&format!("\"{COMPARE_KIND}\""))),
-    }
+    crate::compare::has_kind(text, COMPARE_KIND)
 }
 
 /// Reads one file: compare's JSON, or whatever `compare` reads (a
@@ -61,22 +50,10 @@ fn is_compare(text: &str) -> bool {
 fn load(path: &Path) -> anyhow::Result<Source> {
     let shown = path.display();
     let text = std::fs::read_to_string(path)
-        .map_err(|e| bad_input(format!("cannot read {shown}: {e}")))?;
+        .map_err(|e| crate::compare::bad_input(format!("cannot read {shown}: {e}")))?;
     if is_compare(&text) {
-        let doc = compare::from_str(&text).map_err(|e| {
-            let truncated = e
-                .chain()
-                .filter_map(|c| c.downcast_ref::<serde_json::Error>())
-                .any(serde_json::Error::is_eof);
-            let hint = if truncated {
-                " (the file looks truncated)"
-            } else {
-                ""
-            };
-            bad_input(format!(
-                "{shown} is not a vmscope compare output: {e:#}{hint}"
-            ))
-        })?;
+        let doc = compare::from_str(&text)
+            .map_err(|e| crate::compare::not_a(path, "compare output", &e))?;
         return Ok(Source::Compare(Box::new(doc)));
     }
     Ok(match crate::compare::load(path)? {
@@ -97,7 +74,7 @@ fn load_pair(base: &Path, new: &Path, threshold: f64) -> anyhow::Result<Source> 
     // broken recording.
     for p in [base, new] {
         if std::fs::read_to_string(p).is_ok_and(|t| is_compare(&t)) {
-            return Err(bad_input(format!(
+            return Err(crate::compare::bad_input(format!(
                 "{} is a compare output; give it alone, or BASE and NEW as two recordings or \
                  two bench files",
                 p.display()

@@ -23,6 +23,7 @@ use std::{
 
 use anyhow::Context as _;
 
+use super::AnonMap;
 use crate::{
     cli::{FreeMode, LazyfreeArgs},
     exit,
@@ -58,55 +59,18 @@ impl Seq {
     }
 }
 
-/// An anonymous private mapping, unmapped on drop.
-struct Anon {
-    ptr: *mut u8,
-    len: usize,
-}
-
-// SAFETY: the mapping is plain memory owned by one thread at a time.
-unsafe impl Send for Anon {}
-
-impl Anon {
-    fn new(len: usize) -> anyhow::Result<Self> {
-        // SAFETY: a fresh anonymous mapping; no existing memory is touched.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error())
-                .with_context(|| format!("mapping {len} bytes"));
-        }
-        Ok(Self { ptr: p.cast(), len })
-    }
-}
-
-impl Drop for Anon {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping made in `new`.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
-    }
-}
-
 /// One thread's records. Returns how many words matched the keys (so the
 /// search is not optimised away, and the same for every run).
 fn worker(index: usize, args: &LazyfreeArgs, chunk: usize, start: &Barrier) -> anyhow::Result<u64> {
-    let pool = Anon::new(chunk * args.chunks)?;
+    let pool = AnonMap::new(chunk * args.work.chunks)?;
     let mut seq = Seq(0x9e37_79b9_7f4a_7c15 ^ (index as u64 + 1));
     let words = chunk / 8;
     let source: Vec<u64> = (0..words).map(|_| seq.next() % 1024).collect();
     let advice = args.free.advice();
     let mut matched = 0u64;
     start.wait();
-    for _ in 0..args.records {
-        let c = (seq.next() % args.chunks as u64) as usize;
+    for _ in 0..args.work.records {
+        let c = (seq.next() % args.work.chunks as u64) as usize;
         let key = seq.next() % 1024;
         // SAFETY: chunk `c` lies inside `pool` (c < chunks); the slice is
         // used only within this iteration and nothing else aliases it.
@@ -130,11 +94,11 @@ fn worker(index: usize, args: &LazyfreeArgs, chunk: usize, start: &Barrier) -> a
 
 pub fn run(args: &LazyfreeArgs) -> anyhow::Result<u8> {
     let page = rustix::param::page_size();
-    let chunk = usize::try_from(args.chunk_size).unwrap_or(usize::MAX);
-    let threads = args.threads.unwrap_or_else(|| {
+    let chunk = usize::try_from(args.work.chunk_size).unwrap_or(usize::MAX);
+    let threads = args.work.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
-    if threads == 0 || args.records == 0 || args.chunks == 0 {
+    if threads == 0 || args.work.records == 0 || args.work.chunks == 0 {
         return Err(exit::failure(
             exit::USAGE,
             "--threads, --records and --chunks must be at least 1",
@@ -145,7 +109,7 @@ pub fn run(args: &LazyfreeArgs) -> anyhow::Result<u8> {
             exit::USAGE,
             format!(
                 "--chunk-size {} is not a whole number of pages; give a multiple of {page}",
-                args.chunk_size
+                args.work.chunk_size
             ),
         ));
     }
@@ -171,14 +135,14 @@ pub fn run(args: &LazyfreeArgs) -> anyhow::Result<u8> {
     if let Some(e) = failed {
         return Err(e);
     }
-    let records = threads as u64 * args.records;
+    let records = threads as u64 * args.work.records;
     let rate = records as f64 / elapsed;
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
         "lazyfree: {threads} threads x {} records of {} KiB, released with MADV_{}: \
          {rate:.0} records/s ({elapsed:.3} s)",
-        args.records,
+        args.work.records,
         chunk / 1024,
         args.free.name().to_uppercase(),
     )?;
@@ -191,9 +155,9 @@ pub fn run(args: &LazyfreeArgs) -> anyhow::Result<u8> {
         "config": {
             "free": args.free.name(),
             "threads": threads,
-            "records_per_thread": args.records,
+            "records_per_thread": args.work.records,
             "chunk_bytes": chunk,
-            "chunks_per_thread": args.chunks,
+            "chunks_per_thread": args.work.chunks,
             "matched": matched,
         },
     });

@@ -24,6 +24,7 @@ use std::{io::Write as _, os::fd::AsRawFd as _, time::Instant};
 
 use anyhow::Context as _;
 
+use super::AnonMap;
 use crate::{
     cli::RmapArgs,
     exit,
@@ -62,51 +63,21 @@ impl Drop for HeldSignals {
     }
 }
 
-/// The shared mapping, filled; unmapped on drop.
-struct Shared {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl Shared {
-    fn new(len: usize, page: usize) -> anyhow::Result<Self> {
-        // SAFETY: a fresh anonymous mapping.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error())
-                .with_context(|| format!("mapping {len} bytes"));
-        }
-        // No huge pages: reclaim would split them, and the walk per base
-        // page is what is measured.
-        // SAFETY: advice on the mapping just made.
-        unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
-        let s = Self { ptr: p.cast(), len };
-        let words = page / 8;
-        for (i, pg) in (0..len / page).enumerate() {
-            // SAFETY: page `pg` lies inside the mapping.
-            let w = unsafe {
-                std::slice::from_raw_parts_mut(s.ptr.add(pg * page).cast::<u64>(), words)
-            };
-            w.fill(0x5a5a_0000_0000_0000 | i as u64);
-        }
-        Ok(s)
+/// The shared memory: mapped without huge pages (reclaim would split them,
+/// and the walk per base page is what is measured), every page written with
+/// one repeated word of its own.
+fn shared(len: usize, page: usize) -> anyhow::Result<AnonMap> {
+    let m = AnonMap::new(len)?;
+    // SAFETY: advice on the mapping just made.
+    unsafe { libc::madvise(m.ptr.cast(), len, libc::MADV_NOHUGEPAGE) };
+    let words = page / 8;
+    for (i, pg) in (0..len / page).enumerate() {
+        // SAFETY: page `pg` lies inside the mapping.
+        let w =
+            unsafe { std::slice::from_raw_parts_mut(m.ptr.add(pg * page).cast::<u64>(), words) };
+        w.fill(0x5a5a_0000_0000_0000 | i as u64);
     }
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping made in `new`.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
-    }
+    Ok(m)
 }
 
 /// Children that keep the mapping until the pipe closes, then exit.
@@ -169,24 +140,24 @@ impl Drop for Sharers {
 
 pub fn run(args: &RmapArgs) -> anyhow::Result<u8> {
     let page = rustix::param::page_size();
-    let size = usize::try_from(args.size).unwrap_or(usize::MAX);
+    let size = usize::try_from(args.work.size).unwrap_or(usize::MAX);
     if size < 16 * page || size % page != 0 {
         return Err(exit::failure(
             exit::USAGE,
             format!(
                 "--size {} is too small or not a whole number of pages; give at least 16 pages",
-                args.size
+                args.work.size
             ),
         ));
     }
-    if let Some(limit) = args.memory_limit
-        && (limit == 0 || limit >= args.size)
+    if let Some(limit) = args.work.memory_limit
+        && (limit == 0 || limit >= args.work.size)
     {
         return Err(exit::failure(
             exit::USAGE,
             format!(
                 "--memory-limit {limit} must be above 0 and below --size {}",
-                args.size
+                args.work.size
             ),
         ));
     }
@@ -208,7 +179,7 @@ pub fn run(args: &RmapArgs) -> anyhow::Result<u8> {
     }
     let held = HeldSignals::hold()?;
     // Room for the memory, and for the sharers' page tables and stacks.
-    let room = args.size * 2 + (args.sharers as u64 + 1) * (1 << 20);
+    let room = args.work.size * 2 + (args.sharers as u64 + 1) * (1 << 20);
     let cg = MemCgroup::new("vmscope-rmap", room)?;
     let outcome = measure(args, &cg, size, page);
     // Back to where it came from before the cgroup goes.
@@ -221,7 +192,7 @@ pub fn run(args: &RmapArgs) -> anyhow::Result<u8> {
         "rmap: {} sharers of {} MiB, limit lowered to {} MiB: {} pages reclaimed in {:.3} s, \
          {:.0} ns per page; fork {:.1} us and exit {:.1} us per sharer",
         args.sharers,
-        args.size >> 20,
+        args.work.size >> 20,
         m.limit >> 20,
         m.reclaimed_pages,
         m.reclaim_s,
@@ -239,7 +210,7 @@ pub fn run(args: &RmapArgs) -> anyhow::Result<u8> {
         "exit_per_sharer_us": m.exit_us,
         "config": {
             "sharers": args.sharers,
-            "size_bytes": args.size,
+            "size_bytes": args.work.size,
             "memory_limit_bytes": m.limit,
             "cgroup_version": m.cgroup_version,
         },
@@ -261,7 +232,7 @@ struct Measured {
 
 fn measure(args: &RmapArgs, cg: &MemCgroup, size: usize, page: usize) -> anyhow::Result<Measured> {
     cg.enter()?;
-    let shared = Shared::new(size, page)?;
+    let shared = shared(size, page)?;
     let t = Instant::now();
     let mut sharers = Sharers::fork(args.sharers)?;
     let fork_s = t.elapsed().as_secs_f64();
@@ -269,8 +240,9 @@ fn measure(args: &RmapArgs, cg: &MemCgroup, size: usize, page: usize) -> anyhow:
     // By default, reclaim three quarters of the shared memory, whatever the
     // sharers' own page tables and stacks add to the usage.
     let limit = args
+        .work
         .memory_limit
-        .unwrap_or_else(|| before.saturating_sub(args.size / 4 * 3));
+        .unwrap_or_else(|| before.saturating_sub(args.work.size / 4 * 3));
     let swp0 = pressure::vmstat()?.get("pswpout").copied().unwrap_or(0);
     let t = Instant::now();
     cg.set_limit(limit).with_context(|| {
