@@ -656,7 +656,13 @@ fn attach_major_faults(ebpf: &mut Ebpf, disabled: &[String]) -> ProbeStatus {
     let result = if disabled.iter().any(|d| d == MAJOR_FAULTS_PROBE) {
         Err(format!("disabled by {DISABLE_ENV}"))
     } else {
-        attach_perf_sw(ebpf, "major_fault_perf", SoftwareEvent::PageFaultsMaj)
+        attach_perf_sw(
+            ebpf,
+            "major_fault_perf",
+            SoftwareEvent::PageFaultsMaj,
+            SamplePolicy::Period(1),
+        )
+        .map(drop)
     };
     ProbeStatus {
         probe: MAJOR_FAULTS_PROBE.into(),
@@ -668,12 +674,24 @@ fn attach_major_faults(ebpf: &mut Ebpf, disabled: &[String]) -> ProbeStatus {
 }
 
 fn attach_perf_faults(ebpf: &mut Ebpf) -> Result<(), String> {
-    attach_perf_sw(ebpf, "page_fault_perf", SoftwareEvent::PageFaults)
+    attach_perf_sw(
+        ebpf,
+        "page_fault_perf",
+        SoftwareEvent::PageFaults,
+        SamplePolicy::Period(1),
+    )
+    .map(drop)
 }
 
-/// Attaches `prog` to a software perf event on every online CPU, sampling
-/// every occurrence.
-fn attach_perf_sw(ebpf: &mut Ebpf, prog: &str, event: SoftwareEvent) -> Result<(), String> {
+/// Loads `prog` and attaches it to a software perf event on every online
+/// CPU with the given sampling (`Period(1)`: every occurrence). Returns how
+/// many CPUs it is attached on.
+pub(crate) fn attach_perf_sw(
+    ebpf: &mut Ebpf,
+    prog: &str,
+    event: SoftwareEvent,
+    policy: SamplePolicy,
+) -> Result<usize, String> {
     let p: &mut PerfEvent = ebpf
         .program_mut(prog)
         .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?
@@ -682,16 +700,16 @@ fn attach_perf_sw(ebpf: &mut Ebpf, prog: &str, event: SoftwareEvent) -> Result<(
     p.load()
         .map_err(|e| format!("loading {prog}: {}", one_line(&e)))?;
     let cpus = aya::util::online_cpus().map_err(|(what, e)| format!("{what}: {e}"))?;
-    for cpu in cpus {
+    for &cpu in &cpus {
         p.attach(
             PerfEventConfig::Software(event),
             PerfEventScope::AllProcessesOneCpu { cpu },
-            SamplePolicy::Period(1),
+            policy,
             false,
         )
         .map_err(|e| format!("perf {event:?} event on cpu {cpu}: {}", one_line(&e)))?;
     }
-    Ok(())
+    Ok(cpus.len())
 }
 
 fn raise_memlock() -> std::io::Result<()> {

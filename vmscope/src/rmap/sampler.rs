@@ -13,10 +13,7 @@ use anyhow::Context as _;
 use aya::{
     Ebpf, EbpfLoader,
     maps::{HashMap as BpfHashMap, MapData, PerCpuArray, StackTraceMap},
-    programs::{
-        PerfEvent,
-        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
-    },
+    programs::perf_event::{SamplePolicy, SoftwareEvent},
 };
 use vmscope_common::sample::{MAX_KEYS, MAX_STACKS, SampleKey, USER_STACK, stat};
 
@@ -25,7 +22,7 @@ use super::{
     categorize::{Category, Context, classify},
     kallsyms::Symbols,
 };
-use crate::loader::{ProbeStatus, one_line};
+use crate::loader::ProbeStatus;
 
 /// The probe name of the sampler.
 pub const PROBE: &str = "perf:cpu-clock";
@@ -115,25 +112,13 @@ pub fn attach(
 
 fn try_attach(ebpf: &mut Ebpf, hz: u32) -> Result<Sampler, String> {
     let symbols = Symbols::load()?;
-    let prog = "cpu_clock_sample";
-    let p: &mut PerfEvent = ebpf
-        .program_mut(prog)
-        .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?
-        .try_into()
-        .map_err(|e: aya::programs::ProgramError| one_line(&e))?;
-    p.load()
-        .map_err(|e| format!("loading {prog}: {}", one_line(&e)))?;
-    let cpus = aya::util::online_cpus().map_err(|(what, e)| format!("{what}: {e}"))?;
     let period_ns = 1_000_000_000 / u64::from(hz);
-    for &cpu in &cpus {
-        p.attach(
-            PerfEventConfig::Software(SoftwareEvent::CpuClock),
-            PerfEventScope::AllProcessesOneCpu { cpu },
-            SamplePolicy::Period(period_ns),
-            false,
-        )
-        .map_err(|e| format!("perf cpu-clock event on cpu {cpu}: {}", one_line(&e)))?;
-    }
+    let cpus = crate::loader::attach_perf_sw(
+        ebpf,
+        "cpu_clock_sample",
+        SoftwareEvent::CpuClock,
+        SamplePolicy::Period(period_ns),
+    )?;
     let take = |ebpf: &mut Ebpf, name: &str| {
         ebpf.take_map(name)
             .ok_or_else(|| format!("map {name} missing from the eBPF object"))
@@ -153,7 +138,7 @@ fn try_attach(ebpf: &mut Ebpf, hz: u32) -> Result<Sampler, String> {
         last_procs: HashMap::new(),
         hz,
         period_ns,
-        cpus: u32::try_from(cpus.len()).unwrap_or(u32::MAX),
+        cpus: u32::try_from(cpus).unwrap_or(u32::MAX),
         dump: std::env::var_os(DUMP_ENV).map(PathBuf::from),
     })
 }
