@@ -41,7 +41,7 @@ pub const CONFIDENCE: f64 = 0.95;
 pub const ALPHA: f64 = 0.05;
 
 /// The headline rows, first and in this order.
-const HEADLINE: &[&str] = &["real", "user", "sys", "cpu"];
+pub const HEADLINE: &[&str] = &["real", "user", "sys", "cpu"];
 
 /// The rows before the latency histograms' quantiles, in this order.
 const BEFORE_HISTOGRAMS: &[&str] = &[

@@ -7,6 +7,21 @@ use serde::{Deserialize, Serialize};
 
 use crate::{child::CapturedOutput, record::Recording};
 
+/// A run's main VM figures: what the report draws run by run and as bars.
+pub const MAIN_VM: &[&str] = &[
+    "faults",
+    "major_faults",
+    "swap_out_attributed",
+    "swap_in_attributed",
+    "pswpout",
+    "pswpin",
+    "reclaim_stall",
+    "pgscan_direct",
+    "tlb_shootdown_ipis",
+    "madvise_calls",
+    "pglazyfree",
+];
+
 /// madvise behaviours that free or reclaim memory: each run has their call
 /// counts, 0 included, whenever the madvise probe is attached.
 pub const FREEING_ADVICE: [&str; 4] = ["cold", "dontneed", "free", "pageout"];

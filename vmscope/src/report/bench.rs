@@ -8,22 +8,11 @@ use std::{collections::BTreeMap, fmt::Write as _};
 use plotters::style::RGBColor;
 
 use super::{Plot, charts, figures, html_escape, meta_table, recording, shell_words};
-use crate::{bench::BenchFile, compare::fmt_value, metrics::RunMetric};
-
-/// The VM figures drawn run by run (when any run has a non-zero value).
-const PER_RUN_VM: &[&str] = &[
-    "faults",
-    "major_faults",
-    "swap_out_attributed",
-    "swap_in_attributed",
-    "pswpout",
-    "pswpin",
-    "reclaim_stall",
-    "pgscan_direct",
-    "tlb_shootdown_ipis",
-    "madvise_calls",
-    "pglazyfree",
-];
+use crate::{
+    bench::BenchFile,
+    compare::{HEADLINE, fmt_value},
+    metrics::{MAIN_VM, RunMetric},
+};
 
 /// The times drawn together, run by run.
 const TIMES: &[(&str, RGBColor)] = &[
@@ -31,9 +20,6 @@ const TIMES: &[(&str, RGBColor)] = &[
     ("user", RGBColor(44, 160, 44)),
     ("sys", RGBColor(214, 39, 40)),
 ];
-
-/// Metrics first in the distributions and the summary table.
-const FIRST: &[&str] = &["real", "user", "sys", "cpu"];
 
 /// The plots of a bench page: the bench's own, then each run's.
 pub struct BenchPlots {
@@ -53,7 +39,10 @@ fn ordered(b: &BenchFile) -> Vec<&String> {
     let mut names: Vec<&String> = b.metrics.keys().collect();
     names.sort_by_key(|n| {
         (
-            FIRST.iter().position(|f| f == n).unwrap_or(FIRST.len()),
+            HEADLINE
+                .iter()
+                .position(|f| f == n)
+                .unwrap_or(HEADLINE.len()),
             n.as_str(),
         )
     });
@@ -79,7 +68,8 @@ pub fn plots(b: &BenchFile) -> anyhow::Result<BenchPlots> {
             svg: charts::per_run_plot("times per run", "seconds", &times)?,
         });
     }
-    for &name in PER_RUN_VM {
+    // The main VM figures run by run (when any run has a non-zero value).
+    for &name in MAIN_VM {
         let values = per_run(&runs, name);
         if !values.iter().flatten().any(|v| *v != 0.0) {
             continue;

@@ -14,25 +14,13 @@ use crate::compare::{
     Verdict, fmt_value,
 };
 
-/// The metrics drawn as bars, when both sides have them.
-const BARS: &[&str] = &[
-    "real",
-    "user",
-    "sys",
-    "cpu",
-    "faults",
-    "major_faults",
-    "maxrss",
-    "swap_out_attributed",
-    "swap_in_attributed",
-    "pswpout",
-    "pswpin",
-    "reclaim_stall",
-    "pgscan_direct",
-    "tlb_shootdown_ipis",
-    "madvise_calls",
-    "pglazyfree",
-];
+/// Whether a metric is drawn as bars (when both sides have it): the
+/// headline times, maxrss and the main VM figures.
+fn is_bar(metric: &str) -> bool {
+    crate::compare::HEADLINE.contains(&metric)
+        || metric == "maxrss"
+        || crate::metrics::MAIN_VM.contains(&metric)
+}
 
 /// One side as the compare output names it.
 #[derive(Clone, Debug, Deserialize)]
@@ -130,7 +118,7 @@ fn p_value(r: &Row) -> String {
 
 pub fn plots(d: &Doc) -> anyhow::Result<Vec<Plot>> {
     let mut out = Vec::new();
-    for r in d.rows.iter().filter(|r| BARS.contains(&r.metric.as_str())) {
+    for r in d.rows.iter().filter(|r| is_bar(&r.metric)) {
         if r.base.mean == 0.0 && r.new.mean == 0.0 {
             continue;
         }
