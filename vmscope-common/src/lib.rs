@@ -66,6 +66,11 @@ pub mod kind {
     pub const SHRINK_SLAB: u64 = 9;
     /// Keyed by node id, not task: kswapd is woken by one task and sleeps in another.
     pub const KSWAPD: u64 = 10;
+    /// Syscalls that zap a task's own mappings (their swap entries are
+    /// freed, not swapped in): marked while in flight.
+    pub const MREMAP: u64 = 11;
+    pub const BRK: u64 = 12;
+    pub const MMAP: u64 = 13;
 }
 
 /// An operation whose begin was seen: start time and up to two arguments.
@@ -108,7 +113,11 @@ pub mod off {
     pub const RSS_CURR: usize = 20;
     pub const RSS_MEMBER: usize = 21;
     pub const RSS_SIZE: usize = 22;
-    pub const COUNT: usize = 24;
+    /// `task_struct.min_flt` (BTF); `maj_flt` follows it (the loader checks).
+    pub const TASK_FLT: usize = 23;
+    /// `task_struct.flags` (BTF).
+    pub const TASK_FLAGS: usize = 24;
+    pub const COUNT: usize = 28;
 }
 
 /// Indices into the per-CPU `COUNTERS` array: system-wide counters (and
@@ -151,6 +160,7 @@ pub mod counter {
     pub const SWAP_UNSIZED: u32 = 37;
     /// New entries created in the per-mm map (for eviction accounting).
     pub const MM_INSERTS: u32 = 38;
+
     /// madvise per behaviour slot: calls, bytes, errors.
     pub const MADVISE_CALLS_BASE: u32 = 40;
     pub const MADVISE_BYTES_BASE: u32 = MADVISE_CALLS_BASE + crate::madvise::SLOTS;
@@ -208,9 +218,27 @@ pub struct MmSwap {
     pub in_bytes: u64,
     /// Other decreases: unmapping, exit, swapoff.
     pub freed_bytes: u64,
+    /// Growth outside reclaim: swap entries copied into a child at fork,
+    /// with no I/O (not swap-out).
+    pub copied_bytes: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<MmSwap>() == 40);
+const _: () = assert!(core::mem::size_of::<MmSwap>() == 48);
+
+/// `task_struct.flags` bit of a task in memory reclaim (kswapd, direct and
+/// memcg reclaim, MADV_PAGEOUT): swap entries made then are swap-out.
+pub const PF_MEMALLOC: u32 = 0x0000_0800;
+
+/// Per CPU, the task running there and its `min_flt + maj_flt` when it was
+/// switched in, so the faults it is accounted by the kernel during its time
+/// slice are known when it is switched out.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SwitchSlot {
+    /// The `task_struct` address (0: unknown).
+    pub task: u64,
+    pub base: u64,
+}
 
 /// Per-process cumulative statistics, keyed by tgid in an LRU hash map.
 /// Updated with atomic adds on the eBPF side.
@@ -235,11 +263,14 @@ pub struct ProcStats {
     pub tlb_shootdowns: u64,
     /// Major faults taken (perf software event).
     pub major_faults: u64,
+    /// Faults the kernel accounted to the process's tasks (`min_flt +
+    /// maj_flt`), every path included: exception and get_user_pages.
+    pub accounted_faults: u64,
     /// The task name (`comm`), refreshed on exec.
     pub comm: [u8; 16],
 }
 
-const _: () = assert!(core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 8) + 16);
+const _: () = assert!(core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 9) + 16);
 
 #[cfg(feature = "user")]
 mod pod {
@@ -249,6 +280,7 @@ mod pod {
     unsafe impl aya::Pod for super::Inflight {}
     unsafe impl aya::Pod for super::MmSwap {}
     unsafe impl aya::Pod for super::FaultCache {}
+    unsafe impl aya::Pod for super::SwitchSlot {}
     unsafe impl aya::Pod for super::sample::SampleKey {}
 }
 

@@ -18,6 +18,13 @@ pub fn slot(behavior: u64) -> u32 {
     }
 }
 
+/// Whether a behaviour faults pages in (MADV_POPULATE_READ/WRITE), so the
+/// swap entries it drops are swap-in rather than entries freed.
+#[inline(always)]
+pub fn populates(behavior: u64) -> bool {
+    behavior == 22 || behavior == 23
+}
+
 /// The behaviour value a slot stands for (`None` for `OTHER`).
 pub fn slot_value(slot: u32) -> Option<u32> {
     match slot {

@@ -24,6 +24,14 @@ pub fn page_fault_kernel_btf(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
+/// The kernel's fault books, read at each context switch (see `account.rs`).
+/// Arguments: (bool preempt, struct task_struct *prev, struct task_struct *next, ...).
+#[btf_tracepoint(function = "sched_switch")]
+pub fn sched_switch_btf(ctx: BtfTracePointContext) -> i32 {
+    crate::account::on_switch(ctx.arg::<u64>(1), ctx.arg::<u64>(2));
+    0
+}
+
 #[tracepoint]
 pub fn page_fault_user(ctx: TracePointContext) -> u32 {
     crate::faults::on_tracepoint(&ctx, crate::faults::Mode::User);
@@ -177,6 +185,28 @@ pub fn sys_exit_munmap(_ctx: TracePointContext) -> u32 {
     crate::syscalls::timed_exit(vmscope_common::kind::MUNMAP, vmscope_common::hist::MUNMAP);
     0
 }
+
+// Syscalls that zap the caller's own mappings: their swap-entry drops are
+// entries freed, not swap-in (see `swap.rs`).
+macro_rules! zapping_syscall {
+    ($enter:ident, $exit:ident, $kind:ident) => {
+        #[tracepoint]
+        pub fn $enter(_ctx: TracePointContext) -> u32 {
+            crate::syscalls::mark_enter(vmscope_common::kind::$kind);
+            0
+        }
+
+        #[tracepoint]
+        pub fn $exit(_ctx: TracePointContext) -> u32 {
+            crate::syscalls::mark_exit(vmscope_common::kind::$kind);
+            0
+        }
+    };
+}
+
+zapping_syscall!(sys_enter_mremap, sys_exit_mremap, MREMAP);
+zapping_syscall!(sys_enter_brk, sys_exit_brk, BRK);
+zapping_syscall!(sys_enter_mmap, sys_exit_mmap, MMAP);
 
 #[tracepoint]
 pub fn sys_enter_mprotect(_ctx: TracePointContext) -> u32 {

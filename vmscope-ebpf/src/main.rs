@@ -15,6 +15,8 @@
 )]
 
 #[cfg(target_arch = "bpf")]
+mod account;
+#[cfg(target_arch = "bpf")]
 mod entry;
 #[cfg(target_arch = "bpf")]
 mod faults;

@@ -4,10 +4,16 @@
 //! - Every event whose mm is the current task's own (`curr == 1`) teaches the
 //!   mm -> tgid mapping. That is every page fault that maps a page, so this
 //!   path is a per-CPU cache hit in the common case.
-//! - MM_SWAPENTS changes are sized against the previous value of the same mm:
-//!   growth is swap-out, charged to the mm's owner whoever ran reclaim;
-//!   shrinkage in the owner's own context outside munmap/madvise is swap-in
-//!   (a fault); any other shrinkage is entries freed.
+//! - MM_SWAPENTS changes are sized against the previous value of the same mm.
+//!   Only real swap traffic is swap-out or swap-in:
+//!   - growth made in reclaim (the task has PF_MEMALLOC: kswapd, direct and
+//!     memcg reclaim, MADV_PAGEOUT) is swap-out, charged to the mm's owner
+//!     whoever ran reclaim; other growth is entries copied into a child at
+//!     fork, with no I/O;
+//!   - shrinkage in the owner's own context outside the syscalls that zap
+//!     mappings (munmap, mremap, brk, mmap, freeing madvise) is swap-in (a
+//!     fault, or a populate/mlock fault); any other shrinkage (exit,
+//!     munmap, swapoff, a child dropping its copies) is entries freed.
 
 use aya_ebpf::{
     EbpfContext as _,
@@ -15,7 +21,7 @@ use aya_ebpf::{
     maps::{LruHashMap, PerCpuArray},
     programs::TracePointContext,
 };
-use vmscope_common::{MAX_MMS, MM_SWAPENTS, MmSwap, counter, kind, off};
+use vmscope_common::{MAX_MMS, MM_SWAPENTS, MmSwap, PF_MEMALLOC, counter, kind, madvise, off};
 
 use crate::maps;
 
@@ -103,7 +109,11 @@ fn on_event(ev: RssStat) {
         let delta = size - (*e).last_bytes;
         (*e).last_bytes = size;
         if delta > 0 {
-            maps::atomic_add(&raw mut (*e).out_bytes, delta as u64);
+            if in_reclaim() {
+                maps::atomic_add(&raw mut (*e).out_bytes, delta as u64);
+            } else {
+                maps::atomic_add(&raw mut (*e).copied_bytes, delta as u64);
+            }
         } else if delta < 0 {
             let freed = delta.unsigned_abs();
             if curr != 0 && !unmapping() {
@@ -115,13 +125,42 @@ fn on_event(ev: RssStat) {
     }
 }
 
-/// Whether the current task is inside munmap or madvise, whose zaps also
-/// drop swap entries of its own mm.
+/// Whether the current task is inside a syscall that zaps its own
+/// mappings and so drops swap entries without reading them: munmap,
+/// mremap, brk, mmap (MAP_FIXED over a mapping), or a freeing madvise. A
+/// populating madvise (POPULATE_READ/WRITE) faults swapped pages back in,
+/// which is swap-in.
 #[inline(always)]
 fn unmapping() -> bool {
     let tid = u64::from(maps::current_tid()) << 8;
-    maps::INFLIGHT.get_ptr(tid | kind::MUNMAP).is_some()
-        || maps::INFLIGHT.get_ptr(tid | kind::MADVISE).is_some()
+    if [kind::MUNMAP, kind::MREMAP, kind::BRK, kind::MMAP]
+        .iter()
+        .any(|&k| maps::INFLIGHT.get_ptr(tid | k).is_some())
+    {
+        return true;
+    }
+    match maps::INFLIGHT.get_ptr(tid | kind::MADVISE) {
+        // SAFETY: a live map value.
+        Some(rec) => !madvise::populates(unsafe { (*rec).arg0 }),
+        None => false,
+    }
+}
+
+/// Whether the current task is reclaiming memory (PF_MEMALLOC), the only
+/// context in which swap entries are made by writing pages out. Without
+/// the flags' offset (no BTF), every growth counts as swap-out, as before.
+#[inline(always)]
+fn in_reclaim() -> bool {
+    let at = maps::offset(off::TASK_FLAGS);
+    if at == 0 {
+        return true;
+    }
+    let task = unsafe { aya_ebpf::helpers::bpf_get_current_task() } as usize;
+    // SAFETY: the current task's address; the helper checks the read.
+    match unsafe { aya_ebpf::helpers::bpf_probe_read_kernel((task + at) as *const u32) } {
+        Ok(flags) => flags & PF_MEMALLOC != 0,
+        Err(_) => true,
+    }
 }
 
 /// Records that `mm_id` belongs to the current process.

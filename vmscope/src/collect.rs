@@ -53,6 +53,8 @@ pub const NAMED_COUNTERS: &[(&str, u32)] = &[
 pub const MM_SWAP_OUT: &str = "swap_out_pages";
 pub const MM_SWAP_IN: &str = "swap_in_pages";
 pub const MM_SWAP_FREED: &str = "swap_freed_pages";
+/// Swap entries copied into children at fork (no I/O, not swap-out).
+pub const MM_SWAP_COPIED: &str = "swap_copied_pages";
 pub const MM_SWAP_OUT_UNOWNED: &str = "swap_out_unowned_pages";
 
 /// Which probe feeds each named counter (for availability).
@@ -86,8 +88,13 @@ pub struct MadviseCounts {
 }
 
 impl FaultCounters {
-    /// Every fault counted, whatever its class or source.
+    /// Every fault counted, whatever its class, source or path.
     pub fn total(&self) -> u64 {
+        self.exception() + self.gup
+    }
+
+    /// The faults seen on the exception path (tracepoints or perf event).
+    pub fn exception(&self) -> u64 {
         self.user.iter().sum::<u64>() + self.kernel.iter().sum::<u64>() + self.unclassified
     }
 }
@@ -102,6 +109,14 @@ pub struct FaultCounters {
     pub kernel: [u64; FAULT_CLASSES],
     /// From the perf fallback, which has no classes.
     pub unclassified: u64,
+    /// Faults the kernel accounted (`min_flt + maj_flt`) beyond those the
+    /// exception path saw: taken through get_user_pages (MAP_POPULATE,
+    /// mlock, MADV_POPULATE_*, remote access). Per process from the
+    /// kernel's per-task books (`min_flt + maj_flt`, read by the
+    /// `sched:sched_switch` probe; 0 when it is unavailable, which the
+    /// recording says); system-wide from /proc/vmstat `pgfault`.
+    #[serde(default)]
+    pub gup: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -184,6 +199,12 @@ pub struct Collector {
     start: Instant,
     page_size: u64,
     last: HashMap<u32, ProcSample>,
+    /// The largest get_user_pages fault count derived so far, per process
+    /// and (key `u32::MAX`) system-wide: see `gup_faults`.
+    gup_floor: HashMap<u32, u64>,
+    /// `/proc/vmstat` pgfault and the exception path's system-wide count at
+    /// the first sample.
+    system_base: Option<(u64, u64)>,
     last_hists: HashMap<u32, HistSample>,
 }
 
@@ -193,6 +214,8 @@ impl Collector {
             start,
             page_size: page_size(),
             last: HashMap::new(),
+            gup_floor: HashMap::new(),
+            system_base: None,
             last_hists: HashMap::new(),
         }
     }
@@ -208,12 +231,16 @@ impl Collector {
         let counters = read_counters(probes)?;
         let swap = self.read_mms(probes)?;
         let (table, entries) = read_procs(probes)?;
+        let accounted = crate::loader::probe_usable(&probes.probes, crate::loader::ACCOUNT_PROBE);
         let mut procs = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for (pid, stats) in table {
             seen.insert(pid);
             let (out, inn) = swap.by_tgid.get(&pid).copied().unwrap_or_default();
-            let p = proc_sample(pid, comm_string(&stats.comm), &stats, out, inn);
+            let mut p = proc_sample(pid, comm_string(&stats.comm), &stats, out, inn);
+            if accounted {
+                p.faults.gup = self.gup_faults(pid, stats.accounted_faults, p.faults.exception());
+            }
             self.push_changed(&mut procs, p);
         }
         // Processes with swap traffic but no other activity while recorded.
@@ -234,6 +261,19 @@ impl Collector {
             faults.user[k] = c(counter::USER_FAULT_BASE + k as u32);
             faults.kernel[k] = c(counter::KERNEL_FAULT_BASE + k as u32);
         }
+        let vmstat = procstat::read().unwrap_or_default();
+        if let Some(pgfault) = vmstat.get("pgfault") {
+            // The system's books are /proc/vmstat's pgfault: counted from
+            // the first sample, like the exception path's counters.
+            let (pg0, exc0) = *self
+                .system_base
+                .get_or_insert((pgfault, faults.exception()));
+            faults.gup = self.gup_faults(
+                u32::MAX,
+                pgfault.saturating_sub(pg0),
+                faults.exception().saturating_sub(exc0),
+            );
+        }
         let mut named: BTreeMap<String, u64> = NAMED_COUNTERS
             .iter()
             .map(|&(name, idx)| (name.to_string(), c(idx)))
@@ -241,6 +281,7 @@ impl Collector {
         named.insert(MM_SWAP_OUT.into(), swap.out);
         named.insert(MM_SWAP_IN.into(), swap.inn);
         named.insert(MM_SWAP_FREED.into(), swap.freed);
+        named.insert(MM_SWAP_COPIED.into(), swap.copied);
         named.insert(MM_SWAP_OUT_UNOWNED.into(), swap.unowned_out);
         let madvise = (0..madvise::SLOTS)
             .map(|slot| MadviseCounts {
@@ -258,7 +299,7 @@ impl Collector {
             counters: named,
             madvise,
             hists,
-            vmstat: procstat::read().unwrap_or_default(),
+            vmstat,
             psi: procstat::read_psi().ok(),
             elapsed_ns: u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX),
             timestamp: timefmt::rfc3339(SystemTime::now()),
@@ -338,6 +379,7 @@ struct SwapSums {
     out: u64,
     inn: u64,
     freed: u64,
+    copied: u64,
     unowned_out: u64,
     entries: u64,
 }
@@ -353,6 +395,7 @@ impl Collector {
             s.out += out;
             s.inn += inn;
             s.freed += pages(mm.freed_bytes);
+            s.copied += pages(mm.copied_bytes);
             if mm.tgid == 0 {
                 s.unowned_out += out;
             } else if out > 0 || inn > 0 {
@@ -362,6 +405,18 @@ impl Collector {
             }
         }
         Ok(s)
+    }
+
+    /// The faults the kernel accounted beyond the exception path's:
+    /// `accounted - exception`, never below what was derived before. The
+    /// kernel's books are read when a task leaves a CPU, the exception
+    /// path's counts at once, so while a task runs the difference can dip;
+    /// the floor keeps the cumulative count from going backwards, and the
+    /// next context switch (at the latest the task's exit) catches it up.
+    fn gup_faults(&mut self, key: u32, accounted: u64, exception: u64) -> u64 {
+        let floor = self.gup_floor.entry(key).or_default();
+        *floor = (*floor).max(accounted.saturating_sub(exception));
+        *floor
     }
 
     /// Adds `p` to `out` unless it is unchanged since the last sample.
@@ -413,6 +468,7 @@ fn proc_sample(pid: u32, comm: String, st: &ProcStats, swap_out: u64, swap_in: u
             user: st.user_faults,
             kernel: st.kernel_faults,
             unclassified: st.unclassified_faults,
+            gup: 0,
         },
         direct_reclaim_ns: st.direct_reclaim_ns,
         direct_reclaims: st.direct_reclaims,

@@ -240,6 +240,11 @@ fn counter_metric(name: &str) -> Option<(&'static str, &'static str, String)> {
             "direction",
             "freed".into(),
         )),
+        "swap_copied_pages" => Some((
+            "vmscope_swap_attributed_pages_total",
+            "direction",
+            "copied".into(),
+        )),
         "swap_out_unowned_pages" => Some((
             "vmscope_swap_attributed_pages_total",
             "direction",
@@ -383,9 +388,17 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
         )),
         _ => {}
     }
+    if state.fault_source.is_some() {
+        // System-wide, from /proc/vmstat pgfault: no probe needed.
+        faults.push((
+            vec![("mode", "gup".into()), ("class", "unclassified".into())],
+            state.faults.gup.to_string(),
+        ));
+    }
     w.counter(
         "vmscope_page_faults_total",
-        "Page faults by mode and x86 error-code class.",
+        "Page faults by mode and x86 error-code class; mode=\"gup\" counts those taken \
+         through get_user_pages (populate, mlock, remote access), which have no class.",
         faults,
     );
     for &(key, metric, help) in SIMPLE_COUNTERS {
@@ -414,7 +427,8 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
             "vmscope_lru_pages_total" => "LRU pages by reclaim event.",
             "vmscope_reclaim_writeback_pages_total" => "Pages written back by reclaim.",
             _ => {
-                "Swap pages per address space, summed: out, in, freed, and out with no known owner."
+                "Swap pages per address space, summed: out, in, freed, copied at fork (no I/O), \
+                 and out with no known owner."
             }
         };
         w.counter(metric, help, series);

@@ -302,9 +302,10 @@ impl Live {
                 ))
             })
         };
-        let list: [(&'static str, &'static str, Option<f64>); 15] = [
+        let list: [(&'static str, &'static str, Option<f64>); 16] = [
             ("faults user", "/s", user),
             ("faults kernel", "/s", kernel),
+            ("faults gup", "/s", per_s(a.faults.gup, s.faults.gup, dt)),
             ("major faults", "/s", counter("major_faults")),
             ("swap-in", "pages/s", vmstat("pswpin")),
             ("swap-out", "pages/s", vmstat("pswpout")),

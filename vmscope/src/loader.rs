@@ -272,6 +272,12 @@ const SPECS: &[Spec] = &[
     spec("syscalls", &["sys_exit_process_madvise"], RET),
     spec("syscalls", &["sys_enter_munmap"], &[]),
     spec("syscalls", &["sys_exit_munmap"], &[]),
+    spec("syscalls", &["sys_enter_mremap"], &[]),
+    spec("syscalls", &["sys_exit_mremap"], &[]),
+    spec("syscalls", &["sys_enter_brk"], &[]),
+    spec("syscalls", &["sys_exit_brk"], &[]),
+    spec("syscalls", &["sys_enter_mmap"], &[]),
+    spec("syscalls", &["sys_exit_mmap"], &[]),
     spec("syscalls", &["sys_enter_mprotect"], &[]),
     spec("syscalls", &["sys_exit_mprotect"], &[]),
     spec("vmscan", &["mm_vmscan_direct_reclaim_begin"], &[]),
@@ -460,6 +466,11 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         }
         claim(&mut offsets, p);
     }
+    let task = task_offsets(&disabled);
+    if let Ok(t) = &task {
+        offsets[off::TASK_FLT] = Some(t.flt);
+        offsets[off::TASK_FLAGS] = Some(t.flags);
+    }
     let globals: [u32; off::COUNT] = offsets.map(|o| o.unwrap_or(0));
     let filtered: u32 = opts.filtered.into();
     let mut loader = EbpfLoader::new();
@@ -566,6 +577,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         probes.push(attach_planned(&mut ebpf, s.category, prog, p));
     }
     probes.push(attach_major_faults(&mut ebpf, &disabled));
+    probes.push(attach_account(&mut ebpf, task.map(|_| ())));
     let (rmap, status) = crate::rmap::attach(&mut ebpf, opts.sample_hz, &disabled);
     probes.push(status);
 
@@ -647,6 +659,69 @@ fn attach_btf_faults(ebpf: &mut Ebpf) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The probe that reads the kernel's fault books at context switch.
+pub const ACCOUNT_PROBE: &str = "sched:sched_switch";
+
+/// Offsets in `task_struct` the programs read, from the kernel's BTF.
+struct TaskOffsets {
+    /// `min_flt`, with `maj_flt` right after it.
+    flt: u32,
+    flags: u32,
+}
+
+fn task_offsets(disabled: &[String]) -> Result<TaskOffsets, String> {
+    if disabled.iter().any(|d| d == ACCOUNT_PROBE) {
+        return Err(format!("disabled by {DISABLE_ENV}"));
+    }
+    let btf = crate::kernel::btf::Btf::vmlinux()?;
+    let min = btf.field("task_struct", "min_flt")?;
+    let maj = btf.field("task_struct", "maj_flt")?;
+    if (min.size, maj.size, maj.offset) != (8, 8, min.offset + 8) {
+        return Err(format!(
+            "task_struct.min_flt/maj_flt are not two adjacent 8-byte counters here \
+             (at {} and {}, sizes {} and {})",
+            min.offset, maj.offset, min.size, maj.size
+        ));
+    }
+    let flags = btf.field("task_struct", "flags")?;
+    if flags.size != 4 {
+        return Err(format!(
+            "task_struct.flags is {} bytes here, not 4",
+            flags.size
+        ));
+    }
+    Ok(TaskOffsets {
+        flt: min.offset,
+        flags: flags.offset,
+    })
+}
+
+/// Attaches the context-switch reader of the kernel's fault books as a BTF
+/// tracepoint (no classic fallback: it needs the task pointers).
+fn attach_account(ebpf: &mut Ebpf, offsets: Result<(), String>) -> ProbeStatus {
+    let result = offsets.and_then(|()| {
+        let btf = Btf::from_sys_fs().map_err(|e| format!("kernel BTF: {}", one_line(&e)))?;
+        let prog = "sched_switch_btf";
+        let p: &mut BtfTracePoint = ebpf
+            .program_mut(prog)
+            .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?
+            .try_into()
+            .map_err(|e: aya::programs::ProgramError| one_line(&e))?;
+        p.load("sched_switch", &btf)
+            .map_err(|e| format!("loading {prog}: {}", one_line(&e)))?;
+        p.attach()
+            .map(drop)
+            .map_err(|e| format!("attaching {prog}: {}", one_line(&e)))
+    });
+    ProbeStatus {
+        probe: ACCOUNT_PROBE.into(),
+        method: "tp_btf".into(),
+        attached: result.is_ok(),
+        reason: result.err(),
+        deferred: false,
+    }
 }
 
 /// The probe name of the major-fault counter.

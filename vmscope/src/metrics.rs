@@ -254,6 +254,13 @@ pub fn run_metrics(rec: &Recording) -> Vec<RunMetric> {
         Lower,
         t.scope_faults.total.map(|v| v as f64),
     );
+    m(
+        &mut out,
+        "gup_faults",
+        "faults",
+        Lower,
+        t.scope_faults.gup.map(|v| v as f64),
+    );
     let counter = |name: &str| t.vm.counters.get(name).copied().flatten().map(|v| v as f64);
     m(
         &mut out,

@@ -40,8 +40,20 @@ impl ClassCounts {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FaultTotals {
     pub source: FaultSource,
-    /// All faults, whatever the source.
+    /// All faults the kernel accounted: the exception path's plus those
+    /// taken through get_user_pages (when `gup` is available; otherwise the
+    /// exception path's alone).
     pub total: Option<u64>,
+    /// Faults seen on the exception path (the part with a user/kernel split
+    /// and error-code classes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exception: Option<u64>,
+    /// Faults taken through get_user_pages (MAP_POPULATE, mlock,
+    /// MADV_POPULATE_*, process_vm_*, ptrace, pinning): the kernel's books
+    /// (`min_flt + maj_flt`) minus the exception path. Null when the
+    /// `sched:sched_switch` probe is unavailable (see `unavailable`).
+    #[serde(default)]
+    pub gup: Option<u64>,
     pub user: Option<ClassCounts>,
     pub kernel: Option<ClassCounts>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,6 +64,7 @@ pub struct FaultTotals {
 pub fn fault_delta(then: &FaultCounters, now: &FaultCounters) -> Option<FaultCounters> {
     let mut d = FaultCounters {
         unclassified: delta(then.unclassified, now.unclassified)?,
+        gup: delta(then.gup, now.gup)?,
         ..Default::default()
     };
     for k in 0..FAULT_CLASSES {
@@ -61,12 +74,25 @@ pub fn fault_delta(then: &FaultCounters, now: &FaultCounters) -> Option<FaultCou
     Some(d)
 }
 
-/// Totals for counters that accumulated from zero (or a delta).
-pub fn fault_totals(source: FaultSource, d: Option<&FaultCounters>) -> FaultTotals {
+/// Totals for counters that accumulated from zero (or a delta). `gup`
+/// says whether the get_user_pages part is available.
+pub fn fault_totals(source: FaultSource, gup: bool, d: Option<&FaultCounters>) -> FaultTotals {
+    let gup_part = d.filter(|_| gup).map(|d| d.gup);
+    let with_gup = |exception: u64| FaultTotals {
+        source,
+        total: Some(exception + gup_part.unwrap_or(0)),
+        exception: Some(exception),
+        gup: gup_part,
+        user: None,
+        kernel: None,
+        unavailable_reason: None,
+    };
     match (source, d) {
         (_, None) => FaultTotals {
             source,
             total: None,
+            exception: None,
+            gup: None,
             user: None,
             kernel: None,
             unavailable_reason: Some("a counter went backwards; delta unknown".into()),
@@ -75,27 +101,24 @@ pub fn fault_totals(source: FaultSource, d: Option<&FaultCounters>) -> FaultTota
             let user = ClassCounts::from_array(&d.user);
             let kernel = ClassCounts::from_array(&d.kernel);
             FaultTotals {
-                source,
-                total: Some(user.total + kernel.total),
-                user: Some(user),
-                kernel: Some(kernel),
-                unavailable_reason: None,
+                user: Some(user.clone()),
+                kernel: Some(kernel.clone()),
+                ..with_gup(user.total + kernel.total)
             }
         }
         (FaultSource::PerfSoftware, Some(d)) => FaultTotals {
-            source,
-            total: Some(d.unclassified),
-            user: None,
-            kernel: None,
             unavailable_reason: Some(
                 "exceptions:page_fault_user is absent; the perf software event gives \
                  counts without user/kernel split or error-code classes"
                     .into(),
             ),
+            ..with_gup(d.unclassified)
         },
         (FaultSource::Unavailable, Some(_)) => FaultTotals {
             source,
             total: None,
+            exception: None,
+            gup: gup_part,
             user: None,
             kernel: None,
             unavailable_reason: Some("no page-fault probe could be attached".into()),
@@ -130,6 +153,8 @@ pub struct ProcessTotal {
 pub struct ProcAvailability {
     pub major_faults: bool,
     pub swap: bool,
+    /// The get_user_pages part of faults (`sched:sched_switch`).
+    pub gup_faults: bool,
 }
 
 /// Replays samples into per-process totals, largest fault count first, at
@@ -152,7 +177,7 @@ pub fn process_totals(
         .map(|p| ProcessTotal {
             pid: p.pid,
             comm: p.comm.clone(),
-            faults: fault_totals(source, Some(&p.faults)),
+            faults: fault_totals(source, avail.gup_faults, Some(&p.faults)),
             direct_reclaim_ns: p.direct_reclaim_ns,
             direct_reclaims: p.direct_reclaims,
             memcg_reclaim_ns: p.memcg_reclaim_ns,
@@ -170,7 +195,7 @@ pub fn process_totals(
 }
 
 /// Sum of per-process totals for a set of pids (e.g. a wrapped command's tree).
-pub fn tree_faults(source: FaultSource, samples: &[Sample]) -> FaultTotals {
+pub fn tree_faults(source: FaultSource, gup: bool, samples: &[Sample]) -> FaultTotals {
     let mut latest: BTreeMap<u32, &FaultCounters> = BTreeMap::new();
     for s in samples {
         for p in &s.procs {
@@ -180,12 +205,13 @@ pub fn tree_faults(source: FaultSource, samples: &[Sample]) -> FaultTotals {
     let mut sum = FaultCounters::default();
     for f in latest.values() {
         sum.unclassified += f.unclassified;
+        sum.gup += f.gup;
         for k in 0..FAULT_CLASSES {
             sum.user[k] += f.user[k];
             sum.kernel[k] += f.kernel[k];
         }
     }
-    fault_totals(source, Some(&sum))
+    fault_totals(source, gup, Some(&sum))
 }
 
 /// What was lost to bounded maps.
@@ -242,6 +268,7 @@ mod tests {
         assert_eq!(delta(15, 10), None);
         let t = fault_totals(
             FaultSource::Tracepoint,
+            true,
             fault_delta(&counters(5, 0), &counters(3, 0)).as_ref(),
         );
         assert_eq!(t.total, None);
@@ -251,8 +278,9 @@ mod tests {
     #[test]
     fn tracepoint_totals_split_user_kernel_and_class() {
         let d = fault_delta(&counters(10, 1), &counters(110, 4)).expect("forward");
-        let t = fault_totals(FaultSource::Tracepoint, Some(&d));
+        let t = fault_totals(FaultSource::Tracepoint, false, Some(&d));
         assert_eq!(t.total, Some(103));
+        assert_eq!((t.exception, t.gup), (Some(103), None));
         let user = t.user.expect("user");
         assert_eq!(user.total, 100);
         assert_eq!(user.by_class["write_not_present"], 100);
@@ -265,7 +293,7 @@ mod tests {
             unclassified: 42,
             ..Default::default()
         };
-        let t = fault_totals(FaultSource::PerfSoftware, Some(&d));
+        let t = fault_totals(FaultSource::PerfSoftware, false, Some(&d));
         assert_eq!(t.total, Some(42));
         assert!(t.user.is_none() && t.kernel.is_none());
         assert!(t.unavailable_reason.is_some());
@@ -301,6 +329,7 @@ mod tests {
         let avail = ProcAvailability {
             major_faults: true,
             swap: true,
+            gup_faults: true,
         };
         let some = process_totals(FaultSource::Tracepoint, avail, &s, 10);
         assert_eq!(some[0].swap_out_pages, Some(7));
@@ -308,10 +337,34 @@ mod tests {
     }
 
     #[test]
+    fn gup_faults_add_to_the_total_and_are_null_when_unavailable() {
+        let mut then = counters(10, 0);
+        then.gup = 5;
+        let mut now = counters(40, 2);
+        now.gup = 305;
+        let d = fault_delta(&then, &now).expect("forward");
+        let t = fault_totals(FaultSource::Tracepoint, true, Some(&d));
+        assert_eq!(
+            (t.total, t.exception, t.gup),
+            (Some(332), Some(32), Some(300))
+        );
+        let perf = fault_totals(FaultSource::PerfSoftware, true, Some(&d));
+        assert_eq!((perf.total, perf.gup), (Some(300), Some(300)));
+        let without = fault_totals(FaultSource::Tracepoint, false, Some(&d));
+        assert_eq!((without.total, without.gup), (Some(32), None));
+        let mut back = now;
+        back.gup = 1;
+        assert!(
+            fault_delta(&now, &back).is_none(),
+            "gup going backwards is unknown"
+        );
+    }
+
+    #[test]
     fn tree_faults_sum_every_process() {
         let s1 = sample(vec![(10, "a", counters(5, 1)), (20, "b", counters(1, 0))]);
         let s2 = sample(vec![(20, "b", counters(4, 0))]);
-        let t = tree_faults(FaultSource::Tracepoint, &[s1, s2]);
+        let t = tree_faults(FaultSource::Tracepoint, false, &[s1, s2]);
         assert_eq!(t.user.expect("user").total, 9);
         assert_eq!(t.total, Some(10));
     }

@@ -212,12 +212,19 @@ async fn record(
     let source = probes.fault_source;
     let first = samples.first().map(|s| s.faults).unwrap_or_default();
     let last = samples.last().map(|s| s.faults).unwrap_or_default();
-    let system_faults = model::fault_totals(source, model::fault_delta(&first, &last).as_ref());
-    let scope_faults = model::tree_faults(source, &samples);
     let attached = |name: &str| loader::probe_usable(&probes.probes, name);
+    let gup = attached(loader::ACCOUNT_PROBE);
+    // The system's get_user_pages part comes from /proc/vmstat (pgfault).
+    let system_faults = model::fault_totals(
+        source,
+        samples.iter().any(|s| s.vmstat.get("pgfault").is_some()),
+        model::fault_delta(&first, &last).as_ref(),
+    );
+    let scope_faults = model::tree_faults(source, gup, &samples);
     let avail = model::ProcAvailability {
         major_faults: attached(loader::MAJOR_FAULTS_PROBE),
         swap: attached(loader::SWAP_PROBE),
+        gup_faults: gup,
     };
     let limit = if args.all {
         usize::MAX

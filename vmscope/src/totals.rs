@@ -69,6 +69,9 @@ pub fn vm_totals(samples: &[Sample], probes: &[ProbeStatus], psi_error: Option<&
         let then = first.counters.get(name).copied().unwrap_or(0);
         t.counters.insert(name.clone(), delta(then, now));
     }
+    if let Some(why) = missing_probe(probes, crate::loader::ACCOUNT_PROBE) {
+        t.unavailable.insert("gup_faults".into(), why);
+    }
     // Histograms: replay to get each one's state at the first and last sample.
     let at_first = hist::latest([first.hists.as_slice()]);
     let at_last = hist::latest(samples.iter().map(|s| s.hists.as_slice()));

@@ -27,6 +27,16 @@
 //!                                         (under a memcg limit below PAGES: every
 //!                                         reclaim walks the rmap of N+1 mappings)
 //!        vmscope-testchild spin MILLIS    a CPU loop with no memory traffic
+//!        vmscope-testchild populate PAGES with THP off: PAGES faulted in each through
+//!                                         MADV_POPULATE_WRITE, MAP_POPULATE (in a second
+//!                                         thread) and mlock, all get_user_pages faults,
+//!                                         then PAGES more by touching them
+//!        vmscope-testchild forkswap PAGES K MODE  write PAGES (under a memcg limit
+//!                                         below PAGES: some go out to swap), fork K
+//!                                         children that do MODE (exit, munmap or
+//!                                         mremap half the range) without touching
+//!                                         the memory and exit, then write all PAGES
+//!                                         again (swap-in)
 #![allow(clippy::unwrap_used, reason = "a test workload fails loudly")]
 
 use std::{io::Write as _, time::Duration};
@@ -299,6 +309,86 @@ fn spin(millis: u64) {
     std::hint::black_box(x);
 }
 
+/// Faults through get_user_pages, which the exception tracepoints never
+/// see: populate, MAP_POPULATE (from another thread) and mlock, each over
+/// `pages` fresh pages, then `pages` ordinary faults.
+fn populate(pages: usize) {
+    const MADV_POPULATE_WRITE: libc::c_int = 23;
+    let len = pages * page_size();
+    // SAFETY: plain prctl; THP off so every page is its own fault.
+    assert_eq!(
+        unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) },
+        0
+    );
+    let a = map(len);
+    // SAFETY: the whole mapping.
+    assert_eq!(
+        unsafe { libc::madvise(a.cast(), len, MADV_POPULATE_WRITE) },
+        0,
+        "populate"
+    );
+    std::thread::spawn(move || {
+        // SAFETY: anonymous mapping, populated by the kernel.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED, "mmap MAP_POPULATE");
+    })
+    .join()
+    .unwrap();
+    let c = map(len);
+    // SAFETY: the whole mapping.
+    assert_eq!(unsafe { libc::mlock(c.cast(), len) }, 0, "mlock");
+    let d = map(len);
+    write_pages(d, pages);
+}
+
+/// Swap entries that change without swap traffic: fork copies them, and
+/// the children drop them by exiting, munmap or mremap.
+fn forkswap(pages: usize, children: usize, mode: &str) {
+    let len = pages * page_size();
+    let p = map(len);
+    // SAFETY: the whole mapping.
+    unsafe { assert_eq!(libc::madvise(p.cast(), len, libc::MADV_NOHUGEPAGE), 0) };
+    write_pages(p, pages);
+    let mut pids = Vec::new();
+    for _ in 0..children {
+        // SAFETY: the child only makes syscalls and exits.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            // SAFETY: within the inherited mapping; no allocation here.
+            unsafe {
+                match mode {
+                    "munmap" => {
+                        libc::munmap(p.cast(), len / 2);
+                    }
+                    "mremap" => {
+                        libc::mremap(p.cast(), len, len / 2, 0);
+                    }
+                    _ => {}
+                }
+                libc::usleep(200_000);
+                libc::_exit(0);
+            }
+        }
+        pids.push(pid);
+    }
+    for pid in pids {
+        let mut status = 0;
+        // SAFETY: our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+    }
+    write_pages(p, pages);
+}
+
 fn report(path: &str) {
     // SAFETY: zeroed rusage is valid; getrusage fills it.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -335,6 +425,15 @@ fn main() {
         "rewrite" => rewrite(n as usize),
         "churn" => churn(n),
         "spin" => spin(n),
+        "populate" => populate(n as usize),
+        "forkswap" => {
+            let (Some(k), Some(mode)) = (args.get(2).and_then(|s| s.parse().ok()), args.get(3))
+            else {
+                eprintln!("usage: vmscope-testchild forkswap PAGES K exit|munmap|mremap");
+                std::process::exit(2)
+            };
+            forkswap(n as usize, k, mode)
+        }
         "sharers" => {
             let pages = args.get(2).and_then(|s| s.parse().ok()).unwrap_or_else(|| {
                 eprintln!("usage: vmscope-testchild sharers N PAGES");

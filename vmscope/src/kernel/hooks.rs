@@ -58,6 +58,14 @@ pub const SCHED_PROCESS_EXEC: Hook = hook(
     "keeping process names current after exec",
     "process names from /proc, or the name at first fault",
 );
+pub const SCHED_SWITCH: Hook = hook(
+    "sched",
+    "sched_switch",
+    "the faults the kernel accounts to each task (min_flt + maj_flt, read at each context \
+     switch as a BTF tracepoint), get_user_pages faults included",
+    "faults are the exception path's only; get_user_pages faults (populate, mlock, remote \
+     access) unavailable",
+);
 pub const SCHED_PROCESS_EXIT: Hook = hook(
     "sched",
     "sched_process_exit",
@@ -204,6 +212,42 @@ pub const ALL: &[Hook] = &[
     ),
     hook(
         "syscalls",
+        "sys_enter_mremap",
+        "telling swap entries freed by mremap from swap-in",
+        "swap entries mremap drops count as swap-in",
+    ),
+    hook(
+        "syscalls",
+        "sys_exit_mremap",
+        "telling swap entries freed by mremap from swap-in",
+        "swap entries mremap drops count as swap-in",
+    ),
+    hook(
+        "syscalls",
+        "sys_enter_brk",
+        "telling swap entries freed by brk from swap-in",
+        "swap entries brk drops count as swap-in",
+    ),
+    hook(
+        "syscalls",
+        "sys_exit_brk",
+        "telling swap entries freed by brk from swap-in",
+        "swap entries brk drops count as swap-in",
+    ),
+    hook(
+        "syscalls",
+        "sys_enter_mmap",
+        "telling swap entries freed by mmap(MAP_FIXED) from swap-in",
+        "swap entries mmap drops count as swap-in",
+    ),
+    hook(
+        "syscalls",
+        "sys_exit_mmap",
+        "telling swap entries freed by mmap(MAP_FIXED) from swap-in",
+        "swap entries mmap drops count as swap-in",
+    ),
+    hook(
+        "syscalls",
         "sys_enter_mprotect",
         "mprotect latency",
         "mprotect latency unavailable",
@@ -220,6 +264,7 @@ pub const ALL: &[Hook] = &[
         "per-process swap-out attribution (MM_SWAPENTS)",
         "swap-out per process unavailable; system-wide from /proc/vmstat",
     ),
+    SCHED_SWITCH,
     SCHED_PROCESS_FORK,
     SCHED_PROCESS_EXEC,
     SCHED_PROCESS_EXIT,

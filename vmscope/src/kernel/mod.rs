@@ -1,6 +1,7 @@
 //! What the running kernel offers: privileges, tracefs, hook catalogue, and
 //! the `doctor` report built from them.
 
+pub mod btf;
 pub mod caps;
 pub mod doctor;
 pub mod format;

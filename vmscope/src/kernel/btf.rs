@@ -1,0 +1,414 @@
+//! Struct layouts from the kernel's BTF (`/sys/kernel/btf/vmlinux`): the
+//! byte offset of a field such as `task_struct.min_flt`, so eBPF programs
+//! read kernel structures at this kernel's offsets rather than hard-coded
+//! ones. Only what that needs is parsed: the type section's structs,
+//! unions, arrays and the modifiers between them.
+
+use std::{collections::HashMap, path::Path};
+
+const MAGIC: u16 = 0xeb9f;
+
+const KIND_INT: u32 = 1;
+const KIND_PTR: u32 = 2;
+const KIND_ARRAY: u32 = 3;
+const KIND_STRUCT: u32 = 4;
+const KIND_UNION: u32 = 5;
+const KIND_ENUM: u32 = 6;
+const KIND_FWD: u32 = 7;
+const KIND_TYPEDEF: u32 = 8;
+const KIND_VOLATILE: u32 = 9;
+const KIND_CONST: u32 = 10;
+const KIND_RESTRICT: u32 = 11;
+const KIND_FUNC: u32 = 12;
+const KIND_FUNC_PROTO: u32 = 13;
+const KIND_VAR: u32 = 14;
+const KIND_DATASEC: u32 = 15;
+const KIND_FLOAT: u32 = 16;
+const KIND_DECL_TAG: u32 = 17;
+const KIND_TYPE_TAG: u32 = 18;
+const KIND_ENUM64: u32 = 19;
+
+#[derive(Clone, Debug)]
+struct Member {
+    name: String,
+    type_id: u32,
+    /// Offset in bits from the start of the enclosing struct or union.
+    bit_offset: u32,
+}
+
+#[derive(Clone, Debug)]
+enum Type {
+    /// A struct or union.
+    Composite {
+        name: String,
+        size: u32,
+        members: Vec<Member>,
+    },
+    Array {
+        elem: u32,
+        nelems: u32,
+    },
+    /// typedef, const, volatile, restrict, type tag: refers to another type.
+    Modifier(u32),
+    /// An integer, with its size in bytes.
+    Int(u32),
+    Pointer,
+    Other,
+}
+
+/// The parsed type section.
+pub struct Btf {
+    /// Index = type id; id 0 is `void`.
+    types: Vec<Type>,
+    structs: HashMap<String, u32>,
+}
+
+/// Where a field lives and how wide it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Field {
+    pub offset: u32,
+    /// Size in bytes (0 when the type has no size, e.g. a function).
+    pub size: u32,
+}
+
+impl Btf {
+    /// The running kernel's BTF.
+    pub fn vmlinux() -> Result<Self, String> {
+        Self::from_file(Path::new("/sys/kernel/btf/vmlinux"))
+    }
+
+    pub fn from_file(path: &Path) -> Result<Self, String> {
+        let data = std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        Self::parse(&data).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    pub fn parse(data: &[u8]) -> Result<Self, String> {
+        let r = Reader(data);
+        if r.u16(0)? != MAGIC {
+            return Err("not BTF (bad magic)".into());
+        }
+        let hdr_len = r.u32(4)? as usize;
+        let type_off = hdr_len + r.u32(8)? as usize;
+        let type_len = r.u32(12)? as usize;
+        let str_off = hdr_len + r.u32(16)? as usize;
+        let str_len = r.u32(20)? as usize;
+        let strings = data
+            .get(str_off..str_off.saturating_add(str_len))
+            .ok_or("string section out of bounds")?;
+        let name = |off: u32| -> String {
+            let s = strings.get(off as usize..).unwrap_or_default();
+            let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
+            String::from_utf8_lossy(&s[..end]).into_owned()
+        };
+        let end = type_off
+            .checked_add(type_len)
+            .filter(|&e| e <= data.len())
+            .ok_or("type section out of bounds")?;
+        let mut types = vec![Type::Other];
+        let mut structs = HashMap::new();
+        let mut p = type_off;
+        while p < end {
+            let name_off = r.u32(p)?;
+            let info = r.u32(p + 4)?;
+            let size_or_type = r.u32(p + 8)?;
+            let vlen = (info & 0xffff) as usize;
+            let kind = (info >> 24) & 0x1f;
+            let kflag = info >> 31 == 1;
+            p += 12;
+            let id = types.len() as u32;
+            let ty = match kind {
+                KIND_INT => {
+                    p += 4;
+                    Type::Int(size_or_type)
+                }
+                KIND_PTR => Type::Pointer,
+                KIND_ARRAY => {
+                    let elem = r.u32(p)?;
+                    let nelems = r.u32(p + 8)?;
+                    p += 12;
+                    Type::Array { elem, nelems }
+                }
+                KIND_STRUCT | KIND_UNION => {
+                    let mut members = Vec::with_capacity(vlen);
+                    for _ in 0..vlen {
+                        let raw = r.u32(p + 8)?;
+                        members.push(Member {
+                            name: name(r.u32(p)?),
+                            type_id: r.u32(p + 4)?,
+                            bit_offset: if kflag { raw & 0x00ff_ffff } else { raw },
+                        });
+                        p += 12;
+                    }
+                    let n = name(name_off);
+                    if kind == KIND_STRUCT && !n.is_empty() {
+                        structs.entry(n.clone()).or_insert(id);
+                    }
+                    Type::Composite {
+                        name: n,
+                        size: size_or_type,
+                        members,
+                    }
+                }
+                KIND_ENUM => {
+                    p += 8 * vlen;
+                    Type::Int(size_or_type)
+                }
+                KIND_ENUM64 => {
+                    p += 12 * vlen;
+                    Type::Int(size_or_type)
+                }
+                KIND_FWD | KIND_FUNC | KIND_FLOAT => Type::Other,
+                KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
+                    Type::Modifier(size_or_type)
+                }
+                KIND_FUNC_PROTO => {
+                    p += 8 * vlen;
+                    Type::Other
+                }
+                KIND_VAR => {
+                    p += 4;
+                    Type::Other
+                }
+                KIND_DATASEC => {
+                    p += 12 * vlen;
+                    Type::Other
+                }
+                KIND_DECL_TAG => {
+                    p += 4;
+                    Type::Other
+                }
+                k => return Err(format!("unknown BTF kind {k} (type {id})")),
+            };
+            types.push(ty);
+        }
+        Ok(Self { types, structs })
+    }
+
+    /// The offset and size of `path` (fields separated by dots, e.g.
+    /// `rss_stat.count`) inside `struct name`. Fields of anonymous structs
+    /// and unions are found as if they were the parent's.
+    pub fn field(&self, name: &str, path: &str) -> Result<Field, String> {
+        let mut id = *self
+            .structs
+            .get(name)
+            .ok_or_else(|| format!("struct {name} is not in the kernel's BTF"))?;
+        let mut offset = 0u32;
+        for part in path.split('.') {
+            let (bits, member_type) = self
+                .find_member(id, part, 0)
+                .ok_or_else(|| format!("struct {name} has no field {path}"))?;
+            if bits % 8 != 0 {
+                return Err(format!("{name}.{path} is a bit field"));
+            }
+            offset += bits / 8;
+            id = member_type;
+        }
+        Ok(Field {
+            offset,
+            size: self.size_of(id),
+        })
+    }
+
+    /// Whether `struct name` has a field `path`.
+    pub fn has_field(&self, name: &str, path: &str) -> bool {
+        self.field(name, path).is_ok()
+    }
+
+    /// The name of the struct or union that `path` in `struct name` holds
+    /// (through typedefs and arrays), if it holds one.
+    pub fn field_type_name(&self, name: &str, path: &str) -> Option<String> {
+        let mut id = *self.structs.get(name)?;
+        for part in path.split('.') {
+            id = self.find_member(id, part, 0)?.1;
+        }
+        match &self.types[self.strip(id) as usize] {
+            Type::Composite { name, .. } => Some(name.clone()),
+            _ => None,
+        }
+    }
+
+    /// `(bit offset, type id)` of member `want` of composite `id`, looking
+    /// into anonymous members.
+    fn find_member(&self, id: u32, want: &str, depth: u32) -> Option<(u32, u32)> {
+        if depth > 8 {
+            return None;
+        }
+        let Type::Composite { members, .. } = self.types.get(self.strip(id) as usize)? else {
+            return None;
+        };
+        for m in members {
+            if m.name == want {
+                return Some((m.bit_offset, m.type_id));
+            }
+        }
+        members.iter().filter(|m| m.name.is_empty()).find_map(|m| {
+            self.find_member(m.type_id, want, depth + 1)
+                .map(|(bits, t)| (m.bit_offset + bits, t))
+        })
+    }
+
+    /// Skips typedefs and qualifiers, and arrays to their element type.
+    fn strip(&self, mut id: u32) -> u32 {
+        for _ in 0..32 {
+            match self.types.get(id as usize) {
+                Some(Type::Modifier(next)) => id = *next,
+                Some(Type::Array { elem, .. }) => id = *elem,
+                _ => break,
+            }
+        }
+        id
+    }
+
+    fn size_of(&self, mut id: u32) -> u32 {
+        for _ in 0..32 {
+            match self.types.get(id as usize) {
+                Some(Type::Modifier(next)) => id = *next,
+                Some(Type::Array { elem, nelems }) => return self.size_of(*elem) * nelems,
+                Some(Type::Composite { size, .. } | Type::Int(size)) => return *size,
+                Some(Type::Pointer) => return 8,
+                _ => return 0,
+            }
+        }
+        0
+    }
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn u16(&self, at: usize) -> Result<u16, String> {
+        let b = self.0.get(at..at + 2).ok_or("truncated BTF")?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    fn u32(&self, at: usize) -> Result<u32, String> {
+        let b = self.0.get(at..at + 4).ok_or("truncated BTF")?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tiny BTF blob built by hand:
+    /// `struct inner { int a; long b; }`,
+    /// `struct outer { int x; union { int y; struct inner in; }; long arr[3]; typedef'd inner t; }`.
+    fn blob() -> Vec<u8> {
+        let strings = b"\0int\0long\0inner\0a\0b\0outer\0x\0y\0in\0arr\0t\0inner_t\0";
+        let s = |name: &str| -> u32 {
+            let needle = format!("\0{name}\0");
+            strings
+                .windows(needle.len())
+                .position(|w| w == needle.as_bytes())
+                .map(|p| p as u32 + 1)
+                .unwrap_or_else(|| panic!("{name}"))
+        };
+        let mut t: Vec<u32> = Vec::new();
+        let info =
+            |kind: u32, vlen: u32, kflag: bool| (kind << 24) | vlen | (u32::from(kflag) << 31);
+        // 1: int (4 bytes)
+        t.extend([s("int"), info(KIND_INT, 0, false), 4, 32]);
+        // 2: long (8 bytes)
+        t.extend([s("long"), info(KIND_INT, 0, false), 8, 64]);
+        // 3: struct inner { int a @0; long b @64 bits } size 16
+        t.extend([s("inner"), info(KIND_STRUCT, 2, false), 16]);
+        t.extend([s("a"), 1, 0, s("b"), 2, 64]);
+        // 4: anonymous union { int y; struct inner in; } size 16
+        t.extend([0, info(KIND_UNION, 2, false), 16]);
+        t.extend([s("y"), 1, 0, s("in"), 3, 0]);
+        // 5: long[3]
+        t.extend([0, info(KIND_ARRAY, 0, false), 0, 2, 1, 3]);
+        // 6: typedef inner_t -> 3
+        t.extend([s("inner_t"), info(KIND_TYPEDEF, 0, false), 3]);
+        // 7: const -> 6
+        t.extend([0, info(KIND_CONST, 0, false), 6]);
+        // 8: struct outer (kflag set: offsets carry a zero bitfield size)
+        t.extend([s("outer"), info(KIND_STRUCT, 4, true), 72]);
+        t.extend([s("x"), 1, 0, 0, 4, 64, s("arr"), 5, 192, s("t"), 7, 384]);
+        let types: Vec<u8> = t.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let mut out = Vec::new();
+        out.extend(MAGIC.to_le_bytes());
+        out.extend([1u8, 0]);
+        for v in [
+            24u32,
+            0,
+            types.len() as u32,
+            types.len() as u32,
+            strings.len() as u32,
+        ] {
+            out.extend(v.to_le_bytes());
+        }
+        out.extend(types);
+        out.extend(strings);
+        out
+    }
+
+    #[test]
+    fn finds_fields_through_anonymous_unions_typedefs_and_paths() {
+        let btf = Btf::parse(&blob()).expect("parse");
+        assert_eq!(btf.field("outer", "x"), Ok(Field { offset: 0, size: 4 }));
+        assert_eq!(btf.field("outer", "y"), Ok(Field { offset: 8, size: 4 }));
+        assert_eq!(
+            btf.field("outer", "in"),
+            Ok(Field {
+                offset: 8,
+                size: 16
+            })
+        );
+        assert_eq!(
+            btf.field("outer", "in.b"),
+            Ok(Field {
+                offset: 16,
+                size: 8
+            })
+        );
+        assert_eq!(
+            btf.field("outer", "arr"),
+            Ok(Field {
+                offset: 24,
+                size: 24
+            })
+        );
+        assert_eq!(
+            btf.field("outer", "t.b"),
+            Ok(Field {
+                offset: 56,
+                size: 8
+            })
+        );
+        assert_eq!(btf.field_type_name("outer", "t").as_deref(), Some("inner"));
+        assert!(
+            btf.field("outer", "nope")
+                .unwrap_err()
+                .contains("no field nope")
+        );
+        assert!(
+            btf.field("missing", "x")
+                .unwrap_err()
+                .contains("not in the kernel's BTF")
+        );
+    }
+
+    #[test]
+    fn truncated_or_foreign_data_is_an_error_not_a_panic() {
+        let b = blob();
+        for cut in [0, 3, 10, 30, b.len() - 5] {
+            assert!(Btf::parse(&b[..cut]).is_err(), "cut at {cut}");
+        }
+        assert!(Btf::parse(b"hello world, not btf at all").is_err());
+    }
+
+    #[test]
+    fn the_running_kernels_task_struct_has_the_fault_counters() {
+        let Ok(btf) = Btf::vmlinux() else {
+            eprintln!("skipped: /sys/kernel/btf/vmlinux is not readable here");
+            return;
+        };
+        let min = btf.field("task_struct", "min_flt").expect("min_flt");
+        let maj = btf.field("task_struct", "maj_flt").expect("maj_flt");
+        assert_eq!((min.size, maj.size), (8, 8));
+        assert_eq!(maj.offset, min.offset + 8, "adjacent, read as one pair");
+        assert_eq!(btf.field("task_struct", "flags").expect("flags").size, 4);
+    }
+}
