@@ -1,0 +1,205 @@
+//! Every fault and every swapped page counted once, the way other people's
+//! programs behave: faults taken through get_user_pages (MADV_POPULATE_WRITE,
+//! MAP_POPULATE from a second thread, mlock) against the child's rusage, and
+//! a process that swaps out and then forks children that exit, munmap or
+//! mremap the swapped range, against /proc/vmstat's pswpout and pswpin.
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+use std::{process::Command, time::Duration};
+
+use vmscope_tests::{pressure, *};
+
+fn record(
+    dir: &std::path::Path,
+    name: &str,
+    argv: &[&str],
+    env: &[(&str, &str)],
+) -> serde_json::Value {
+    let out = dir.join(format!("{name}.json"));
+    let mut c = Command::new(vmscope_bin());
+    c.args(["record", "-i", "250ms", "-o"])
+        .arg(&out)
+        .arg("--")
+        .args(argv)
+        .envs(env.iter().copied());
+    let o = run_with_timeout(c, Duration::from_secs(300));
+    assert!(
+        o.status.success(),
+        "vmscope record {argv:?}: {:?} {}",
+        o.status,
+        text(&o.stderr)
+    );
+    read_json(&out)
+}
+
+fn child_row<'a>(rec: &'a serde_json::Value, pid: u64) -> &'a serde_json::Value {
+    rec["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == pid)
+        .unwrap_or_else(|| panic!("pid {pid} not among {:#}", rec["processes"]))
+}
+
+const PAGES: u64 = 20_000;
+
+#[test]
+fn get_user_pages_faults_count_like_the_kernels_books() {
+    if !root_or_skip("get_user_pages_faults_count_like_the_kernels_books") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ru = dir.path().join("populate.ru");
+    let child = testchild();
+    let n = PAGES.to_string();
+    let argv = [
+        path_str(&child),
+        "--report",
+        path_str(&ru),
+        "populate",
+        n.as_str(),
+    ];
+    let rec = record(dir.path(), "populate", &argv, &[]);
+    let books = read_json(&ru);
+    let kernel = books["minflt"].as_u64().unwrap() + books["majflt"].as_u64().unwrap();
+    let row = child_row(&rec, books["pid"].as_u64().unwrap());
+    let faults = &row["faults"];
+    let (total, exception, gup) = (
+        u64_at(faults, "/total"),
+        u64_at(faults, "/exception"),
+        u64_at(faults, "/gup"),
+    );
+    // The whole: the kernel's own count for the child (it takes a few faults
+    // before vmscope follows it, hence not exact).
+    assert_within_pct("child faults vs rusage", total, kernel, 2.0);
+    // The parts: three ways of 20,000 get_user_pages faults, and the 20,000
+    // touched pages plus start-up on the exception path.
+    assert_within_pct("gup part", gup, 3 * PAGES, 2.0);
+    assert_eq!(total, exception + gup, "{faults}");
+    assert!(
+        exception >= PAGES && exception < PAGES + PAGES / 50,
+        "exception part {exception}: {faults}"
+    );
+    // The recording's scope total and the system-wide figure (vmstat's
+    // pgfault) see the same get_user_pages faults.
+    let scope = &rec["totals"]["scope_faults"];
+    assert_within_pct("scope gup", u64_at(scope, "/gup"), 3 * PAGES, 2.0);
+    let system = u64_at(&rec["totals"]["system_faults"], "/gup");
+    assert!(system >= 3 * PAGES * 98 / 100, "system gup {system}");
+    assert_eq!(rec["totals"]["unavailable"].get("gup_faults"), None);
+}
+
+#[test]
+fn without_the_context_switch_probe_gup_faults_are_unavailable_not_zero() {
+    if !root_or_skip("without_the_context_switch_probe_gup_faults_are_unavailable_not_zero") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let child = testchild();
+    let argv = [path_str(&child), "populate", "2000"];
+    let rec = record(
+        dir.path(),
+        "nogup",
+        &argv,
+        &[("VMSCOPE_DISABLE_PROBES", "sched:sched_switch")],
+    );
+    let probe = rec["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["probe"] == "sched:sched_switch")
+        .unwrap();
+    assert_eq!(probe["attached"], false, "{probe}");
+    let why = rec["totals"]["unavailable"]["gup_faults"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        why.contains("sched:sched_switch"),
+        "{:#}",
+        rec["totals"]["unavailable"]
+    );
+    let row = rec["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["comm"] == "vmscope-testchi")
+        .unwrap();
+    assert!(row["faults"]["gup"].is_null(), "{row}");
+    assert!(rec["totals"]["scope_faults"]["gup"].is_null());
+}
+
+/// A parent swaps out under a memcg limit, forks children that exit (or
+/// munmap or mremap half the swapped range) without touching it, then
+/// writes everything again. Fork copies swap entries and the children drop
+/// them, all without I/O: per-process swap-out and swap-in must still add up
+/// to pswpout and pswpin.
+#[test]
+fn fork_after_swap_counts_only_swap_traffic() {
+    if !root_or_skip("fork_after_swap_counts_only_swap_traffic") {
+        return;
+    }
+    let _lock = pressure::exclusive();
+    let _swap = pressure::ZramSwap::new(1 << 30);
+    let dir = tempfile::tempdir().unwrap();
+    let child = testchild();
+    for mode in ["exit", "munmap", "mremap"] {
+        let cg = pressure::MemCgroup::new(64 << 20);
+        // 40,000 pages (156 MiB) written in 64 MiB.
+        let argv = [path_str(&child), "forkswap", "40000", "3", mode];
+        let before = pressure::vmstat();
+        let wrapped = cg.in_cgroup_argv(&argv);
+        let wrapped: Vec<&str> = wrapped.iter().map(String::as_str).collect();
+        let rec = record(dir.path(), mode, &wrapped, &[]);
+        let after = pressure::vmstat();
+        let books = |k: &str| after[k] - before[k];
+        let procs = rec["processes"].as_array().unwrap();
+        let sum = |k: &str| {
+            procs
+                .iter()
+                .map(|p| p[k].as_u64().unwrap_or(0))
+                .sum::<u64>()
+        };
+        assert!(books("pswpout") > 20_000, "{mode}: too little swapped out");
+        assert!(books("pswpin") > 20_000, "{mode}: too little swapped in");
+        assert_within_pct(
+            &format!("{mode}: swap-out summed over processes vs pswpout"),
+            sum("swap_out_pages"),
+            books("pswpout"),
+            10.0,
+        );
+        assert_within_pct(
+            &format!("{mode}: swap-in summed over processes vs pswpin"),
+            sum("swap_in_pages"),
+            books("pswpin"),
+            10.0,
+        );
+        // The parent did the I/O; the children only copied and dropped
+        // entries. What a child may still be charged is a shared page
+        // reclaimed while it mapped it (each mapper's swap-entry count
+        // grows) and its own stack pages: a sliver, not the 24k it inherited.
+        let parent = procs
+            .iter()
+            .max_by_key(|p| p["swap_out_pages"].as_u64().unwrap_or(0))
+            .unwrap();
+        let children: Vec<_> = procs
+            .iter()
+            .filter(|p| p["comm"] == "vmscope-testchi" && p["pid"] != parent["pid"])
+            .collect();
+        assert_eq!(children.len(), 3, "{mode}: {procs:#?}");
+        for c in children {
+            let out = c["swap_out_pages"].as_u64().unwrap_or(0);
+            let inn = c["swap_in_pages"].as_u64().unwrap_or(0);
+            assert!(
+                out < books("pswpout") / 100 && inn < books("pswpin") / 100,
+                "{mode}: a child that never touched the memory was charged {out} out, {inn} in: {c}"
+            );
+        }
+        let copied = rec["totals"]["counters"]["swap_copied_pages"]
+            .as_u64()
+            .unwrap_or(0);
+        assert!(
+            copied > 3 * 20_000,
+            "{mode}: fork copies not seen: {copied}"
+        );
+    }
+}
