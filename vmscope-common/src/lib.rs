@@ -117,7 +117,23 @@ pub mod off {
     pub const TASK_FLT: usize = 23;
     /// `task_struct.flags` (BTF).
     pub const TASK_FLAGS: usize = 24;
-    pub const COUNT: usize = 28;
+    /// For the BTF `rss_stat` program (kernels with per-CPU RSS counters):
+    /// `mm_struct.rss_stat[MM_SWAPENTS]` (a `struct percpu_counter`).
+    pub const MM_SWAPENTS_COUNTER: usize = 25;
+    /// `percpu_counter.count` and `.counters` (the `s32 __percpu *`).
+    pub const PCPU_COUNT: usize = 26;
+    pub const PCPU_COUNTERS: usize = 27;
+    /// `mm_struct.owner`, `task_struct.tgid`, `task_struct.mm`.
+    pub const MM_OWNER: usize = 28;
+    pub const TASK_TGID: usize = 29;
+    pub const TASK_MM: usize = 30;
+    /// `bpf_array.pptrs`: where a per-CPU array keeps its per-CPU pointers.
+    pub const ARRAY_PPTRS: usize = 31;
+    /// Possible CPUs (at most `MAX_CPUS`).
+    pub const NR_CPUS: usize = 32;
+    /// log2 of the page size.
+    pub const PAGE_SHIFT: usize = 33;
+    pub const COUNT: usize = 36;
 }
 
 /// Indices into the per-CPU `COUNTERS` array: system-wide counters (and
@@ -195,6 +211,10 @@ pub mod cache_flags {
 
 const _: () = assert!(core::mem::size_of::<FaultCache>() == 16 + 8 * (2 * FAULT_CLASSES + 1));
 
+/// The most CPUs the BTF `rss_stat` program sums per-CPU counters over;
+/// machines with more use the classic event.
+pub const MAX_CPUS: u32 = 256;
+
 /// Capacity of the per-mm swap map (LRU).
 pub const MAX_MMS: u32 = 16384;
 
@@ -202,7 +222,8 @@ pub const MAX_MMS: u32 = 16384;
 pub const MM_SWAPENTS: i32 = 2;
 
 /// Swap traffic of one address space, keyed by the `mm_id` hash that
-/// `kmem:rss_stat` reports. Its owner's tgid is learned from events the mm's
+/// `kmem:rss_stat` reports (the classic event) or the mm's address (the BTF
+/// program). Its owner's tgid is learned from events the mm's
 /// own tasks cause (`curr == 1`); 0 while unknown.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

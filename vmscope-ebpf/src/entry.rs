@@ -129,6 +129,14 @@ pub fn rss_stat(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// The same as a BTF tracepoint (kernels with per-CPU RSS counters, 6.2+):
+/// `rss_stat(struct mm_struct *mm, int member)`.
+#[btf_tracepoint(function = "rss_stat")]
+pub fn rss_stat_btf(ctx: BtfTracePointContext) -> i32 {
+    crate::swap::on_rss_stat_btf(ctx.arg::<u64>(0), ctx.arg::<i32>(1));
+    0
+}
+
 /// The same for the usual field layout, with plain context loads.
 #[tracepoint]
 pub fn rss_stat_std(ctx: TracePointContext) -> u32 {

@@ -17,17 +17,21 @@
 
 use aya_ebpf::{
     EbpfContext as _,
+    cty::c_void,
+    helpers::{bpf_probe_read_kernel, generated as raw},
     macros::map,
-    maps::{LruHashMap, PerCpuArray},
+    maps::{Array, LruHashMap, PerCpuArray},
     programs::TracePointContext,
 };
-use vmscope_common::{MAX_MMS, MM_SWAPENTS, MmSwap, PF_MEMALLOC, counter, kind, madvise, off};
+use vmscope_common::{
+    MAX_CPUS, MAX_MMS, MM_SWAPENTS, MmSwap, PF_MEMALLOC, counter, kind, madvise, off,
+};
 
 use crate::maps;
 
 /// Swap traffic per address space, keyed by `mm_id`.
 #[map]
-pub static MMS: LruHashMap<u32, MmSwap> = LruHashMap::with_max_entries(MAX_MMS, 0);
+pub static MMS: LruHashMap<u64, MmSwap> = LruHashMap::with_max_entries(MAX_MMS, 0);
 
 /// Per CPU, the last `mm_id << 32 | tgid` pair already recorded in `MMS`.
 #[map]
@@ -75,24 +79,32 @@ pub fn on_rss_stat_std(ctx: &TracePointContext) {
 
 #[inline(always)]
 fn on_event(ev: RssStat) {
-    let (mm_id, curr, size) = (ev.mm_id, ev.curr, ev.size);
-    if curr != 0 {
-        learn(mm_id);
+    let (mm_id, curr) = (u64::from(ev.mm_id), ev.curr != 0);
+    if curr {
+        learn(ev.mm_id);
     }
     if ev.member != MM_SWAPENTS {
         return;
     }
-    let Some(e) = MMS.get_ptr_mut(mm_id) else {
+    on_swapents(mm_id, curr, ev.size, None);
+}
+
+/// One change of an mm's swap-entry count, `size` its new value in bytes;
+/// `owner` is the mm's owner when known from the mm itself (BTF program).
+#[inline(always)]
+fn on_swapents(key: u64, curr: bool, size: i64, owner: Option<u32>) {
+    let Some(e) = MMS.get_ptr_mut(key) else {
         // An mm none of whose tasks has been seen since the probe attached
         // (e.g. asleep while its pages go out). Its traffic is kept under
         // owner 0 until an event of its own names the owner, which is then
         // credited with everything so far.
         let fresh = MmSwap {
+            tgid: owner.unwrap_or(0),
             sized: 1,
             last_bytes: size,
             ..Default::default()
         };
-        if MMS.insert(mm_id, fresh, 1).is_ok() {
+        if MMS.insert(key, fresh, 1).is_ok() {
             maps::count(counter::MM_INSERTS);
         }
         maps::count(counter::SWAP_UNSIZED);
@@ -100,6 +112,9 @@ fn on_event(ev: RssStat) {
     };
     // SAFETY: `e` points into a live map value.
     unsafe {
+        if let Some(tgid) = owner {
+            (*e).tgid = tgid;
+        }
         if (*e).sized == 0 {
             (*e).sized = 1;
             (*e).last_bytes = size;
@@ -116,13 +131,136 @@ fn on_event(ev: RssStat) {
             }
         } else if delta < 0 {
             let freed = delta.unsigned_abs();
-            if curr != 0 && !unmapping() {
+            if curr && !unmapping() {
                 maps::atomic_add(&raw mut (*e).in_bytes, freed);
             } else {
                 maps::atomic_add(&raw mut (*e).freed_bytes, freed);
             }
         }
     }
+}
+
+/// Per-CPU offsets (`__per_cpu_offset[cpu]`), learned once: what
+/// `bpf_map_lookup_percpu_elem` returns for our own per-CPU array, minus the
+/// per-CPU pointer the array keeps (`bpf_array.pptrs[0]`). Slot `MAX_CPUS`
+/// is 1 once they are known.
+#[map]
+static PCPU_OFF: Array<u64> = Array::with_max_entries(MAX_CPUS + 1, 0);
+
+/// The per-CPU array whose addresses reveal the per-CPU offsets.
+#[map]
+static PCPU_PROBE: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+/// Scratch space to copy the head of `PCPU_PROBE`'s `struct bpf_array` into.
+#[map]
+static SCRATCH: PerCpuArray<[u64; 129]> = PerCpuArray::with_max_entries(1, 0);
+
+#[inline(always)]
+fn read_u64(addr: u64) -> Option<u64> {
+    // SAFETY: a kernel address; the helper checks the read.
+    unsafe { bpf_probe_read_kernel(addr as *const u64) }.ok()
+}
+
+/// Learns the per-CPU offsets; false if it cannot.
+#[inline(never)]
+fn learn_pcpu_offsets() -> bool {
+    let at = maps::offset(off::ARRAY_PPTRS);
+    let nr = maps::offset(off::NR_CPUS) as u32;
+    if at == 0 || at >= 1016 || nr == 0 || nr > MAX_CPUS {
+        return false;
+    }
+    let map = (&raw const PCPU_PROBE).cast::<c_void>().cast_mut();
+    let Some(buf) = SCRATCH.get_ptr_mut(0) else {
+        return false;
+    };
+    // SAFETY: reads the array's head (the map itself) into scratch space.
+    let n = ((at + 8) & 1023) as u32;
+    if unsafe { raw::bpf_probe_read_kernel(buf.cast(), n, map.cast_const()) } != 0 {
+        return false;
+    }
+    // SAFETY: within the scratch value (1032 bytes; `at & 1023` + 8 fits).
+    let pptr = unsafe { core::ptr::read_unaligned(buf.cast::<u8>().add(at & 1023).cast::<u64>()) };
+    let key = 0u32;
+    for cpu in 0..MAX_CPUS {
+        if cpu >= nr {
+            break;
+        }
+        // SAFETY: our own map and key.
+        let addr = unsafe { raw::bpf_map_lookup_percpu_elem(map, (&raw const key).cast(), cpu) };
+        let off = if addr.is_null() {
+            0
+        } else {
+            // Through memory, so the verifier sees a number, not a pointer.
+            // SAFETY: this CPU's scratch value.
+            unsafe {
+                core::ptr::write_volatile(buf.cast::<*mut c_void>(), addr);
+                core::ptr::read_volatile(buf.cast::<u64>()).wrapping_sub(pptr)
+            }
+        };
+        if let Some(slot) = PCPU_OFF.get_ptr_mut(cpu) {
+            // SAFETY: a live array slot.
+            unsafe { *slot = off };
+        }
+    }
+    if let Some(ready) = PCPU_OFF.get_ptr_mut(MAX_CPUS) {
+        unsafe { *ready = 1 };
+    }
+    true
+}
+
+/// The sum of a `struct percpu_counter` at `pc`: its count plus every CPU's
+/// part, as `percpu_counter_sum` computes it (without the lock).
+#[inline(always)]
+fn percpu_sum(pc: u64) -> Option<i64> {
+    let ready = PCPU_OFF.get(MAX_CPUS).copied().unwrap_or(0) == 1;
+    if !ready && !learn_pcpu_offsets() {
+        return None;
+    }
+    let mut sum = read_u64(pc + maps::offset(off::PCPU_COUNT) as u64)? as i64;
+    let counters = read_u64(pc + maps::offset(off::PCPU_COUNTERS) as u64)?;
+    let nr = maps::offset(off::NR_CPUS) as u32;
+    for cpu in 0..MAX_CPUS {
+        if cpu >= nr {
+            break;
+        }
+        let Some(&o) = PCPU_OFF.get(cpu) else { break };
+        if o == 0 {
+            continue;
+        }
+        // SAFETY: that CPU's part of the counter; the helper checks the read.
+        if let Ok(part) = unsafe { bpf_probe_read_kernel(counters.wrapping_add(o) as *const i32) } {
+            sum += i64::from(part);
+        }
+    }
+    Some(sum)
+}
+
+/// `rss_stat(mm, member)` as a BTF tracepoint: no trace record is built, so
+/// the kernel does not sum the counter on every RSS change; only swap-entry
+/// changes are looked at, summed here.
+#[inline(always)]
+pub fn on_rss_stat_btf(mm: u64, member: i32) {
+    if member != MM_SWAPENTS {
+        return;
+    }
+    let Some(pages) = percpu_sum(mm + maps::offset(off::MM_SWAPENTS_COUNTER) as u64) else {
+        maps::count(counter::SWAP_UNSIZED);
+        return;
+    };
+    let shift = maps::offset(off::PAGE_SHIFT) as u32 & 31;
+    let task = unsafe { aya_ebpf::helpers::bpf_get_current_task() };
+    let curr = read_u64(task + maps::offset(off::TASK_MM) as u64) == Some(mm);
+    let owner = read_u64(mm + maps::offset(off::MM_OWNER) as u64)
+        .filter(|&t| t != 0)
+        .and_then(|t| {
+            // SAFETY: the owner task's tgid; the helper checks the read.
+            unsafe {
+                bpf_probe_read_kernel((t + maps::offset(off::TASK_TGID) as u64) as *const u32)
+            }
+            .ok()
+        })
+        .filter(|&tgid| !maps::filter_enabled() || maps::TRACKED.get_ptr(tgid).is_some());
+    on_swapents(mm, curr, pages << shift, owner);
 }
 
 /// Whether the current task is inside a syscall that zaps its own
@@ -179,7 +317,8 @@ fn learn(mm_id: u32) {
     if !maps::in_scope() {
         return;
     }
-    if let Some(e) = MMS.get_ptr_mut(mm_id) {
+    let key = u64::from(mm_id);
+    if let Some(e) = MMS.get_ptr_mut(key) {
         unsafe { (*e).tgid = tgid };
         return;
     }
@@ -187,7 +326,7 @@ fn learn(mm_id: u32) {
         tgid,
         ..Default::default()
     };
-    if MMS.insert(mm_id, fresh, 1).is_ok() {
+    if MMS.insert(key, fresh, 1).is_ok() {
         maps::count(counter::MM_INSERTS);
     }
 }

@@ -100,7 +100,7 @@ pub struct Loaded {
     pub hist_sums: PerCpuArray<MapData, u64>,
     pub procs: HashMap<MapData, u32, ProcStats>,
     /// Swap traffic per address space (see the eBPF `swap` module).
-    pub mms: HashMap<MapData, u32, MmSwap>,
+    pub mms: HashMap<MapData, u64, MmSwap>,
     /// Fault counts not yet moved into `procs`, per CPU.
     pub fault_cache: PerCpuArray<MapData, FaultCache>,
     tracked: HashMap<MapData, u32, u32>,
@@ -109,6 +109,8 @@ pub struct Loaded {
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
     /// The swap probe's plan while it waits for a swap device.
     pending_swap: Option<Plan>,
+    /// Whether the swap probe can be a BTF tracepoint, or why not.
+    swap_btf: Result<(), String>,
     /// The rmap figures' probes (stack sampling or direct timing), when
     /// attached.
     pub rmap: Option<crate::rmap::Rmap>,
@@ -131,8 +133,7 @@ impl Loaded {
         let Some(plan) = self.pending_swap.take() else {
             return false;
         };
-        let prog = swap_prog(&plan);
-        let status = attach_planned(&mut self._ebpf, "kmem", prog, plan);
+        let status = attach_swap(&mut self._ebpf, plan, &self.swap_btf);
         let attached = status.attached;
         if !attached {
             log::warn!(
@@ -471,6 +472,11 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         offsets[off::TASK_FLT] = Some(t.flt);
         offsets[off::TASK_FLAGS] = Some(t.flags);
     }
+    let swap_btf = rss_btf_offsets(&disabled).map(|pairs| {
+        for (idx, v) in pairs {
+            offsets[idx] = Some(v);
+        }
+    });
     let globals: [u32; off::COUNT] = offsets.map(|o| o.unwrap_or(0));
     let filtered: u32 = opts.filtered.into();
     let mut loader = EbpfLoader::new();
@@ -569,12 +575,11 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
             pending_swap = Some(p);
             continue;
         }
-        let prog = if probe == SWAP_PROBE {
-            swap_prog(&p)
+        if probe == SWAP_PROBE {
+            probes.push(attach_swap(&mut ebpf, p, &swap_btf));
         } else {
-            s.prog
-        };
-        probes.push(attach_planned(&mut ebpf, s.category, prog, p));
+            probes.push(attach_planned(&mut ebpf, s.category, s.prog, p));
+        }
     }
     probes.push(attach_major_faults(&mut ebpf, &disabled));
     probes.push(attach_account(&mut ebpf, task.map(|_| ())));
@@ -601,6 +606,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         fault_source,
         logger,
         pending_swap,
+        swap_btf,
         rmap,
     })
 }
@@ -659,6 +665,106 @@ fn attach_btf_faults(ebpf: &mut Ebpf) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Attaches the swap probe: as a BTF tracepoint where the kernel allows
+/// (no trace record, so the kernel does not sum the mm's RSS counter on
+/// every RSS change), else as the classic tracepoint, saying why.
+fn attach_swap(ebpf: &mut Ebpf, plan: Plan, btf_ok: &Result<(), String>) -> ProbeStatus {
+    let why_classic = match btf_ok {
+        Ok(()) => match attach_btf(ebpf, "rss_stat_btf", "rss_stat") {
+            Ok(()) => {
+                return ProbeStatus {
+                    probe: plan.probe,
+                    method: "tp_btf".into(),
+                    attached: true,
+                    reason: None,
+                    deferred: false,
+                };
+            }
+            Err(e) => e,
+        },
+        Err(e) => e.clone(),
+    };
+    let prog = swap_prog(&plan);
+    let mut status = attach_planned(ebpf, "kmem", prog, plan);
+    if status.attached {
+        status.reason = Some(format!(
+            "classic tracepoint (the kernel sums the mm's counter on every RSS change), \
+             not tp_btf: {why_classic}"
+        ));
+    }
+    status
+}
+
+/// Loads and attaches one BTF tracepoint program.
+fn attach_btf(ebpf: &mut Ebpf, prog: &str, event: &str) -> Result<(), String> {
+    let btf = Btf::from_sys_fs().map_err(|e| format!("kernel BTF: {}", one_line(&e)))?;
+    let p: &mut BtfTracePoint = ebpf
+        .program_mut(prog)
+        .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?
+        .try_into()
+        .map_err(|e: aya::programs::ProgramError| one_line(&e))?;
+    p.load(event, &btf)
+        .map_err(|e| format!("loading {prog}: {}", one_line(&e)))?;
+    p.attach()
+        .map(drop)
+        .map_err(|e| format!("attaching {prog}: {}", one_line(&e)))
+}
+
+/// The offsets the BTF swap program reads, or why it cannot run here.
+fn rss_btf_offsets(disabled: &[String]) -> Result<Vec<(usize, u32)>, String> {
+    if disabled.iter().any(|d| d == "tp_btf") {
+        return Err(format!("tp_btf disabled by {DISABLE_ENV}"));
+    }
+    let btf = crate::kernel::btf::Btf::vmlinux()?;
+    if btf.field_type_name("mm_struct", "rss_stat").as_deref() != Some("percpu_counter") {
+        return Err(
+            "mm_struct.rss_stat is not per-CPU counters here (kernels before 6.2), \
+                    and only the classic event reports its value"
+                .into(),
+        );
+    }
+    let rss = btf.field("mm_struct", "rss_stat")?;
+    let pc = btf.struct_size("percpu_counter")?;
+    if pc == 0 || rss.size < pc * 3 {
+        return Err(format!("unexpected mm_struct.rss_stat size {}", rss.size));
+    }
+    // Possible CPUs: the per-CPU counters have a part for each.
+    let cpus = aya::util::nr_cpus().map_err(|(what, e)| format!("{what}: {e}"))?;
+    if cpus as u32 > vmscope_common::MAX_CPUS {
+        return Err(format!(
+            "{cpus} possible CPUs, more than the {} the BTF program sums over",
+            vmscope_common::MAX_CPUS
+        ));
+    }
+    let pptrs = btf.field("bpf_array", "pptrs")?.offset;
+    if pptrs >= 1016 {
+        return Err(format!(
+            "bpf_array.pptrs at {pptrs}, beyond what the program reads"
+        ));
+    }
+    let page = rustix::param::page_size() as u32;
+    Ok(vec![
+        (
+            off::MM_SWAPENTS_COUNTER,
+            rss.offset + pc * vmscope_common::MM_SWAPENTS as u32,
+        ),
+        (
+            off::PCPU_COUNT,
+            btf.field("percpu_counter", "count")?.offset,
+        ),
+        (
+            off::PCPU_COUNTERS,
+            btf.field("percpu_counter", "counters")?.offset,
+        ),
+        (off::MM_OWNER, btf.field("mm_struct", "owner")?.offset),
+        (off::TASK_TGID, btf.field("task_struct", "tgid")?.offset),
+        (off::TASK_MM, btf.field("task_struct", "mm")?.offset),
+        (off::ARRAY_PPTRS, pptrs),
+        (off::NR_CPUS, cpus as u32),
+        (off::PAGE_SHIFT, page.trailing_zeros()),
+    ])
 }
 
 /// The probe that reads the kernel's fault books at context switch.

@@ -209,6 +209,15 @@ impl Btf {
         })
     }
 
+    /// The size of `struct name` in bytes.
+    pub fn struct_size(&self, name: &str) -> Result<u32, String> {
+        let id = *self
+            .structs
+            .get(name)
+            .ok_or_else(|| format!("struct {name} is not in the kernel's BTF"))?;
+        Ok(self.size_of(id))
+    }
+
     /// Whether `struct name` has a field `path`.
     pub fn has_field(&self, name: &str, path: &str) -> bool {
         self.field(name, path).is_ok()
@@ -378,6 +387,7 @@ mod tests {
             })
         );
         assert_eq!(btf.field_type_name("outer", "t").as_deref(), Some("inner"));
+        assert_eq!(btf.struct_size("outer"), Ok(72));
         assert!(
             btf.field("outer", "nope")
                 .unwrap_err()
