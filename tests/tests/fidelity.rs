@@ -142,14 +142,43 @@ fn fork_after_swap_counts_only_swap_traffic() {
     let _swap = pressure::ZramSwap::new(1 << 30);
     let dir = tempfile::tempdir().unwrap();
     let child = testchild();
-    for mode in ["exit", "munmap", "mremap"] {
+    // The swap probe as a BTF tracepoint (the default here), then forced
+    // back to the classic event: both must count the same.
+    for (method, env) in [("tp_btf", None), ("tracepoint", Some("tp_btf"))] {
+        for mode in ["exit", "munmap", "mremap"] {
+            let env: Vec<(&str, &str)> = env
+                .map(|v| ("VMSCOPE_DISABLE_PROBES", v))
+                .into_iter()
+                .collect();
+            fork_after_swap(dir.path(), &child, mode, method, &env);
+        }
+    }
+}
+
+fn fork_after_swap(
+    dir: &std::path::Path,
+    child: &std::path::Path,
+    mode: &str,
+    method: &str,
+    env: &[(&str, &str)],
+) {
+    {
         let cg = pressure::MemCgroup::new(64 << 20);
         // 40,000 pages (156 MiB) written in 64 MiB.
-        let argv = [path_str(&child), "forkswap", "40000", "3", mode];
+        let argv = [path_str(child), "forkswap", "40000", "3", mode];
         let before = pressure::vmstat();
         let wrapped = cg.in_cgroup_argv(&argv);
         let wrapped: Vec<&str> = wrapped.iter().map(String::as_str).collect();
-        let rec = record(dir.path(), mode, &wrapped, &[]);
+        let rec = record(dir, &format!("{mode}-{method}"), &wrapped, env);
+        let probe = rec["probes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["probe"] == "kmem:rss_stat")
+            .unwrap();
+        assert_eq!(probe["method"], method, "{probe}");
+        let mode = format!("{mode} ({method})");
+        let mode = mode.as_str();
         let after = pressure::vmstat();
         let books = |k: &str| after[k] - before[k];
         let procs = rec["processes"].as_array().unwrap();
@@ -202,4 +231,37 @@ fn fork_after_swap_counts_only_swap_traffic() {
             "{mode}: fork copies not seen: {copied}"
         );
     }
+}
+
+/// Hundreds of short-lived processes, each populating memory: the tree's
+/// faults against the wrapped shell's rusage, which includes every child it
+/// waited for.
+#[test]
+fn short_lived_processes_by_the_hundred_keep_their_books() {
+    if !root_or_skip("short_lived_processes_by_the_hundred_keep_their_books") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!(
+        "i=0; while [ $i -lt 400 ]; do {} populate 64 || exit 1; i=$((i+1)); done",
+        testchild().display()
+    );
+    let rec = record(dir.path(), "churn", &["sh", "-c", &script], &[]);
+    let ru = &rec["child"]["rusage"];
+    let kernel = u64_at(ru, "/minflt") + u64_at(ru, "/majflt");
+    let scope = &rec["totals"]["scope_faults"];
+    assert_within_pct(
+        "tree faults vs rusage",
+        u64_at(scope, "/total"),
+        kernel,
+        2.0,
+    );
+    // 400 processes x 3 x 64 get_user_pages faults, plus what exec itself
+    // takes that way (copying arguments into the new image).
+    let gup = u64_at(scope, "/gup");
+    assert!(
+        (400 * 3 * 64..400 * 3 * 64 * 12 / 10).contains(&gup),
+        "gup part {gup}: {scope}"
+    );
+    assert_eq!(rec["lost"]["untracked_children"], 0);
 }

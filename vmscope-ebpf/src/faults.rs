@@ -62,6 +62,10 @@ fn count_for_process(slot: usize) {
             // command released from its gate): count from now on.
             (*c).flags |= cache_flags::IN_SCOPE;
         }
+        // Re-read and masked so the index is bounded in a way older
+        // verifiers (6.1) can follow: they lose the bounds the compiler's
+        // own comparison established.
+        let slot = core::ptr::read_volatile(&raw const slot) & 31;
         if (*c).flags & cache_flags::IN_SCOPE != 0 && slot < (*c).counts.len() {
             (*c).counts[slot] += 1;
         }

@@ -209,14 +209,40 @@ pub fn object() -> anyhow::Result<&'static [u8]> {
 
 /// Renders an error and its causes on one line.
 pub fn one_line(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
+    let mut s = summarize_verifier(&e.to_string());
     let mut src = e.source();
     while let Some(cause) = src {
-        let _ = write!(s, ": {cause}");
+        let _ = write!(s, ": {}", summarize_verifier(&cause.to_string()));
         src = cause.source();
     }
-    // Verifier logs are long and multi-line; keep the first line of each part.
-    s.lines().next().unwrap_or_default().to_string()
+    s
+}
+
+/// An error with a verifier log, on one line: the error, then the log line
+/// that says why the program was refused. That is the last line before the
+/// log's statistics, not its first line, which can be a harmless complaint
+/// the verifier ignores (older kernels note that a main function's `void *`
+/// context argument is "unsupported").
+pub fn summarize_verifier(s: &str) -> String {
+    let first = s.lines().next().unwrap_or_default();
+    let Some((head, log)) = first
+        .split_once("Verifier output:")
+        .map(|(h, rest)| (h, std::iter::once(rest).chain(s.lines().skip(1))))
+    else {
+        return first.to_string();
+    };
+    let statistics = |l: &str| {
+        l.starts_with("processed ")
+            || l.starts_with("verification time")
+            || l.starts_with("stack depth")
+            || l.starts_with("-- END PROG LOAD LOG --")
+    };
+    let why = log
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !statistics(l))
+        .last()
+        .unwrap_or_default();
+    format!("{}verifier: {why}", head.trim_end().to_string() + " ")
 }
 
 /// A tracepoint program and the fields it reads.
@@ -437,6 +463,29 @@ fn attach_planned(ebpf: &mut Ebpf, category: &str, prog: &str, plan: Plan) -> Pr
         attached,
         reason,
         deferred: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::summarize_verifier;
+
+    #[test]
+    fn verifier_logs_are_summarized_by_the_line_that_refused() {
+        // As a 6.1 kernel logs a program refused for a different reason.
+        let log = "loading p: the BPF_PROG_LOAD syscall returned Invalid argument (os error 22). \
+                   Verifier output: reg type unsupported for arg#0 function p#49\n\
+                   0: R1=ctx(off=0,imm=0) R10=fp0\n\
+                   0: (85) call bpf_get_current_task_btf#158\n\
+                   unknown func bpf_get_current_task_btf#158\n\
+                   processed 1 insns (limit 1000000) max_states_per_insn 0\n";
+        let got = summarize_verifier(log);
+        assert_eq!(
+            got,
+            "loading p: the BPF_PROG_LOAD syscall returned Invalid argument (os error 22). \
+             verifier: unknown func bpf_get_current_task_btf#158"
+        );
+        assert_eq!(summarize_verifier("plain error\nmore"), "plain error");
     }
 }
 
