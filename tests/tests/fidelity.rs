@@ -32,7 +32,7 @@ fn record(
     read_json(&out)
 }
 
-fn child_row<'a>(rec: &'a serde_json::Value, pid: u64) -> &'a serde_json::Value {
+fn child_row(rec: &serde_json::Value, pid: u64) -> &serde_json::Value {
     rec["processes"]
         .as_array()
         .unwrap()
@@ -77,7 +77,7 @@ fn get_user_pages_faults_count_like_the_kernels_books() {
     assert_within_pct("gup part", gup, 3 * PAGES, 2.0);
     assert_eq!(total, exception + gup, "{faults}");
     assert!(
-        exception >= PAGES && exception < PAGES + PAGES / 50,
+        (PAGES..PAGES + PAGES / 50).contains(&exception),
         "exception part {exception}: {faults}"
     );
     // The recording's scope total and the system-wide figure (vmstat's

@@ -46,10 +46,11 @@ pub fn on_switch(prev: u64, next: u64) {
             let d = now.wrapping_sub((*s).base);
             // A task's counters only grow; anything else is a reused
             // address seen mid-way, not a fault count.
-            if d != 0 && d < 1 << 40 {
-                if let Some(p) = maps::current_proc() {
-                    maps::atomic_add(&raw mut (*p).accounted_faults, d);
-                }
+            if d != 0
+                && d < 1 << 40
+                && let Some(p) = maps::current_proc()
+            {
+                maps::atomic_add(&raw mut (*p).accounted_faults, d);
             }
         }
         match faults_of(next, at) {

@@ -466,29 +466,6 @@ fn attach_planned(ebpf: &mut Ebpf, category: &str, prog: &str, plan: Plan) -> Pr
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::summarize_verifier;
-
-    #[test]
-    fn verifier_logs_are_summarized_by_the_line_that_refused() {
-        // As a 6.1 kernel logs a program refused for a different reason.
-        let log = "loading p: the BPF_PROG_LOAD syscall returned Invalid argument (os error 22). \
-                   Verifier output: reg type unsupported for arg#0 function p#49\n\
-                   0: R1=ctx(off=0,imm=0) R10=fp0\n\
-                   0: (85) call bpf_get_current_task_btf#158\n\
-                   unknown func bpf_get_current_task_btf#158\n\
-                   processed 1 insns (limit 1000000) max_states_per_insn 0\n";
-        let got = summarize_verifier(log);
-        assert_eq!(
-            got,
-            "loading p: the BPF_PROG_LOAD syscall returned Invalid argument (os error 22). \
-             verifier: unknown func bpf_get_current_task_btf#158"
-        );
-        assert_eq!(summarize_verifier("plain error\nmore"), "plain error");
-    }
-}
-
 /// Loads the object with this kernel's field offsets and attaches every probe
 /// it can.
 pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
@@ -952,5 +929,28 @@ fn raise_memlock() -> std::io::Result<()> {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::summarize_verifier;
+
+    #[test]
+    fn verifier_logs_are_summarized_by_the_line_that_refused() {
+        // As a 6.1 kernel logs a program refused for a different reason.
+        let log = "loading p: the BPF_PROG_LOAD syscall returned Invalid argument (os error 22). \
+                   Verifier output: reg type unsupported for arg#0 function p#49\n\
+                   0: R1=ctx(off=0,imm=0) R10=fp0\n\
+                   0: (85) call bpf_get_current_task_btf#158\n\
+                   unknown func bpf_get_current_task_btf#158\n\
+                   processed 1 insns (limit 1000000) max_states_per_insn 0\n";
+        let got = summarize_verifier(log);
+        assert_eq!(
+            got,
+            "loading p: the BPF_PROG_LOAD syscall returned Invalid argument (os error 22). \
+             verifier: unknown func bpf_get_current_task_btf#158"
+        );
+        assert_eq!(summarize_verifier("plain error\nmore"), "plain error");
     }
 }

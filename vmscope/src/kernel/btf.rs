@@ -390,12 +390,12 @@ mod tests {
         assert_eq!(btf.struct_size("outer"), Ok(72));
         assert!(
             btf.field("outer", "nope")
-                .unwrap_err()
+                .expect_err("an error")
                 .contains("no field nope")
         );
         assert!(
             btf.field("missing", "x")
-                .unwrap_err()
+                .expect_err("an error")
                 .contains("not in the kernel's BTF")
         );
     }
