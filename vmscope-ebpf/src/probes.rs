@@ -19,12 +19,12 @@ pub fn probe_tp_btf(_ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-#[fentry(function = "do_exit")]
+#[fentry(function = "vfs_read")]
 pub fn probe_fentry(_ctx: FEntryContext) -> u32 {
     0
 }
 
-#[fexit(function = "do_exit")]
+#[fexit(function = "vfs_read")]
 pub fn probe_fexit(_ctx: FExitContext) -> u32 {
     0
 }

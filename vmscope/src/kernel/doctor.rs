@@ -197,6 +197,12 @@ fn probe_attach_kinds() -> Vec<AttachKind> {
         .collect()
 }
 
+/// The kernel function the fentry, fexit and kprobe probes attach to: one
+/// every kernel has, that returns (the verifier refuses fexit on a
+/// `__noreturn` function such as `do_exit`, which says nothing about fexit
+/// elsewhere).
+const PROBE_FUNCTION: &str = "vfs_read";
+
 fn try_kind(ebpf: &mut Ebpf, kind: &str, btf: &Result<Btf, String>) -> Result<(), String> {
     let e = |err: aya::programs::ProgramError| loader::one_line(&err);
     fn prog<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut aya::programs::Program, String> {
@@ -218,19 +224,19 @@ fn try_kind(ebpf: &mut Ebpf, kind: &str, btf: &Result<Btf, String>) -> Result<()
         "fentry" => {
             let btf = btf.as_ref().map_err(Clone::clone)?;
             let p: &mut FEntry = prog(ebpf, "probe_fentry")?.try_into().map_err(e)?;
-            p.load("do_exit", btf).map_err(e)?;
+            p.load(PROBE_FUNCTION, btf).map_err(e)?;
             p.attach().map_err(e)?;
         }
         "fexit" => {
             let btf = btf.as_ref().map_err(Clone::clone)?;
             let p: &mut FExit = prog(ebpf, "probe_fexit")?.try_into().map_err(e)?;
-            p.load("do_exit", btf).map_err(e)?;
+            p.load(PROBE_FUNCTION, btf).map_err(e)?;
             p.attach().map_err(e)?;
         }
         "kprobe" => {
             let p: &mut KProbe = prog(ebpf, "probe_kprobe")?.try_into().map_err(e)?;
             p.load().map_err(e)?;
-            p.attach("do_exit", 0).map_err(e)?;
+            p.attach(PROBE_FUNCTION, 0).map_err(e)?;
         }
         "perf_event" => {
             let p: &mut PerfEvent = prog(ebpf, "probe_perf_event")?.try_into().map_err(e)?;

@@ -28,20 +28,44 @@ pub const WALK: &[&str] = &[
     "page_vma_mapped_walk",
 ];
 
-/// Functions that add or remove rmap entries.
-pub const MAINTENANCE: &[&str] = &[
-    "folio_add_new_anon_rmap",
-    "folio_add_anon_rmap_ptes",
-    "folio_add_anon_rmap_pmd",
-    "folio_add_file_rmap_ptes",
-    "folio_add_file_rmap_pmd",
-    "folio_remove_rmap_ptes",
-    "folio_remove_rmap_pmd",
-    "anon_vma_fork",
-    "anon_vma_clone",
-    "unlink_anon_vmas",
-    "__anon_vma_prepare",
+/// Functions that add or remove rmap entries, each with the names it had
+/// on older kernels (tried in order when the current name is absent): the
+/// folio conversion renamed them around 6.3-6.8, and 6.1 has the `page_*`
+/// functions, which handle PTE and PMD mappings alike.
+pub const MAINTENANCE: &[(&str, &[&str])] = &[
+    ("folio_add_new_anon_rmap", &["page_add_new_anon_rmap"]),
+    ("folio_add_anon_rmap_ptes", &["page_add_anon_rmap"]),
+    ("folio_add_anon_rmap_pmd", &["page_add_anon_rmap"]),
+    (
+        "folio_add_file_rmap_ptes",
+        &["folio_add_file_rmap_range", "page_add_file_rmap"],
+    ),
+    (
+        "folio_add_file_rmap_pmd",
+        &["folio_add_file_rmap_range", "page_add_file_rmap"],
+    ),
+    (
+        "folio_remove_rmap_ptes",
+        &["folio_remove_rmap_range", "page_remove_rmap"],
+    ),
+    (
+        "folio_remove_rmap_pmd",
+        &["folio_remove_rmap_range", "page_remove_rmap"],
+    ),
+    ("anon_vma_fork", &[]),
+    ("anon_vma_clone", &[]),
+    ("unlink_anon_vmas", &[]),
+    ("__anon_vma_prepare", &[]),
 ];
+
+/// Every name direct timing may attach to.
+pub fn all_names() -> impl Iterator<Item = &'static str> {
+    WALK.iter().copied().chain(
+        MAINTENANCE
+            .iter()
+            .flat_map(|(f, older)| std::iter::once(*f).chain(older.iter().copied())),
+    )
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -80,12 +104,30 @@ pub struct KernelFunctions<'a> {
 /// timed whole), but its own call count is missing.
 pub fn plan(k: &KernelFunctions<'_>) -> Plan {
     let mut p = Plan::default();
-    let all = WALK
-        .iter()
-        .map(|f| (*f, Kind::Walk))
-        .chain(MAINTENANCE.iter().map(|f| (*f, Kind::Maintenance)));
-    for (f, kind) in all {
-        let reason = if (k.symbol)(f) && (k.in_btf)(f) {
+    let all = WALK.iter().map(|f| (*f, &[][..], Kind::Walk)).chain(
+        MAINTENANCE
+            .iter()
+            .map(|(f, older)| (*f, *older, Kind::Maintenance)),
+    );
+    let usable = |f: &str| (k.symbol)(f) && (k.in_btf)(f);
+    for (f, older, kind) in all {
+        if !usable(f)
+            && let Some(&name) = older.iter().find(|n| usable(n))
+        {
+            if p.attach.iter().any(|(a, _)| *a == name) {
+                p.missed.push(Missed {
+                    function: f,
+                    reason: format!(
+                        "this kernel has no separate function for it: {name}, which is \
+                         attached, does its work"
+                    ),
+                });
+            } else {
+                p.attach.push((name, kind));
+            }
+            continue;
+        }
+        let reason = if usable(f) {
             None
         } else if (k.symbol)(f) {
             Some("no BTF entry, so fentry cannot attach (a kprobe could)".to_string())
@@ -102,11 +144,15 @@ pub fn plan(k: &KernelFunctions<'_>) -> Plan {
                     .to_string(),
             )
         } else {
-            Some(
-                "not in this kernel: inlined (rmap_walk is, on about 5.19-6.8) or named \
-                 differently; its time counts in the callers that are attached"
-                    .to_string(),
-            )
+            Some(if f == "rmap_walk" {
+                "not in this kernel: inlined into its callers (as on about 5.19-6.8); its \
+                 time counts in the callers that are attached"
+                    .to_string()
+            } else {
+                "not in this kernel under this name or an older one; work it did counts in \
+                 the callers that are attached"
+                    .to_string()
+            })
         };
         match reason {
             None => p.attach.push((f, kind)),
@@ -335,8 +381,60 @@ mod tests {
         })
     }
 
+    /// The current name of every function (a kernel as new as the list).
     fn everything() -> Vec<&'static str> {
-        WALK.iter().chain(MAINTENANCE).copied().collect()
+        WALK.iter()
+            .copied()
+            .chain(MAINTENANCE.iter().map(|(f, _)| *f))
+            .collect()
+    }
+
+    #[test]
+    fn a_61_kernel_gets_the_page_functions_under_their_old_names() {
+        // 6.1-rc BTF/kallsyms names of the rmap maintenance functions (the
+        // walks already had their folio names).
+        let mut k61: Vec<&str> = WALK.to_vec();
+        k61.retain(|f| *f != "rmap_walk");
+        k61.extend([
+            "page_add_new_anon_rmap",
+            "page_add_anon_rmap",
+            "page_add_file_rmap",
+            "page_remove_rmap",
+            "anon_vma_fork",
+            "anon_vma_clone",
+            "unlink_anon_vmas",
+            "__anon_vma_prepare",
+        ]);
+        let p = kernel(&k61, &k61, &[]);
+        for f in [
+            "page_add_new_anon_rmap",
+            "page_add_anon_rmap",
+            "page_add_file_rmap",
+            "page_remove_rmap",
+        ] {
+            assert!(p.attach.contains(&(f, Kind::Maintenance)), "{f}: {p:?}");
+        }
+        let attached: Vec<&str> = p.attach.iter().map(|(f, _)| *f).collect();
+        let mut unique = attached.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), attached.len(), "attached twice: {attached:?}");
+        let why = |f: &str| {
+            p.missed
+                .iter()
+                .find(|m| m.function == f)
+                .map(|m| m.reason.clone())
+                .unwrap_or_else(|| panic!("{f} not missed: {p:?}"))
+        };
+        assert!(why("folio_add_anon_rmap_pmd").contains("page_add_anon_rmap, which is attached"));
+        assert!(why("folio_remove_rmap_pmd").contains("page_remove_rmap"));
+        assert!(why("rmap_walk").contains("inlined"));
+        assert!(
+            !p.missed
+                .iter()
+                .any(|m| m.function != "rmap_walk" && m.reason.contains("rmap_walk")),
+            "{p:?}"
+        );
     }
 
     #[test]
@@ -424,5 +522,6 @@ mod tests {
     #[test]
     fn the_plan_fits_the_program_slots() {
         assert!(WALK.len() + MAINTENANCE.len() <= timing::SLOTS as usize);
+        assert!(all_names().count() > WALK.len() + MAINTENANCE.len());
     }
 }

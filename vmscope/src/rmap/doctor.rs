@@ -81,7 +81,12 @@ pub fn render(r: &RmapReport) -> String {
         Some(Method::DirectTiming) => "direct timing",
         None => "unavailable",
     };
-    let _ = writeln!(s, "rmap method: {m}: {}", r.reason);
+    // The reason usually names the method already.
+    let reason = r
+        .reason
+        .strip_prefix(&format!("{m}: "))
+        .unwrap_or(&r.reason);
+    let _ = writeln!(s, "rmap method: {m}: {reason}");
     let _ = writeln!(
         s,
         "  direct timing would attach to {} functions{}",
