@@ -50,7 +50,12 @@ pub mod hist {
     pub const PROCESS_MADVISE: u32 = 8;
     /// One histogram per madvise behaviour slot (see `madvise::slot`).
     pub const MADVISE_BASE: u32 = 9;
-    pub const COUNT: u32 = MADVISE_BASE + crate::madvise::SLOTS;
+    /// Page-fault handling time (`handle_mm_fault`, fentry/fexit): minor
+    /// anon, minor file, major anon, major file (`FAULT_BASE + 2 * major +
+    /// file`).
+    pub const FAULT_BASE: u32 = MADVISE_BASE + crate::madvise::SLOTS;
+    pub const FAULT_KINDS: u32 = 4;
+    pub const COUNT: u32 = FAULT_BASE + FAULT_KINDS;
 }
 
 /// Kinds of in-flight operation, the low byte of an `INFLIGHT` key.
@@ -133,6 +138,8 @@ pub mod off {
     pub const NR_CPUS: usize = 32;
     /// log2 of the page size.
     pub const PAGE_SHIFT: usize = 33;
+    /// `vm_area_struct.vm_file` (BTF): null for anonymous memory.
+    pub const VMA_FILE: usize = 34;
     pub const COUNT: usize = 36;
 }
 
@@ -249,6 +256,16 @@ const _: () = assert!(core::mem::size_of::<MmSwap>() == 48);
 /// `task_struct.flags` bit of a task in memory reclaim (kswapd, direct and
 /// memcg reclaim, MADV_PAGEOUT): swap entries made then are swap-out.
 pub const PF_MEMALLOC: u32 = 0x0000_0800;
+
+/// Per CPU, the task whose `handle_mm_fault` is running there and when it
+/// began; moved to a per-task map if the task leaves the CPU mid-fault.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultTiming {
+    /// The `task_struct` address (0: no fault in progress).
+    pub task: u64,
+    pub start_ns: u64,
+}
 
 /// Per CPU, the task running there and its `min_flt + maj_flt` when it was
 /// switched in, so the faults it is accounted by the kernel during its time

@@ -29,6 +29,7 @@ fn faults_of(task: u64, at: usize) -> Option<u64> {
 /// `sched_switch(preempt, prev, next)`; runs in `prev`'s context.
 #[inline(always)]
 pub fn on_switch(prev: u64, next: u64) {
+    crate::faulttime::on_switch_out(prev);
     let at = maps::offset(off::TASK_FLT);
     if at == 0 {
         return;

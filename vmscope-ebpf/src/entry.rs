@@ -32,6 +32,21 @@ pub fn sched_switch_btf(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
+/// Page-fault handling time (see `faulttime.rs`), where fentry is allowed.
+/// `vm_fault_t handle_mm_fault(struct vm_area_struct *vma, unsigned long
+/// address, unsigned int flags, struct pt_regs *regs)`.
+#[fentry(function = "handle_mm_fault")]
+pub fn fault_enter(_ctx: FEntryContext) -> i32 {
+    crate::faulttime::enter();
+    0
+}
+
+#[fexit(function = "handle_mm_fault")]
+pub fn fault_exit(ctx: FExitContext) -> i32 {
+    crate::faulttime::exit(ctx.arg::<u64>(0), ctx.arg::<u32>(2), ctx.arg::<u32>(4));
+    0
+}
+
 #[tracepoint]
 pub fn page_fault_user(ctx: TracePointContext) -> u32 {
     crate::faults::on_tracepoint(&ctx, crate::faults::Mode::User);

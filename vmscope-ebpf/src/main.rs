@@ -21,6 +21,8 @@ mod entry;
 #[cfg(target_arch = "bpf")]
 mod faults;
 #[cfg(target_arch = "bpf")]
+mod faulttime;
+#[cfg(target_arch = "bpf")]
 mod filter;
 #[cfg(target_arch = "bpf")]
 mod maps;

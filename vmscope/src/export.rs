@@ -296,6 +296,13 @@ fn hist_metric(name: &str) -> (&'static str, &'static str, String) {
     if let Some(kind) = name.strip_prefix("reclaim_") {
         return ("vmscope_reclaim_duration_seconds", "kind", kind.to_string());
     }
+    if let Some(kind) = name.strip_prefix("fault_") {
+        return (
+            "vmscope_page_fault_duration_seconds",
+            "kind",
+            kind.to_string(),
+        );
+    }
     if let Some(b) = name.strip_prefix("madvise_") {
         return (
             "vmscope_madvise_duration_seconds",
@@ -315,6 +322,10 @@ fn hist_metric(name: &str) -> (&'static str, &'static str, String) {
 }
 
 const HIST_HELP: &[(&str, &str)] = &[
+    (
+        "vmscope_page_fault_duration_seconds",
+        "Page-fault handling time (handle_mm_fault), by minor/major and anon/file.",
+    ),
     (
         "vmscope_reclaim_duration_seconds",
         "Time in reclaim, from its begin/end tracepoints, by kind.",

@@ -17,7 +17,19 @@ pub fn name(id: u32) -> String {
         hist::MUNMAP => "munmap".into(),
         hist::MPROTECT => "mprotect".into(),
         hist::PROCESS_MADVISE => "process_madvise".into(),
+        id if id >= hist::FAULT_BASE => format!("fault_{}", fault_kind(id - hist::FAULT_BASE)),
         id => format!("madvise_{}", behavior_name(id - hist::MADVISE_BASE)),
+    }
+}
+
+/// The kind of a page-fault histogram: `minor_anon`, `minor_file`,
+/// `major_anon`, `major_file`.
+pub fn fault_kind(k: u32) -> &'static str {
+    match k {
+        0 => "minor_anon",
+        1 => "minor_file",
+        2 => "major_anon",
+        _ => "major_file",
     }
 }
 
@@ -42,6 +54,7 @@ pub fn probe_of(id: u32) -> &'static str {
         hist::MUNMAP => "syscalls:sys_exit_munmap",
         hist::MPROTECT => "syscalls:sys_exit_mprotect",
         hist::PROCESS_MADVISE => "syscalls:sys_exit_process_madvise",
+        id if id >= hist::FAULT_BASE => crate::loader::FAULT_TIMING_PROBE,
         _ => "syscalls:sys_exit_madvise",
     }
 }

@@ -9,7 +9,7 @@ use aya::{
     Btf, Ebpf, EbpfLoader,
     maps::{HashMap, MapData, PerCpuArray},
     programs::{
-        BtfTracePoint, PerfEvent, TracePoint,
+        BtfTracePoint, FEntry, FExit, PerfEvent, TracePoint,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
@@ -242,7 +242,11 @@ pub fn summarize_verifier(s: &str) -> String {
         .filter(|l| !l.is_empty() && !statistics(l))
         .last()
         .unwrap_or_default();
-    format!("{}verifier: {why}", head.trim_end().to_string() + " ")
+    if why.is_empty() {
+        head.trim_end().to_string()
+    } else {
+        format!("{} verifier: {why}", head.trim_end())
+    }
 }
 
 /// A tracepoint program and the fields it reads.
@@ -497,6 +501,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     if let Ok(t) = &task {
         offsets[off::TASK_FLT] = Some(t.flt);
         offsets[off::TASK_FLAGS] = Some(t.flags);
+        offsets[off::VMA_FILE] = Some(t.vma_file);
     }
     let swap_btf = rss_btf_offsets(&disabled).map(|pairs| {
         for (idx, v) in pairs {
@@ -608,7 +613,23 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         }
     }
     probes.push(attach_major_faults(&mut ebpf, &disabled));
-    probes.push(attach_account(&mut ebpf, task.map(|_| ())));
+    let account = attach_account(&mut ebpf, task.map(|_| ()));
+    let timing = if account.attached {
+        attach_fault_timing(&mut ebpf, &disabled)
+    } else {
+        Err(format!(
+            "needs {ACCOUNT_PROBE} to follow faults that sleep: {}",
+            account.reason.as_deref().unwrap_or("not attached")
+        ))
+    };
+    probes.push(account);
+    probes.push(ProbeStatus {
+        probe: FAULT_TIMING_PROBE.into(),
+        method: "fentry".into(),
+        attached: timing.is_ok(),
+        reason: timing.err(),
+        deferred: false,
+    });
     let (rmap, status) = crate::rmap::attach(&mut ebpf, opts.sample_hz, &disabled);
     probes.push(status);
 
@@ -793,6 +814,47 @@ fn rss_btf_offsets(disabled: &[String]) -> Result<Vec<(usize, u32)>, String> {
     ])
 }
 
+/// The page-fault timing probe (fentry/fexit on `handle_mm_fault`).
+pub const FAULT_TIMING_PROBE: &str = "fentry:handle_mm_fault";
+
+/// Times `handle_mm_fault` with fentry/fexit, both or neither, and gives
+/// the program `vm_area_struct.vm_file`'s offset.
+fn attach_fault_timing(ebpf: &mut Ebpf, disabled: &[String]) -> Result<(), String> {
+    if disabled.iter().any(|d| d == FAULT_TIMING_PROBE) {
+        return Err(format!("disabled by {DISABLE_ENV}"));
+    }
+    let btf = Btf::from_sys_fs().map_err(|e| format!("kernel BTF: {}", one_line(&e)))?;
+    let entry: &mut FEntry = ebpf
+        .program_mut("fault_enter")
+        .ok_or("program fault_enter missing from the eBPF object")?
+        .try_into()
+        .map_err(|e: aya::programs::ProgramError| one_line(&e))?;
+    entry
+        .load("handle_mm_fault", &btf)
+        .map_err(|e| format!("fentry on handle_mm_fault refused: {}", one_line(&e)))?;
+    let link = entry
+        .attach()
+        .map_err(|e| format!("fentry on handle_mm_fault refused: {}", one_line(&e)))?;
+    let exit = (|| {
+        let p: &mut FExit = ebpf
+            .program_mut("fault_exit")
+            .ok_or("program fault_exit missing from the eBPF object")?
+            .try_into()
+            .map_err(|e: aya::programs::ProgramError| one_line(&e))?;
+        p.load("handle_mm_fault", &btf)
+            .map_err(|e| format!("fexit on handle_mm_fault refused: {}", one_line(&e)))?;
+        p.attach()
+            .map(drop)
+            .map_err(|e| format!("fexit on handle_mm_fault refused: {}", one_line(&e)))
+    })();
+    if exit.is_err()
+        && let Some(Ok(p)) = ebpf.program_mut("fault_enter").map(<&mut FEntry>::try_from)
+    {
+        let _ = p.detach(link);
+    }
+    exit
+}
+
 /// The probe that reads the kernel's fault books at context switch.
 pub const ACCOUNT_PROBE: &str = "sched:sched_switch";
 
@@ -801,6 +863,8 @@ struct TaskOffsets {
     /// `min_flt`, with `maj_flt` right after it.
     flt: u32,
     flags: u32,
+    /// `vm_area_struct.vm_file`, for the fault timing's anon/file split.
+    vma_file: u32,
 }
 
 fn task_offsets(disabled: &[String]) -> Result<TaskOffsets, String> {
@@ -827,6 +891,7 @@ fn task_offsets(disabled: &[String]) -> Result<TaskOffsets, String> {
     Ok(TaskOffsets {
         flt: min.offset,
         flags: flags.offset,
+        vma_file: btf.field("vm_area_struct", "vm_file")?.offset,
     })
 }
 
@@ -952,5 +1017,9 @@ mod tests {
              verifier: unknown func bpf_get_current_task_btf#158"
         );
         assert_eq!(summarize_verifier("plain error\nmore"), "plain error");
+        assert_eq!(
+            summarize_verifier("returned Operation not permitted (os error 1). Verifier output: "),
+            "returned Operation not permitted (os error 1)."
+        );
     }
 }
