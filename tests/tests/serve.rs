@@ -711,10 +711,19 @@ fn check_text_scrape(body: &str, per_process: bool) -> Vec<Sample> {
     check_reclaim_histogram(&samples);
     for s in named(&samples, "vmscope_page_faults_total") {
         assert!(
-            matches!(s.label("mode"), Some("user" | "kernel")) && s.label("class").is_some(),
+            matches!(s.label("mode"), Some("user" | "kernel")) && s.label("class").is_some()
+                || (s.label("mode"), s.label("class")) == (Some("gup"), Some("unclassified")),
             "{s:?}"
         );
     }
+    assert_eq!(
+        named(&samples, "vmscope_page_faults_total")
+            .iter()
+            .filter(|s| s.label("mode") == Some("gup"))
+            .count(),
+        1,
+        "the get_user_pages part is one series"
+    );
     samples
 }
 

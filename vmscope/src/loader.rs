@@ -718,6 +718,10 @@ fn attach_btf_faults(ebpf: &mut Ebpf) -> Result<(), String> {
 /// (no trace record, so the kernel does not sum the mm's RSS counter on
 /// every RSS change), else as the classic tracepoint, saying why.
 fn attach_swap(ebpf: &mut Ebpf, plan: Plan, btf_ok: &Result<(), String>) -> ProbeStatus {
+    if plan.event.is_err() {
+        // Absent or disabled: the plan says why, whatever the method.
+        return attach_planned(ebpf, "kmem", "rss_stat", plan);
+    }
     let why_classic = match btf_ok {
         Ok(()) => match attach_btf(ebpf, "rss_stat_btf", "rss_stat") {
             Ok(()) => {

@@ -75,6 +75,16 @@ where
     cmd
 }
 
+/// Installs Debian packages (after `apt-get update`), saying so as `step`.
+pub fn apt_install(step: &str, what: &str, packages: &[String]) -> Result<()> {
+    Bootstrap {
+        check_only: false,
+        missing: 0,
+        apt_updated: false,
+    }
+    .apt_install(step, what, packages)
+}
+
 struct Bootstrap {
     check_only: bool,
     /// Items found missing in check-only mode.

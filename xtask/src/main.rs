@@ -3,6 +3,7 @@
 mod bench_top;
 mod bootstrap;
 mod fuzz;
+mod kernels;
 mod process;
 mod tasks;
 mod workspace;
@@ -60,6 +61,20 @@ enum Cmd {
         #[arg(last = true, value_name = "ARGS")]
         args: Vec<OsString>,
     },
+    /// Boot Debian's kernels (default: the newest 6.1 and 6.12 cloud
+    /// kernels) under qemu with vmscope inside, run the core suite in each,
+    /// print the compatibility table and write target/kernels/matrix.json
+    Kernels {
+        /// A kernel series to run (repeatable), e.g. `--kernel 6.1`
+        #[arg(long = "kernel", value_name = "SERIES")]
+        kernels: Vec<String>,
+        /// KVM when a guest boots with it (auto), or always one or the other
+        #[arg(long, value_enum, default_value = "auto")]
+        accel: kernels::Accel,
+        /// Keep each kernel's unpacked initramfs tree under target/kernels
+        #[arg(long)]
+        keep: bool,
+    },
     /// Fuzz the parsers of untrusted input (vmscope/fuzz) with cargo-fuzz on
     /// the nightly toolchain, installing cargo-fuzz if it is missing
     Fuzz {
@@ -85,6 +100,11 @@ fn main() -> ExitCode {
             tasks::run(&mut ws, &argv)
         }
         Cmd::Fuzz { time, target } => fuzz::fuzz(&ws, time, target.as_deref()),
+        Cmd::Kernels {
+            kernels: k,
+            accel,
+            keep,
+        } => kernels::kernels(&mut ws, &k, accel, keep),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,586 @@
+//! Reading the guest's console back and judging each output against its
+//! ground truth: the child's rusage, the exact madvise calls it made, the
+//! guest's /proc/vmstat, and doctor's own verdicts.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::guest;
+
+/// The outputs a boot printed, by section name.
+#[derive(Debug, Default)]
+pub struct Console {
+    /// `uname -r` of the guest, once it started.
+    pub release: Option<String>,
+    /// name -> (text, exit status).
+    pub sections: BTreeMap<String, (String, i32)>,
+    /// The script ran to its end.
+    pub done: bool,
+}
+
+pub fn parse(text: &str) -> Console {
+    let mut c = Console::default();
+    let mut open: Option<(String, String)> = None;
+    for raw in text.split('\n') {
+        let line = raw.trim_end_matches('\r');
+        if let Some(rest) = line.strip_prefix("@@vmscope:start ") {
+            c.release = Some(rest.trim().to_string());
+        } else if let Some(name) = line.strip_prefix("@@vmscope:begin ") {
+            open = Some((name.trim().to_string(), String::new()));
+        } else if let Some(rest) = line.strip_prefix("@@vmscope:end ") {
+            let mut f = rest.split_whitespace();
+            let (name, rc) = (f.next().unwrap_or_default(), f.next().unwrap_or("-1"));
+            if let Some((open_name, body)) = open.take()
+                && open_name == name
+            {
+                c.sections
+                    .insert(open_name, (body, rc.parse().unwrap_or(-1)));
+            }
+        } else if line == "@@vmscope:done" {
+            c.done = true;
+        } else if let Some((_, body)) = open.as_mut() {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    c
+}
+
+/// One check's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    pub figure: String,
+}
+
+/// What one kernel showed.
+#[derive(Debug)]
+pub struct KernelResult {
+    pub kernel: String,
+    pub cgroup: String,
+    pub attach_kinds: BTreeMap<String, String>,
+    pub rmap_method: String,
+    pub checks: Vec<Check>,
+}
+
+impl KernelResult {
+    pub fn ok(&self) -> bool {
+        !self.checks.is_empty() && self.checks.iter().all(|c| c.ok)
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "kernel": self.kernel,
+            "cgroup": self.cgroup,
+            "attach_kinds": self.attach_kinds,
+            "rmap_method": self.rmap_method,
+            "checks": self.checks.iter().map(|c| json!({
+                "name": c.name, "ok": c.ok, "figure": c.figure,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+fn check(name: &'static str, ok: bool, figure: impl Into<String>) -> Check {
+    Check {
+        name,
+        ok,
+        figure: figure.into(),
+    }
+}
+
+fn within(got: u64, want: u64, pct: f64) -> bool {
+    want > 0 && (got as f64 - want as f64).abs() <= want as f64 * pct / 100.0
+}
+
+fn u(v: &Value, pointer: &str) -> u64 {
+    v.pointer(pointer).and_then(Value::as_u64).unwrap_or(0)
+}
+
+fn vmstat(text: &str) -> BTreeMap<String, u64> {
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k.to_string(), v.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+impl Console {
+    fn text(&self, name: &str) -> Option<&str> {
+        self.sections.get(name).map(|(t, _)| t.as_str())
+    }
+
+    fn json(&self, name: &str) -> Option<Value> {
+        serde_json::from_str(self.text(name)?.trim()).ok()
+    }
+
+    /// A recording, or why there is none (the record command's status and
+    /// the tail of its stderr).
+    fn recording(&self, name: &str) -> Result<Value, String> {
+        match self.sections.get(name) {
+            Some((_, 0)) => self
+                .json(&format!("{name}.json"))
+                .ok_or_else(|| format!("{name}.json missing or not JSON")),
+            Some((_, rc)) => Err(format!(
+                "record exited {rc}: {}",
+                self.text(&format!("{name}.stderr"))
+                    .unwrap_or_default()
+                    .trim()
+                    .replace('\n', " | ")
+            )),
+            None => Err(format!("{name} did not run (the guest stopped before it)")),
+        }
+    }
+
+    fn delta(&self, before: &str, after: &str, key: &str) -> u64 {
+        let get = |n: &str| vmstat(self.text(n).unwrap_or_default()).get(key).copied();
+        match (get(before), get(after)) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => 0,
+        }
+    }
+}
+
+/// Every check on one boot's console.
+pub fn judge(c: &Console) -> KernelResult {
+    let doctor = c.json("doctor").unwrap_or(Value::Null);
+    let mut kinds = BTreeMap::new();
+    for k in doctor["attach_kinds"].as_array().into_iter().flatten() {
+        let name = k["kind"].as_str().unwrap_or("?").to_string();
+        let verdict = if k["works"].as_bool() == Some(true) {
+            "works".to_string()
+        } else {
+            format!("refused: {}", k["error"].as_str().unwrap_or("unknown"))
+        };
+        kinds.insert(name, verdict);
+    }
+    let mut checks = vec![check(
+        "boot",
+        c.release.is_some() && c.done,
+        match (&c.release, c.done) {
+            (Some(r), true) => format!("{r}: the suite ran to its end"),
+            (Some(r), false) => format!("{r}: the guest stopped before the end of the suite"),
+            (None, _) => "the guest never started the suite".into(),
+        },
+    )];
+    checks.push(doctor_check(c, &doctor, &kinds));
+    checks.push(faults_check(c));
+    checks.push(gup_check(c));
+    checks.push(fault_latency_check(c, &kinds));
+    checks.push(madvise_check(c));
+    checks.push(perf_check(c));
+    checks.push(top_check(c));
+    checks.push(serve_check(c));
+    checks.push(swap_check(c));
+    checks.push(fork_check(c));
+    checks.extend(rmap_checks(c, &kinds));
+    KernelResult {
+        kernel: c.release.clone().unwrap_or_else(|| "unknown".into()),
+        cgroup: doctor
+            .pointer("/memory_cgroup/version")
+            .and_then(Value::as_str)
+            .unwrap_or("none")
+            .to_string(),
+        attach_kinds: kinds,
+        rmap_method: doctor
+            .pointer("/rmap/method")
+            .and_then(Value::as_str)
+            .unwrap_or("unavailable")
+            .to_string(),
+        checks,
+    }
+}
+
+/// The attach kind a probe's method needs.
+fn kind_of(method: &str) -> &str {
+    match method {
+        "fentry" => "fentry",
+        "tp_btf" => "tp_btf",
+        "perf_event" => "perf_event",
+        _ => "tracepoint",
+    }
+}
+
+/// Doctor's verdicts hold: nothing is attached with a kind it calls
+/// refused, and where it says tp_btf or fentry works, they are used.
+fn doctor_check(c: &Console, doctor: &Value, kinds: &BTreeMap<String, String>) -> Check {
+    if doctor.is_null() {
+        return check("doctor", false, "doctor --json printed no JSON");
+    }
+    let works = |k: &str| kinds.get(k).is_some_and(|v| v == "works");
+    let rec = match c.recording("faults") {
+        Ok(r) => r,
+        Err(e) => return check("doctor", false, e),
+    };
+    let mut wrong = Vec::new();
+    for p in rec["probes"].as_array().into_iter().flatten() {
+        let method = p["method"].as_str().unwrap_or_default();
+        if p["attached"] == true && !works(kind_of(method)) {
+            wrong.push(format!(
+                "{} attached by {method}, which doctor calls refused",
+                p["probe"]
+            ));
+        }
+    }
+    let method_of = |probe: &str| {
+        rec["probes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["probe"] == probe && p["attached"] == true)
+            .and_then(|p| p["method"].as_str())
+            .unwrap_or("none")
+            .to_string()
+    };
+    let pf = method_of("exceptions:page_fault_user");
+    if works("tp_btf") && pf != "tp_btf" {
+        wrong.push(format!("tp_btf works but page faults came through {pf}"));
+    }
+    let rmap = doctor.pointer("/rmap/method").and_then(Value::as_str);
+    if works("fentry") && works("fexit") && rmap != Some("direct_timing") {
+        wrong.push(format!("fentry works but the rmap method is {rmap:?}"));
+    }
+    if works("fentry") && works("fexit") && method_of("fentry:handle_mm_fault") != "fentry" {
+        wrong.push("fentry works but page-fault timing did not attach".into());
+    }
+    let refused: Vec<&str> = kinds
+        .iter()
+        .filter(|(_, v)| *v != "works")
+        .map(|(k, _)| k.as_str())
+        .collect();
+    check(
+        "doctor",
+        wrong.is_empty(),
+        if wrong.is_empty() {
+            format!(
+                "verdicts hold; page faults by {pf}; refused: {}",
+                if refused.is_empty() {
+                    "none".into()
+                } else {
+                    refused.join(", ")
+                }
+            )
+        } else {
+            wrong.join("; ")
+        },
+    )
+}
+
+/// The child's row in a recording.
+fn child_row(rec: &Value, pid: u64) -> Option<&Value> {
+    rec["processes"]
+        .as_array()?
+        .iter()
+        .find(|p| p["pid"].as_u64() == Some(pid))
+}
+
+fn rusage(c: &Console, name: &str) -> Option<(u64, u64)> {
+    let ru = c.json(&format!("{name}.ru"))?;
+    Some((u(&ru, "/minflt") + u(&ru, "/majflt"), u(&ru, "/pid")))
+}
+
+fn faults_check(c: &Console) -> Check {
+    let (rec, (books, pid)) = match (c.recording("faults"), rusage(c, "faults")) {
+        (Ok(r), Some(b)) => (r, b),
+        (Err(e), _) => return check("faults", false, e),
+        (_, None) => return check("faults", false, "no rusage from the child"),
+    };
+    let Some(row) = child_row(&rec, pid) else {
+        return check(
+            "faults",
+            false,
+            format!("child {pid} not among the processes"),
+        );
+    };
+    let total = u(row, "/faults/total");
+    let class = u(row, "/faults/user/by_class/write_not_present");
+    let ok = within(total, books, 2.0) && within(class, guest::FAULT_PAGES, 2.0);
+    check(
+        "faults",
+        ok,
+        format!(
+            "{total} vs rusage {books}; write_not_present {class} of {} touched",
+            guest::FAULT_PAGES
+        ),
+    )
+}
+
+fn gup_check(c: &Console) -> Check {
+    let (rec, (books, pid)) = match (c.recording("gup"), rusage(c, "gup")) {
+        (Ok(r), Some(b)) => (r, b),
+        (Err(e), _) => return check("gup_faults", false, e),
+        (_, None) => return check("gup_faults", false, "no rusage from the child"),
+    };
+    let Some(row) = child_row(&rec, pid) else {
+        return check("gup_faults", false, format!("child {pid} not found"));
+    };
+    let (total, gup) = (u(row, "/faults/total"), u(row, "/faults/gup"));
+    let want = 3 * guest::GUP_PAGES;
+    check(
+        "gup_faults",
+        within(total, books, 2.0) && within(gup, want, 2.0),
+        format!("{total} vs rusage {books}; gup part {gup} of {want}"),
+    )
+}
+
+/// The page-fault timing histograms hold every fault taken.
+fn fault_latency_check(c: &Console, kinds: &BTreeMap<String, String>) -> Check {
+    let rec = match c.recording("faults") {
+        Ok(r) => r,
+        Err(e) => return check("fault_latency", false, e),
+    };
+    let fentry = kinds.get("fentry").is_some_and(|v| v == "works");
+    let hists = &rec["totals"]["histograms"];
+    let timed: u64 = ["minor_anon", "minor_file", "major_anon", "major_file"]
+        .iter()
+        .map(|k| u(hists, &format!("/fault_{k}/count")))
+        .sum();
+    let taken = u(&rec, "/totals/system_faults/total");
+    if !fentry {
+        let why = rec
+            .pointer("/totals/unavailable/histogram fault_minor_anon")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        return check(
+            "fault_latency",
+            timed == 0 && !why.is_empty(),
+            format!("unavailable: {why}"),
+        );
+    }
+    let p50 = hists
+        .pointer("/fault_minor_anon/p50_ns")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    check(
+        "fault_latency",
+        within(timed, taken, 2.0),
+        format!("{timed} timed vs {taken} faults taken; minor anon p50 <= {p50} ns"),
+    )
+}
+
+fn madvise_check(c: &Console) -> Check {
+    let rec = match c.recording("madvise") {
+        Ok(r) => r,
+        Err(e) => return check("madvise", false, e),
+    };
+    let n = guest::MADVISE_CALLS;
+    let page = 4096;
+    let m = &rec["totals"]["madvise"];
+    let got = [
+        (u(m, "/free/calls"), u(m, "/free/bytes")),
+        (u(m, "/dontneed/calls"), u(m, "/dontneed/bytes")),
+        (u(m, "/cold/calls"), u(m, "/cold/bytes")),
+    ];
+    let want = [(n, n * page), (n, n * 2 * page), (n, n * 3 * page)];
+    check(
+        "madvise",
+        got == want,
+        format!("free/dontneed/cold calls and bytes {got:?}, made {want:?}"),
+    )
+}
+
+fn perf_check(c: &Console) -> Check {
+    let (rec, (books, pid)) = match (c.recording("perf"), rusage(c, "perf")) {
+        (Ok(r), Some(b)) => (r, b),
+        (Err(e), _) => return check("perf_fallback", false, e),
+        (_, None) => return check("perf_fallback", false, "no rusage from the child"),
+    };
+    let source = rec["fault_source"].as_str().unwrap_or_default().to_string();
+    let total = child_row(&rec, pid).map_or(0, |r| u(r, "/faults/total"));
+    check(
+        "perf_fallback",
+        source == "perf_software" && within(total, books, 2.0),
+        format!("source {source}; {total} vs rusage {books}"),
+    )
+}
+
+fn top_check(c: &Console) -> Check {
+    match c.sections.get("top") {
+        Some((text, 0)) => check(
+            "top_batch",
+            text.contains("faults user") && text.contains("PID"),
+            format!("{} lines", text.lines().count()),
+        ),
+        Some((_, rc)) => check("top_batch", false, format!("exit {rc}")),
+        None => check("top_batch", false, "did not run"),
+    }
+}
+
+fn serve_check(c: &Console) -> Check {
+    match c.sections.get("serve") {
+        Some((text, 0)) => {
+            let faults = text
+                .lines()
+                .filter(|l| l.starts_with("vmscope_page_faults_total{"))
+                .count();
+            check(
+                "serve_metrics",
+                faults > 0 && text.contains("vmscope_build_info"),
+                format!(
+                    "/metrics: {} lines, {faults} fault series",
+                    text.lines().count()
+                ),
+            )
+        }
+        Some((_, rc)) => check("serve_metrics", false, format!("wget exit {rc}")),
+        None => check("serve_metrics", false, "did not run"),
+    }
+}
+
+/// Per-process swap sums against the guest's pswpout/pswpin.
+fn swap_sums(rec: &Value) -> (u64, u64) {
+    let procs = rec["processes"].as_array().cloned().unwrap_or_default();
+    let sum = |k: &str| procs.iter().map(|p| p[k].as_u64().unwrap_or(0)).sum();
+    (sum("swap_out_pages"), sum("swap_in_pages"))
+}
+
+fn swap_figures(c: &Console, name: &str) -> Result<(u64, u64, u64, u64, String), String> {
+    if c.sections.get("swapon").map(|s| s.1) != Some(0) {
+        return Err("zram swap could not be set up in the guest".into());
+    }
+    let rec = c.recording(name)?;
+    let (out, inn) = swap_sums(&rec);
+    let method = rec["probes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["probe"] == "kmem:rss_stat")
+        .and_then(|p| p["method"].as_str())
+        .unwrap_or("none")
+        .to_string();
+    Ok((
+        out,
+        c.delta(
+            &format!("{name}.before"),
+            &format!("{name}.after"),
+            "pswpout",
+        ),
+        inn,
+        c.delta(
+            &format!("{name}.before"),
+            &format!("{name}.after"),
+            "pswpin",
+        ),
+        method,
+    ))
+}
+
+fn swap_check(c: &Console) -> Check {
+    match swap_figures(c, "swap") {
+        Ok((out, pswpout, inn, pswpin, method)) => check(
+            "swap_cgroup_v2",
+            pswpout > 1000 && within(out, pswpout, 10.0) && within(inn, pswpin, 10.0),
+            format!(
+                "out {out} vs pswpout {pswpout}; in {inn} vs pswpin {pswpin} (rss_stat by {method})"
+            ),
+        ),
+        Err(e) => check("swap_cgroup_v2", false, e),
+    }
+}
+
+fn fork_check(c: &Console) -> Check {
+    match swap_figures(c, "fork") {
+        Ok((out, pswpout, inn, pswpin, method)) => check(
+            "fork_after_swap",
+            pswpout > 1000 && within(out, pswpout, 10.0) && within(inn, pswpin, 10.0),
+            format!(
+                "out {out} vs pswpout {pswpout}; in {inn} vs pswpin {pswpin} (rss_stat by {method})"
+            ),
+        ),
+        Err(e) => check("fork_after_swap", false, e),
+    }
+}
+
+fn walk_seconds(rec: &Value) -> f64 {
+    rec.pointer("/totals/rmap/rmap_walk/cpu_seconds")
+        .and_then(Value::as_f64)
+        .unwrap_or(0.0)
+}
+
+/// Direct rmap timing attached for real: 64 sharers walk more than one,
+/// and what stack sampling says of the same workload.
+fn rmap_checks(c: &Console, kinds: &BTreeMap<String, String>) -> Vec<Check> {
+    let direct = kinds.get("fentry").is_some_and(|v| v == "works");
+    let (many, one) = match (c.recording("rmap64"), c.recording("rmap1")) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => return vec![check("rmap", false, e)],
+    };
+    let method = many
+        .pointer("/totals/rmap/method")
+        .and_then(Value::as_str)
+        .unwrap_or("none")
+        .to_string();
+    let (w64, w1) = (walk_seconds(&many), walk_seconds(&one));
+    let calls = u(&many, "/totals/rmap/walk_calls");
+    let mut out = vec![check(
+        "rmap_direct",
+        (!direct || method == "direct_timing") && w64 > w1 && w64 > 0.0,
+        format!(
+            "{method}: walk {w64:.4} CPU-s with {} sharers vs {w1:.4} with 1; {calls} walk calls",
+            guest::RMAP_SHARERS
+        ),
+    )];
+    let sampled = c
+        .recording("rmap64s")
+        .map(|r| (walk_seconds(&r), u(&r, "/totals/rmap/rmap_walk/samples")));
+    out.push(match sampled {
+        Ok((ws, samples)) => check(
+            "rmap_methods_agree",
+            samples > 0,
+            format!(
+                "same workload, separate runs: direct {w64:.4} CPU-s, sampled {ws:.4} CPU-s \
+                 ({samples} samples), ratio {:.2}",
+                if w64 > 0.0 { ws / w64 } else { 0.0 }
+            ),
+        ),
+        Err(e) => check("rmap_methods_agree", false, e),
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn console_sections_survive_carriage_returns_and_noise() {
+        let text = "SeaBIOS\r\n@@vmscope:start 6.1.0-57-cloud-amd64\r\n\
+                    @@vmscope:begin faults.ru\r\n{\"minflt\":5}\r\n\r\n@@vmscope:end faults.ru 0\r\n\
+                    @@vmscope:begin top\r\nrates\r\n@@vmscope:end top 3\r\n\
+                    @@vmscope:begin half\r\n[  9.1] reboot: Power down\r\n";
+        let c = parse(text);
+        assert_eq!(c.release.as_deref(), Some("6.1.0-57-cloud-amd64"));
+        assert_eq!(c.sections["faults.ru"], ("{\"minflt\":5}\n\n".into(), 0));
+        assert_eq!(c.sections["top"].1, 3);
+        assert!(
+            !c.sections.contains_key("half"),
+            "an unterminated section is not an output"
+        );
+        assert!(!c.done);
+    }
+
+    #[test]
+    fn an_empty_console_fails_every_check_with_a_reason() {
+        let r = judge(&parse(""));
+        assert!(!r.ok());
+        assert!(
+            r.checks.iter().all(|c| !c.ok && !c.figure.is_empty()),
+            "{:?}",
+            r.checks
+        );
+        assert_eq!(r.kernel, "unknown");
+    }
+
+    #[test]
+    fn figures_are_judged_against_their_ground_truth() {
+        assert!(within(19_900, 20_000, 2.0));
+        assert!(!within(19_000, 20_000, 2.0));
+        assert!(!within(0, 0, 2.0), "nothing measured is not a pass");
+        let vm = vmstat("pswpin 10\npswpout 200\n");
+        assert_eq!(vm["pswpout"], 200);
+    }
+}

@@ -1,0 +1,122 @@
+//! The guest's `/init`: a busybox shell script that runs the core suite
+//! inside the booted kernel and prints every output between markers on the
+//! serial console, where the host reads them back (`checks.rs`). All the
+//! judging happens on the host; the guest only runs things.
+//!
+//! Markers, each on a line of its own:
+//! - `@@vmscope:start RELEASE` once the kernel is up;
+//! - `@@vmscope:begin NAME` ... `@@vmscope:end NAME RC` around one output
+//!   (a command's stdout with its exit status, or a file with 0);
+//! - `@@vmscope:done` at the end.
+
+/// Size of each workload, kept small: under TCG the guest runs many times
+/// slower than the host.
+pub const FAULT_PAGES: u64 = 20_000;
+pub const GUP_PAGES: u64 = 5_000;
+pub const MADVISE_CALLS: u64 = 200;
+pub const PERF_PAGES: u64 = 10_000;
+/// Written twice in a `SWAP_LIMIT_MIB` cgroup: out to swap, then back in.
+pub const SWAP_PAGES: u64 = 40_000;
+pub const SWAP_LIMIT_MIB: u64 = 64;
+pub const FORK_CHILDREN: u64 = 3;
+pub const RMAP_SIZE_MIB: u64 = 16;
+pub const RMAP_SHARERS: u64 = 64;
+
+/// The modules zram needs, in load order, for kernels that build it as a
+/// module (a missing one is skipped).
+pub const ZRAM_MODULES: &[&str] = &[
+    "kernel/lib/lzo/lzo_compress.ko",
+    "kernel/lib/lzo/lzo_decompress.ko",
+    "kernel/crypto/lzo.ko",
+    "kernel/crypto/lzo-rle.ko",
+    "kernel/lib/lz4/lz4_compress.ko",
+    "kernel/lib/lz4/lz4_decompress.ko",
+    "kernel/crypto/lz4.ko",
+    "kernel/mm/zsmalloc.ko",
+    "kernel/drivers/block/zram/zram.ko",
+];
+
+/// The script. Modules are in `/mods`, numbered in load order.
+pub fn init_script() -> String {
+    format!(
+        r#"#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+mount -t tmpfs tmpfs /tmp
+ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
+cd /tmp
+T=/bin/vmscope-testchild
+begin() {{ echo "@@vmscope:begin $1"; }}
+end() {{ echo; echo "@@vmscope:end $1 $2"; }}
+# section NAME CMD...: CMD's stdout between markers, its stderr's tail after.
+section() {{
+    name=$1; shift
+    begin $name
+    "$@" 2>/tmp/err
+    rc=$?
+    end $name $rc
+    begin $name.stderr
+    tail -n 5 /tmp/err
+    end $name.stderr 0
+}}
+show() {{ begin $1; cat $2; end $1 0; }}
+rec() {{ name=$1; shift; section $name vmscope record -i 250ms -o /tmp/$name.json "$@"; show $name.json /tmp/$name.json; }}
+
+echo "@@vmscope:start $(uname -r)"
+section doctor vmscope doctor --json
+
+rec faults -- $T --report /tmp/faults.ru touch {fault_pages}
+show faults.ru /tmp/faults.ru
+rec gup -- $T --report /tmp/gup.ru populate {gup_pages}
+show gup.ru /tmp/gup.ru
+rec madvise -- $T madvise {madvise_calls}
+(export VMSCOPE_DISABLE_PROBES=exceptions:page_fault_user; rec perf -- $T --report /tmp/perf.ru touch {perf_pages})
+show perf.ru /tmp/perf.ru
+section top vmscope top --batch -n 2 -i 500ms
+
+vmscope serve --listen 127.0.0.1:9464 >/tmp/serve.out 2>&1 &
+SP=$!
+i=0
+while [ $i -lt 150 ] && ! wget -q -O /dev/null http://127.0.0.1:9464/healthz 2>/dev/null; do sleep 0.2; i=$((i+1)); done
+sleep 1
+section serve wget -q -O - http://127.0.0.1:9464/metrics
+kill $SP
+wait $SP
+
+for m in /mods/*.ko; do insmod $m 2>/dev/null; done
+begin swapon
+echo 1G > /sys/block/zram0/disksize && mkswap /dev/zram0 >/dev/null && swapon /dev/zram0 && echo ok
+end swapon $?
+echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+mkdir -p /sys/fs/cgroup/t
+echo {swap_limit}M > /sys/fs/cgroup/t/memory.max
+show swap.before /proc/vmstat
+rec swap -- sh -c "echo \$\$ > /sys/fs/cgroup/t/cgroup.procs && exec $T rewrite {swap_pages}"
+show swap.after /proc/vmstat
+show fork.before /proc/vmstat
+rec fork -- sh -c "echo \$\$ > /sys/fs/cgroup/t/cgroup.procs && exec $T forkswap {swap_pages} {fork_children} exit"
+show fork.after /proc/vmstat
+
+rec rmap64 -- vmscope workload rmap --sharers {rmap_sharers} --size {rmap_size}M
+rec rmap1 -- vmscope workload rmap --sharers 1 --size {rmap_size}M
+(export VMSCOPE_DISABLE_PROBES=fentry:rmap; rec rmap64s -- vmscope workload rmap --sharers {rmap_sharers} --size {rmap_size}M)
+
+echo "@@vmscope:done"
+poweroff -f
+"#,
+        fault_pages = FAULT_PAGES,
+        gup_pages = GUP_PAGES,
+        madvise_calls = MADVISE_CALLS,
+        perf_pages = PERF_PAGES,
+        swap_limit = SWAP_LIMIT_MIB,
+        swap_pages = SWAP_PAGES,
+        fork_children = FORK_CHILDREN,
+        rmap_size = RMAP_SIZE_MIB,
+        rmap_sharers = RMAP_SHARERS,
+    )
+}
