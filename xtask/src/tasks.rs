@@ -112,6 +112,25 @@ pub fn test(ws: &mut Workspace, extra: &[OsString]) -> Result<()> {
         cmd.args(extra).env("VMSCOPE_BIN", &bin);
         step("test", cmd)?;
     }
+    // The kernel matrix: the core suite inside Debian's 6.1 and 6.12 under
+    // qemu (root: it installs qemu and loads eBPF programs in the guests).
+    if process::effective_uid()? == 0 {
+        say!("test: kernels: cargo xtask kernels");
+        if let Err(e) = crate::kernels::kernels(ws, &[], crate::kernels::Accel::Auto, false) {
+            if e.downcast_ref::<Exit>().is_none() {
+                say!("test: kernels: {e:#}");
+            }
+            say!("test: step `kernels` failed");
+            failed.push("kernels");
+        }
+    } else if std::env::var("VMSCOPE_REQUIRE_BPF").is_ok_and(|v| v == "1") {
+        say!(
+            "test: step `kernels` cannot run without root, and VMSCOPE_REQUIRE_BPF=1 forbids skipping"
+        );
+        failed.push("kernels");
+    } else {
+        say!("test: kernels: skipped (needs root to install qemu); run `sudo cargo xtask kernels`");
+    }
     if failed.is_empty() {
         say!("test: all steps passed");
         Ok(())

@@ -23,7 +23,11 @@ pub fn parse(text: &str) -> Console {
     let mut c = Console::default();
     let mut open: Option<(String, String)> = None;
     for raw in text.split('\n') {
-        let line = raw.trim_end_matches('\r');
+        let mut line = raw.trim_end_matches('\r');
+        // The firmware's screen-clearing escapes can share a marker's line.
+        if let Some(at) = line.find("@@vmscope:") {
+            line = &line[at..];
+        }
         if let Some(rest) = line.strip_prefix("@@vmscope:start ") {
             c.release = Some(rest.trim().to_string());
         } else if let Some(name) = line.strip_prefix("@@vmscope:begin ") {
@@ -548,7 +552,7 @@ mod tests {
 
     #[test]
     fn console_sections_survive_carriage_returns_and_noise() {
-        let text = "SeaBIOS\r\n@@vmscope:start 6.1.0-57-cloud-amd64\r\n\
+        let text = "SeaBIOS\r\n\x1bc\x1b[?7l\x1b[2J@@vmscope:start 6.1.0-57-cloud-amd64\r\n\
                     @@vmscope:begin faults.ru\r\n{\"minflt\":5}\r\n\r\n@@vmscope:end faults.ru 0\r\n\
                     @@vmscope:begin top\r\nrates\r\n@@vmscope:end top 3\r\n\
                     @@vmscope:begin half\r\n[  9.1] reboot: Power down\r\n";

@@ -22,19 +22,12 @@ pub const FORK_CHILDREN: u64 = 3;
 pub const RMAP_SIZE_MIB: u64 = 16;
 pub const RMAP_SHARERS: u64 = 64;
 
-/// The modules zram needs, in load order, for kernels that build it as a
-/// module (a missing one is skipped).
-pub const ZRAM_MODULES: &[&str] = &[
-    "kernel/lib/lzo/lzo_compress.ko",
-    "kernel/lib/lzo/lzo_decompress.ko",
-    "kernel/crypto/lzo.ko",
-    "kernel/crypto/lzo-rle.ko",
-    "kernel/lib/lz4/lz4_compress.ko",
-    "kernel/lib/lz4/lz4_decompress.ko",
-    "kernel/crypto/lz4.ko",
-    "kernel/mm/zsmalloc.ko",
-    "kernel/drivers/block/zram/zram.ko",
-];
+/// The modules the guest loads for zram swap: zram itself, whose `depends=`
+/// the host follows (zsmalloc, and on 6.12 the lz4/lz4hc libraries), and
+/// the compressors older kernels request by name through the crypto API at
+/// run time (6.1's default is lzo-rle), which no dependency names. A module
+/// a kernel lacks, or builds in, is skipped.
+pub const MODULE_ROOTS: &[&str] = &["lzo", "lzo_rle", "lz4", "lz4hc", "zram"];
 
 /// The script. Modules are in `/mods`, numbered in load order.
 pub fn init_script() -> String {

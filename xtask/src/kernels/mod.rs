@@ -39,7 +39,7 @@ pub enum Accel {
 /// A whole boot may take this long under TCG before it is given up.
 const TCG_LIMIT: Duration = Duration::from_secs(900);
 /// How long a KVM guest may take to start the suite before TCG is used.
-const KVM_START_LIMIT: Duration = Duration::from_secs(60);
+const KVM_START_LIMIT: Duration = Duration::from_secs(20);
 
 pub fn kernels(ws: &mut Workspace, series: &[String], accel: Accel, keep: bool) -> Result<()> {
     bootstrap(ws, false)?;
@@ -220,7 +220,12 @@ fn run_one(
     fs::write(&log, &console)?;
     let parsed = checks::parse(&console);
     if parsed.release.is_none() {
-        let tail: Vec<&str> = console.lines().rev().take(5).collect();
+        let tail: Vec<String> = console
+            .lines()
+            .rev()
+            .take(5)
+            .map(|l| l.chars().take(160).collect())
+            .collect();
         bail!(
             "the guest never started the suite (console in {}): {}",
             log.display(),
@@ -295,19 +300,11 @@ fn initramfs(target: &Path, dir: &Path, package: &str, root: &Path, keep: bool) 
         }
     }
     let modules = find_modules_dir(root)?;
-    for (i, m) in guest::ZRAM_MODULES.iter().enumerate() {
-        let plain = modules.join(m);
-        let xz = modules.join(format!("{m}.xz"));
-        let dest = tree.join(format!("mods/{i:02}.ko"));
-        if plain.exists() {
-            fs::copy(&plain, &dest)?;
-        } else if xz.exists() {
-            let out = Command::new("xz").arg("-dc").arg(&xz).output()?;
-            if !out.status.success() {
-                bail!("xz -dc {} failed", xz.display());
-            }
-            fs::write(&dest, out.stdout)?;
-        }
+    for (i, path) in module_load_order(&modules, guest::MODULE_ROOTS)?
+        .iter()
+        .enumerate()
+    {
+        fs::write(tree.join(format!("mods/{i:02}.ko")), module_bytes(path)?)?;
     }
     let init = tree.join("init");
     fs::write(&init, guest::init_script())?;
@@ -323,6 +320,84 @@ fn initramfs(target: &Path, dir: &Path, package: &str, root: &Path, keep: bool) 
         let _ = fs::remove_dir_all(&tree);
     }
     Ok(out)
+}
+
+/// A module's file, decompressed when it is `.ko.xz`.
+fn module_bytes(path: &Path) -> Result<Vec<u8>> {
+    if path.extension().is_some_and(|e| e == "xz") {
+        let out = Command::new("xz").arg("-dc").arg(path).output()?;
+        if !out.status.success() {
+            bail!("xz -dc {} failed", path.display());
+        }
+        Ok(out.stdout)
+    } else {
+        fs::read(path).with_context(|| format!("reading {}", path.display()))
+    }
+}
+
+/// A module's name as the kernel spells it (`lzo-rle.ko.xz` is `lzo_rle`).
+fn module_name(file: &str) -> Option<String> {
+    let stem = file
+        .strip_suffix(".ko.xz")
+        .or_else(|| file.strip_suffix(".ko"))?;
+    Some(stem.replace('-', "_"))
+}
+
+/// The modules a module's `.modinfo` says it needs (`depends=a,b`).
+fn module_depends(bytes: &[u8]) -> Vec<String> {
+    let key = b"\0depends=";
+    let Some(at) = bytes.windows(key.len()).position(|w| w == key) else {
+        return Vec::new();
+    };
+    let value = &bytes[at + key.len()..];
+    let end = value.iter().position(|&b| b == 0).unwrap_or(value.len());
+    String::from_utf8_lossy(&value[..end])
+        .split(',')
+        .map(|d| d.trim().replace('-', "_"))
+        .filter(|d| !d.is_empty())
+        .collect()
+}
+
+/// The files to load, dependencies first, for `roots` and everything they
+/// depend on; roots the kernel has no module for are skipped.
+fn module_load_order(modules: &Path, roots: &[&str]) -> Result<Vec<PathBuf>> {
+    let mut by_name = std::collections::HashMap::new();
+    let mut dirs = vec![modules.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
+            let p = e?.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if let Some(name) = p.file_name().and_then(|n| n.to_str()).and_then(module_name)
+            {
+                by_name.insert(name, p);
+            }
+        }
+    }
+    let mut order = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    fn visit(
+        name: &str,
+        by_name: &std::collections::HashMap<String, PathBuf>,
+        seen: &mut std::collections::HashSet<String>,
+        order: &mut Vec<PathBuf>,
+    ) -> Result<()> {
+        let Some(path) = by_name.get(name) else {
+            return Ok(()); // built in, or not built
+        };
+        if !seen.insert(name.to_string()) {
+            return Ok(());
+        }
+        for dep in module_depends(&module_bytes(path)?) {
+            visit(&dep, by_name, seen, order)?;
+        }
+        order.push(path.clone());
+        Ok(())
+    }
+    for root in roots {
+        visit(root, &by_name, &mut seen, &mut order)?;
+    }
+    Ok(order)
 }
 
 fn find_modules_dir(root: &Path) -> Result<PathBuf> {
@@ -499,6 +574,56 @@ mod tests {
         assert!(
             version_key("linux-image-6.12.117+deb12-cloud-amd64")
                 > version_key("linux-image-6.12.73+deb12-cloud-amd64")
+        );
+    }
+
+    #[test]
+    fn module_dependencies_come_from_modinfo() {
+        let info = b"\x7fELF...\0license=GPL\0depends=zsmalloc,lz4hc_compress,lz4-compress\0\
+                     retpoline=Y\0name=zram\0";
+        assert_eq!(
+            module_depends(info),
+            ["zsmalloc", "lz4hc_compress", "lz4_compress"]
+        );
+        assert!(module_depends(b"\0depends=\0name=zsmalloc\0").is_empty());
+        assert_eq!(module_name("lzo-rle.ko.xz").as_deref(), Some("lzo_rle"));
+        assert_eq!(module_name("zram.ko").as_deref(), Some("zram"));
+        assert_eq!(module_name("modules.order"), None);
+    }
+
+    #[test]
+    fn modules_load_after_what_they_depend_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let put = |rel: &str, deps: &str| {
+            let p = dir.path().join(rel);
+            fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            fs::write(&p, format!("\0depends={deps}\0")).expect("write");
+        };
+        put(
+            "kernel/drivers/block/zram/zram.ko",
+            "zsmalloc,lz4hc_compress",
+        );
+        put("kernel/mm/zsmalloc.ko", "");
+        put("kernel/lib/lz4/lz4hc_compress.ko", "lz4_compress");
+        put("kernel/lib/lz4/lz4_compress.ko", "");
+        put("kernel/crypto/lzo-rle.ko", "");
+        let order = module_load_order(dir.path(), &["lzo_rle", "lz4", "zram"]).expect("order");
+        let names: Vec<String> = order
+            .iter()
+            .map(|p| {
+                module_name(&p.file_name().unwrap_or_default().to_string_lossy())
+                    .unwrap_or_default()
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "lzo_rle",
+                "zsmalloc",
+                "lz4_compress",
+                "lz4hc_compress",
+                "zram"
+            ]
         );
     }
 
