@@ -412,7 +412,7 @@ pub struct OverheadArgs {
     /// the next, so the same physical memory is reused).
     #[arg(long, default_value_t = 1 << 14)]
     pub chunk: usize,
-    /// Rounds; each runs all three modes.
+    /// Rounds; each runs every mode once, in a rotated order.
     #[arg(short, long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
     pub rounds: u32,
     /// Measure the kernel-stack sampler instead: a CPU loop on every CPU

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use anyhow::{Context as _, anyhow};
 use aya::{
-    Btf, Ebpf, EbpfLoader,
+    Ebpf, EbpfLoader,
     maps::{HashMap, MapData, PerCpuArray},
     programs::{
         BtfTracePoint, FEntry, FExit, PerfEvent, TracePoint,
@@ -90,6 +90,9 @@ pub enum SwapAttach {
     Always,
     /// Never (benchmarks: the cost without it).
     Never,
+    /// Now, as the classic tracepoint even where the BTF one would do
+    /// (benchmarks: what the BTF variant saves).
+    AlwaysClassic,
 }
 
 /// Loaded programs and the maps the collector reads.
@@ -475,6 +478,9 @@ fn attach_planned(ebpf: &mut Ebpf, category: &str, prog: &str, plan: Plan) -> Pr
 pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     let object = object()?;
     tracefs::tracefs().map_err(|e| anyhow!(e))?;
+    if opts.sample_hz > 0 {
+        crate::rmap::kallsyms::Symbols::prefetch();
+    }
     // Not fatal: kernels >= 5.11 account BPF memory to the cgroup instead.
     if let Err(e) = raise_memlock() {
         log::debug!("could not raise RLIMIT_MEMLOCK ({e}); fine on kernels >= 5.11");
@@ -503,7 +509,12 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         offsets[off::TASK_FLAGS] = Some(t.flags);
         offsets[off::VMA_FILE] = Some(t.vma_file);
     }
-    let swap_btf = rss_btf_offsets(&disabled).map(|pairs| {
+    let swap_btf = if opts.swap == SwapAttach::AlwaysClassic {
+        Err("the classic event was asked for (benchmark)".to_string())
+    } else {
+        rss_btf_offsets(&disabled)
+    }
+    .map(|pairs| {
         for (idx, v) in pairs {
             offsets[idx] = Some(v);
         }
@@ -511,6 +522,9 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     let globals: [u32; off::COUNT] = offsets.map(|o| o.unwrap_or(0));
     let filtered: u32 = opts.filtered.into();
     let mut loader = EbpfLoader::new();
+    if let Ok(btf) = crate::kernel::btf::aya_vmlinux() {
+        loader.btf(Some(btf));
+    }
     loader
         .override_global("FILTER_ENABLED", &filtered, true)
         .override_global("OFFSETS", &globals, true);
@@ -588,7 +602,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         let probe = format!("{}:{}", s.category, s.names[0]);
         let defer = match opts.swap {
             SwapAttach::Auto => !swap_active(),
-            SwapAttach::Always => false,
+            SwapAttach::Always | SwapAttach::AlwaysClassic => false,
             SwapAttach::Never => true,
         };
         if probe == SWAP_PROBE && p.event.is_ok() && defer {
@@ -684,7 +698,7 @@ fn attach_tracepoint(
 /// Attaches both page-fault programs as BTF-typed raw tracepoints, or
 /// neither.
 fn attach_btf_faults(ebpf: &mut Ebpf) -> Result<(), String> {
-    let btf = Btf::from_sys_fs().map_err(|e| format!("kernel BTF: {}", one_line(&e)))?;
+    let btf = crate::kernel::btf::aya_vmlinux()?;
     let mut links = Vec::new();
     for (prog, event) in [
         ("page_fault_user_btf", "page_fault_user"),
@@ -750,7 +764,7 @@ fn attach_swap(ebpf: &mut Ebpf, plan: Plan, btf_ok: &Result<(), String>) -> Prob
 
 /// Loads and attaches one BTF tracepoint program.
 fn attach_btf(ebpf: &mut Ebpf, prog: &str, event: &str) -> Result<(), String> {
-    let btf = Btf::from_sys_fs().map_err(|e| format!("kernel BTF: {}", one_line(&e)))?;
+    let btf = crate::kernel::btf::aya_vmlinux()?;
     let p: &mut BtfTracePoint = ebpf
         .program_mut(prog)
         .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?
@@ -827,7 +841,7 @@ fn attach_fault_timing(ebpf: &mut Ebpf, disabled: &[String]) -> Result<(), Strin
     if disabled.iter().any(|d| d == FAULT_TIMING_PROBE) {
         return Err(format!("disabled by {DISABLE_ENV}"));
     }
-    let btf = Btf::from_sys_fs().map_err(|e| format!("kernel BTF: {}", one_line(&e)))?;
+    let btf = crate::kernel::btf::aya_vmlinux()?;
     let entry: &mut FEntry = ebpf
         .program_mut("fault_enter")
         .ok_or("program fault_enter missing from the eBPF object")?
@@ -903,7 +917,7 @@ fn task_offsets(disabled: &[String]) -> Result<TaskOffsets, String> {
 /// tracepoint (no classic fallback: it needs the task pointers).
 fn attach_account(ebpf: &mut Ebpf, offsets: Result<(), String>) -> ProbeStatus {
     let result = offsets.and_then(|()| {
-        let btf = Btf::from_sys_fs().map_err(|e| format!("kernel BTF: {}", one_line(&e)))?;
+        let btf = crate::kernel::btf::aya_vmlinux()?;
         let prog = "sched_switch_btf";
         let p: &mut BtfTracePoint = ebpf
             .program_mut(prog)

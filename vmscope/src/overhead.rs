@@ -1,8 +1,10 @@
 //! `vmscope overhead`: what the probes cost on the page-fault path. Runs a
-//! fault-heavy loop (first touch of fresh private pages) three ways in one
-//! process, interleaved round by round so that machine noise hits all three
-//! alike: with nothing attached, with an empty program on the same
-//! tracepoints (the floor any eBPF tool pays), and with every vmscope probe.
+//! fault-heavy loop (first touch of fresh private pages) several ways in one
+//! process, interleaved round by round so that machine noise hits all of
+//! them alike: with nothing attached; with an empty program on the same
+//! tracepoints (the floor any eBPF tool pays) and with every vmscope probe,
+//! each without the swap probe, with it, and with it on the classic event;
+//! and, where installed, with the peer's one-liner (bpftrace).
 //! The perf-event programs (major faults) are not part of the floor: they
 //! do not fire on the minor faults this loop takes.
 
@@ -85,11 +87,8 @@ fn floor(hooks: &[Hook]) -> anyhow::Result<Vec<Ebpf>> {
         })?;
     }
     loaded.push(classic);
-    let btf = aya::Btf::from_sys_fs();
     for h in hooks.iter().filter(|h| h.btf) {
-        let btf = btf
-            .as_ref()
-            .map_err(|e| anyhow::anyhow!("kernel BTF: {e}"))?;
+        let btf = crate::kernel::btf::aya_vmlinux().map_err(|e| anyhow::anyhow!(e))?;
         // One object per hook: a BTF program is loaded for one event.
         let mut ebpf = Ebpf::load(loader::object()?).context("loading the eBPF object")?;
         let p: &mut BtfTracePoint = ebpf
@@ -143,28 +142,106 @@ pub fn median(v: &mut [f64]) -> f64 {
 }
 
 /// The measured configurations, in table order.
-const MODES: [&str; 5] = [
-    "nothing attached",
-    "empty programs (floor)",
-    "vmscope, all probes",
-    "floor + swap probe",
-    "vmscope + swap probe",
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Nothing,
+    /// Empty programs on the hooks a load with this swap choice attaches.
+    Floor(SwapAttach),
+    Vmscope(SwapAttach),
+    /// The peer: a bpftrace one-liner counting page faults per pid.
+    Bpftrace,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Nothing => "nothing attached",
+            Mode::Floor(SwapAttach::Never) => "empty programs (floor)",
+            Mode::Vmscope(SwapAttach::Never) => "vmscope, all probes",
+            Mode::Floor(SwapAttach::AlwaysClassic) => "floor + classic swap probe",
+            Mode::Vmscope(SwapAttach::AlwaysClassic) => "vmscope + classic swap probe",
+            Mode::Floor(_) => "floor + swap probe",
+            Mode::Vmscope(_) => "vmscope + swap probe",
+            Mode::Bpftrace => "bpftrace @[pid] = count()",
+        }
+    }
+
+    fn hooks(self) -> usize {
+        match self {
+            Mode::Floor(SwapAttach::Always) => 1,
+            Mode::Floor(SwapAttach::AlwaysClassic) => 2,
+            _ => 0,
+        }
+    }
+}
+
+const SWAP_CHOICES: [SwapAttach; 3] = [
+    SwapAttach::Never,
+    SwapAttach::Always,
+    SwapAttach::AlwaysClassic,
 ];
 
-fn measure(mode: usize, hooks: &[Vec<Hook>; 2], args: &OverheadArgs) -> anyhow::Result<f64> {
+/// The peer's program: what a user would type to count page faults per
+/// process. The BEGIN probe runs once every probe is attached.
+const BPFTRACE_PROGRAM: &str = "BEGIN { printf(\"ready\\n\"); } \
+     tracepoint:exceptions:page_fault_user { @[pid] = count(); }";
+
+fn bpftrace_installed() -> bool {
+    std::process::Command::new("bpftrace")
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Runs `f` while the bpftrace one-liner is attached.
+fn with_bpftrace(f: impl FnOnce() -> anyhow::Result<f64>) -> anyhow::Result<f64> {
+    use std::io::{BufRead as _, Read as _};
+    let mut child = std::process::Command::new("bpftrace")
+        .args(["-e", BPFTRACE_PROGRAM])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .context("starting bpftrace")?;
+    let stdout = child.stdout.take().context("bpftrace's stdout")?;
+    let mut lines = std::io::BufReader::new(stdout);
+    let mut line = String::new();
+    let ready = loop {
+        line.clear();
+        match lines.read_line(&mut line) {
+            Ok(0) | Err(_) => break false,
+            Ok(_) if line.trim() == "ready" => break true,
+            Ok(_) => {}
+        }
+    };
+    let result = if ready {
+        f()
+    } else {
+        Err(anyhow::anyhow!("bpftrace exited before attaching"))
+    };
+    if let Ok(pid) = i32::try_from(child.id()) {
+        // SIGINT: bpftrace prints its map and detaches.
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid).context("bpftrace pid")?,
+            rustix::process::Signal::INT,
+        );
+    }
+    let _ = lines.read_to_end(&mut Vec::new());
+    let _ = child.wait();
+    result
+}
+
+fn measure(mode: Mode, hooks: &[Vec<Hook>; 3], args: &OverheadArgs) -> anyhow::Result<f64> {
     let run = || touch_pass(args.pages, args.chunk);
     match mode {
-        0 => run(),
-        1 | 3 => {
-            let _floor = floor(&hooks[mode / 3])?;
+        Mode::Nothing => run(),
+        Mode::Floor(_) => {
+            let _floor = floor(&hooks[mode.hooks()])?;
             run()
         }
-        _ => {
-            let swap = if mode == 2 {
-                SwapAttach::Never
-            } else {
-                SwapAttach::Always
-            };
+        Mode::Vmscope(swap) => {
             let _probes = loader::load(&LoadOptions {
                 filtered: false,
                 swap,
@@ -172,6 +249,7 @@ fn measure(mode: usize, hooks: &[Vec<Hook>; 2], args: &OverheadArgs) -> anyhow::
             })?;
             run()
         }
+        Mode::Bpftrace => with_bpftrace(run),
     }
 }
 
@@ -181,10 +259,9 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
         return crate::rmap::overhead::run(args);
     }
     crate::kernel::tracefs::tracefs().map_err(|e| anyhow::anyhow!(e))?;
-    let hooks = [
-        attached_hooks(SwapAttach::Never)?,
-        attached_hooks(SwapAttach::Always)?,
-    ];
+    let hooks = SWAP_CHOICES.map(attached_hooks);
+    let [never, always, classic] = hooks;
+    let hooks = [never?, always?, classic?];
     eprintln!(
         "floor: an empty program on the same {} tracepoints ({} of them BTF-typed), \
          {} with the swap probe",
@@ -192,14 +269,24 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
         hooks[0].iter().filter(|h| h.btf).count(),
         hooks[1].len()
     );
-    let mut times: [Vec<f64>; 5] = Default::default();
+    let mut modes = vec![Mode::Nothing];
+    for swap in SWAP_CHOICES {
+        modes.extend([Mode::Floor(swap), Mode::Vmscope(swap)]);
+    }
+    let peer = bpftrace_installed();
+    if peer {
+        modes.push(Mode::Bpftrace);
+    } else {
+        eprintln!("bpftrace is not installed: no peer column (apt-get install bpftrace)");
+    }
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     touch_pass(args.pages, args.chunk)?; // warm-up
     for round in 0..args.rounds as usize {
         // Rotate the order each round: whichever mode runs first after a
         // load or unload pays for it, and rotation spreads that evenly.
-        for k in 0..MODES.len() {
-            let mode = (round + k) % MODES.len();
-            times[mode].push(measure(mode, &hooks, args)?);
+        for k in 0..modes.len() {
+            let i = (round + k) % modes.len();
+            times[i].push(measure(modes[i], &hooks, args)?);
         }
         let line: Vec<String> = times.iter().map(|t| format!("{:.0}", t[round])).collect();
         eprintln!(
@@ -210,37 +297,59 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
         );
     }
     let m: Vec<f64> = times.iter_mut().map(|t| median(t)).collect();
+    let at = |mode: Mode| modes.iter().position(|&x| x == mode).map(|i| m[i]);
+    let swap_on = loader::swap_active();
     println!(
-        "page-fault cost, {} fresh pages x {} rounds, CPU time (medians):",
-        args.pages, args.rounds
+        "page-fault cost, {} fresh pages x {} rounds, CPU time (medians; swap device {}):",
+        args.pages,
+        args.rounds,
+        if swap_on { "active" } else { "not active" }
     );
-    for (name, v) in MODES.iter().zip(&m) {
-        println!("  {name:<24} {v:8.1} ns/fault  (+{:.1} ns)", v - m[0]);
+    for (mode, v) in modes.iter().zip(&m) {
+        println!(
+            "  {:<30} {v:8.1} ns/fault  (+{:.1} ns)",
+            mode.name(),
+            v - m[0]
+        );
     }
+    let nothing = m[0];
     let vs_floor = |vm: f64, fl: f64| {
-        if fl - m[0] > 0.0 {
-            format!("{:.2}", (vm - m[0]) / (fl - m[0]))
+        if fl - nothing > 0.0 {
+            format!("{:.2}", (vm - nothing) / (fl - nothing))
         } else {
             "n/a (floor below noise)".into()
         }
     };
-    println!("without the swap probe (no swap device active, the default then):");
-    println!(
-        "  vmscope / nothing          {:.3}  (goal <= 1.05)",
-        m[2] / m[0]
-    );
-    println!(
-        "  added cost vs floor        {}  (goal <= 1.5)",
-        vs_floor(m[2], m[1])
-    );
-    println!("with the swap probe (a swap device active):");
-    println!(
-        "  vmscope / nothing          {:.3}  (goal <= 1.05)",
-        m[4] / m[0]
-    );
-    println!(
-        "  added cost vs floor        {}  (goal <= 1.5)",
-        vs_floor(m[4], m[3])
-    );
+    for (swap, title) in [
+        (
+            SwapAttach::Never,
+            "without the swap probe (no swap device active, the default then):",
+        ),
+        (
+            SwapAttach::Always,
+            "with the swap probe (what runs while a swap device is active):",
+        ),
+        (
+            SwapAttach::AlwaysClassic,
+            "with the swap probe on the classic event (the fallback):",
+        ),
+    ] {
+        let (Some(vm), Some(fl)) = (at(Mode::Vmscope(swap)), at(Mode::Floor(swap))) else {
+            continue;
+        };
+        println!("{title}");
+        println!(
+            "  vmscope / nothing          {:.3}  (goal <= 1.05)",
+            vm / nothing
+        );
+        println!(
+            "  added cost vs floor        {}  (goal <= 1.5)",
+            vs_floor(vm, fl)
+        );
+    }
+    if let Some(bt) = at(Mode::Bpftrace) {
+        println!("peer:");
+        println!("  bpftrace one-liner / nothing {:.3}", bt / nothing);
+    }
     Ok(0)
 }

@@ -4,7 +4,7 @@
 //! ones. Only what that needs is parsed: the type section's structs,
 //! unions, arrays and the modifiers between them.
 
-use std::{collections::HashMap, path::Path};
+use std::{collections::HashMap, path::Path, sync::OnceLock};
 
 const MAGIC: u16 = 0xeb9f;
 
@@ -71,10 +71,23 @@ pub struct Field {
     pub size: u32,
 }
 
+/// The running kernel's BTF as aya parses it (for loading BTF-typed
+/// programs), read once per process: parsing it takes 50-100 ms, and a load
+/// needs it for every tp_btf and fentry program.
+pub fn aya_vmlinux() -> Result<&'static aya::Btf, String> {
+    static BTF: OnceLock<Result<aya::Btf, String>> = OnceLock::new();
+    BTF.get_or_init(|| aya::Btf::from_sys_fs().map_err(|e| crate::loader::one_line(&e)))
+        .as_ref()
+        .map_err(|e| format!("kernel BTF: {e}"))
+}
+
 impl Btf {
-    /// The running kernel's BTF.
-    pub fn vmlinux() -> Result<Self, String> {
-        Self::from_file(Path::new("/sys/kernel/btf/vmlinux"))
+    /// The running kernel's BTF, read once per process.
+    pub fn vmlinux() -> Result<&'static Self, String> {
+        static BTF: OnceLock<Result<Btf, String>> = OnceLock::new();
+        BTF.get_or_init(|| Self::from_file(Path::new("/sys/kernel/btf/vmlinux")))
+            .as_ref()
+            .map_err(Clone::clone)
     }
 
     pub fn from_file(path: &Path) -> Result<Self, String> {

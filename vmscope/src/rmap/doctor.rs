@@ -39,8 +39,8 @@ pub fn report() -> RmapReport {
             };
         }
     };
-    let plan = match (aya::Btf::from_sys_fs(), Symbols::load()) {
-        (Ok(btf), Ok(syms)) => Some((direct::plan_here(&btf, &syms), btf)),
+    let plan = match (crate::kernel::btf::aya_vmlinux(), Symbols::shared()) {
+        (Ok(btf), Ok(syms)) => Some((direct::plan_here(btf, &syms), btf)),
         _ => None,
     };
     let (chosen, why) = super::method_note(&mut ebpf);

@@ -1,7 +1,13 @@
 //! Kernel text addresses to function names, from /proc/kallsyms (read once
-//! when sampling starts; module symbols included).
+//! per process, in the background from the start of a load; module symbols
+//! included).
 
-use std::collections::{BTreeMap, HashSet};
+use std::{
+    collections::{BTreeMap, HashSet},
+    sync::{Arc, OnceLock},
+};
+
+static SHARED: OnceLock<Result<Arc<Symbols>, String>> = OnceLock::new();
 
 pub struct Symbols {
     by_addr: BTreeMap<u64, String>,
@@ -18,6 +24,20 @@ impl Symbols {
         let by_addr =
             aya::util::kernel_symbols().map_err(|e| format!("reading /proc/kallsyms: {e}"))?;
         Symbols::from_map(by_addr)
+    }
+
+    /// The process's one copy. Reading kallsyms takes 0.1-0.2 s, so a load
+    /// starts it early on another thread (`prefetch`) and whoever needs it
+    /// first waits for that read rather than starting another.
+    pub fn shared() -> Result<Arc<Symbols>, String> {
+        SHARED.get_or_init(|| Symbols::load().map(Arc::new)).clone()
+    }
+
+    /// Starts reading kallsyms on another thread, off the critical path.
+    pub fn prefetch() {
+        if SHARED.get().is_none() {
+            std::thread::spawn(|| drop(Symbols::shared()));
+        }
     }
 
     pub fn from_map(mut by_addr: BTreeMap<u64, String>) -> Result<Symbols, String> {

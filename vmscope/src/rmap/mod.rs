@@ -256,7 +256,7 @@ pub fn attach(ebpf: &mut aya::Ebpf, hz: u32, disabled: &[String]) -> (Option<Rma
 fn choose_method(
     ebpf: &mut aya::Ebpf,
     disabled: &[String],
-) -> (Method, String, Option<(aya::Btf, direct::Plan)>) {
+) -> (Method, String, Option<(&'static aya::Btf, direct::Plan)>) {
     if disabled.iter().any(|d| d == DIRECT_PROBE) {
         return (
             Method::StackSampling,
@@ -267,19 +267,17 @@ fn choose_method(
             None,
         );
     }
-    let btf = match aya::Btf::from_sys_fs() {
+    let btf = match crate::kernel::btf::aya_vmlinux() {
         Ok(b) => b,
         Err(e) => {
             return (
                 Method::StackSampling,
-                format!(
-                    "direct timing unavailable: no kernel BTF ({e}); falling back to stack sampling"
-                ),
+                format!("direct timing unavailable: no {e}; falling back to stack sampling"),
                 None,
             );
         }
     };
-    let symbols = match kallsyms::Symbols::load() {
+    let symbols = match kallsyms::Symbols::shared() {
         Ok(s) => s,
         Err(e) => {
             return (
@@ -289,9 +287,9 @@ fn choose_method(
             );
         }
     };
-    let plan = direct::plan_here(&btf, &symbols);
+    let plan = direct::plan_here(btf, &symbols);
     let target = plan.attach.first().map_or("folio_referenced", |t| t.0);
-    let (method, why) = direct::choose(direct::can_attach(ebpf, &btf, target), &plan);
+    let (method, why) = direct::choose(direct::can_attach(ebpf, btf, target), &plan);
     (method, why, Some((btf, plan)))
 }
 

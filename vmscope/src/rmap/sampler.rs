@@ -51,7 +51,7 @@ pub struct Sampler {
     counts: BpfHashMap<MapData, SampleKey, u64>,
     stacks: StackTraceMap<MapData>,
     stats: PerCpuArray<MapData, u64>,
-    symbols: Symbols,
+    symbols: std::sync::Arc<Symbols>,
     classes: HashMap<i32, Class>,
     /// Symbolized frames per stack, kept only when dumping.
     frames: HashMap<i32, Vec<String>>,
@@ -111,7 +111,7 @@ pub fn attach(
 }
 
 fn try_attach(ebpf: &mut Ebpf, hz: u32) -> Result<Sampler, String> {
-    let symbols = Symbols::load()?;
+    let symbols = Symbols::shared()?;
     let period_ns = 1_000_000_000 / u64::from(hz);
     let cpus = crate::loader::attach_perf_sw(
         ebpf,
