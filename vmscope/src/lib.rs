@@ -29,6 +29,7 @@ pub mod report;
 pub mod rmap;
 pub mod series;
 pub mod serve;
+pub mod teardown;
 pub mod timefmt;
 pub mod totals;
 pub mod tui;

@@ -264,6 +264,8 @@ async fn record(
         }
         None => output.write(&rec)?,
     }
+    // The document is out: detach without making the user wait for it.
+    crate::teardown::release(probes);
     Ok(match (&child_report, interrupted_by) {
         (Some(c), _) => u8::try_from(c.exit_code).unwrap_or(exit::WRAPPER_FAILED),
         (None, Some(_)) => 0,

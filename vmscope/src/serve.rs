@@ -131,6 +131,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
             _ = sigint.recv() => break,
         }
     }
+    crate::teardown::release(probes);
     eprintln!("vmscope serve: stopped");
     Ok(0)
 }

@@ -194,6 +194,7 @@ async fn batch(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
         write!(out, "{}", draw::snapshot_text(&app)).context("writing to stdout")?;
         out.flush().context("writing to stdout")?;
     }
+    crate::teardown::release(probes);
     Ok(0)
 }
 
@@ -305,5 +306,6 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
     stop.store(true, Ordering::Relaxed);
     drop(reader);
     drop(term);
+    crate::teardown::release(probes);
     result
 }
