@@ -140,6 +140,8 @@ pub mod off {
     pub const PAGE_SHIFT: usize = 33;
     /// `vm_area_struct.vm_file` (BTF): null for anonymous memory.
     pub const VMA_FILE: usize = 34;
+    /// `task_struct.pid` (BTF), for the BTF `sched_process_fork` program.
+    pub const TASK_PID: usize = 35;
     pub const COUNT: usize = 36;
 }
 
@@ -207,6 +209,10 @@ pub struct FaultCache {
     pub generation: u64,
     /// User faults by class, then kernel faults by class, then unclassified.
     pub counts: [u64; 2 * FAULT_CLASSES + 1],
+    /// The followed set's epoch (`TRACK_EPOCH`) when `tgid` was last found
+    /// out of scope: until it changes, that answer stands, and the faults
+    /// of processes outside the tree skip the followed-set lookup.
+    pub epoch: u64,
 }
 
 pub mod cache_flags {
@@ -216,7 +222,7 @@ pub mod cache_flags {
     pub const IN_SCOPE: u32 = 2;
 }
 
-const _: () = assert!(core::mem::size_of::<FaultCache>() == 16 + 8 * (2 * FAULT_CLASSES + 1));
+const _: () = assert!(core::mem::size_of::<FaultCache>() == 24 + 8 * (2 * FAULT_CLASSES + 1));
 
 /// The most CPUs the BTF `rss_stat` program sums per-CPU counters over;
 /// machines with more use the classic event.

@@ -337,3 +337,99 @@ pub fn tlb_flush(ctx: TracePointContext) -> u32 {
     crate::tlb::on_flush(&ctx);
     0
 }
+
+// The same hooks as BTF tracepoints where the kernel allows: no trace
+// record is built per event, and detaching them waits for nothing. The
+// loader tries these first and falls back to the classic ones above.
+
+/// `tlb_flush(int reason, unsigned long pages)`.
+#[btf_tracepoint(function = "tlb_flush")]
+pub fn tlb_flush_btf(ctx: BtfTracePointContext) -> i32 {
+    crate::tlb::on_flush_of(ctx.arg::<i32>(0), ctx.arg::<u64>(1));
+    0
+}
+
+/// `sched_process_fork(struct task_struct *parent, struct task_struct *child)`.
+#[btf_tracepoint(function = "sched_process_fork")]
+pub fn sched_process_fork_btf(ctx: BtfTracePointContext) -> i32 {
+    crate::filter::on_fork_btf(&ctx, ctx.arg::<u64>(1));
+    0
+}
+
+#[btf_tracepoint(function = "sched_process_exec")]
+pub fn sched_process_exec_btf(_ctx: BtfTracePointContext) -> i32 {
+    crate::faults::on_exec();
+    0
+}
+
+/// `mm_vmscan_kswapd_wake(int nid, int zid, int order)`.
+#[btf_tracepoint(function = "mm_vmscan_kswapd_wake")]
+pub fn mm_vmscan_kswapd_wake_btf(ctx: BtfTracePointContext) -> i32 {
+    crate::reclaim::kswapd_wake_on(ctx.arg::<i32>(0));
+    0
+}
+
+/// `mm_vmscan_kswapd_sleep(int nid)`.
+#[btf_tracepoint(function = "mm_vmscan_kswapd_sleep")]
+pub fn mm_vmscan_kswapd_sleep_btf(ctx: BtfTracePointContext) -> i32 {
+    crate::reclaim::kswapd_sleep_on(ctx.arg::<i32>(0));
+    0
+}
+
+#[btf_tracepoint(function = "mm_shrink_slab_start")]
+pub fn mm_shrink_slab_start_btf(_ctx: BtfTracePointContext) -> i32 {
+    crate::reclaim::slab_begin();
+    0
+}
+
+#[btf_tracepoint(function = "mm_shrink_slab_end")]
+pub fn mm_shrink_slab_end_btf(_ctx: BtfTracePointContext) -> i32 {
+    crate::reclaim::slab_end();
+    0
+}
+
+// Reclaim begin/end pairs need only the time and the task.
+macro_rules! reclaim_pair_btf {
+    ($begin:ident, $begin_event:literal, $end:ident, $end_event:literal, $kind:ident) => {
+        #[btf_tracepoint(function = $begin_event)]
+        pub fn $begin(_ctx: BtfTracePointContext) -> i32 {
+            crate::reclaim::task_begin(vmscope_common::kind::$kind);
+            0
+        }
+
+        #[btf_tracepoint(function = $end_event)]
+        pub fn $end(_ctx: BtfTracePointContext) -> i32 {
+            crate::reclaim::task_end(vmscope_common::kind::$kind, vmscope_common::hist::$kind);
+            0
+        }
+    };
+}
+
+reclaim_pair_btf!(
+    mm_vmscan_direct_reclaim_begin_btf,
+    "mm_vmscan_direct_reclaim_begin",
+    mm_vmscan_direct_reclaim_end_btf,
+    "mm_vmscan_direct_reclaim_end",
+    RECLAIM_DIRECT
+);
+reclaim_pair_btf!(
+    mm_vmscan_memcg_reclaim_begin_btf,
+    "mm_vmscan_memcg_reclaim_begin",
+    mm_vmscan_memcg_reclaim_end_btf,
+    "mm_vmscan_memcg_reclaim_end",
+    RECLAIM_MEMCG
+);
+reclaim_pair_btf!(
+    mm_vmscan_memcg_softlimit_reclaim_begin_btf,
+    "mm_vmscan_memcg_softlimit_reclaim_begin",
+    mm_vmscan_memcg_softlimit_reclaim_end_btf,
+    "mm_vmscan_memcg_softlimit_reclaim_end",
+    RECLAIM_MEMCG_SOFTLIMIT
+);
+reclaim_pair_btf!(
+    mm_vmscan_node_reclaim_begin_btf,
+    "mm_vmscan_node_reclaim_begin",
+    mm_vmscan_node_reclaim_end_btf,
+    "mm_vmscan_node_reclaim_end",
+    RECLAIM_NODE
+);

@@ -54,13 +54,18 @@ fn count_for_process(slot: usize) {
     unsafe {
         if (*c).tgid != tgid || (*c).flags & cache_flags::VALID == 0 {
             switch(c, tgid);
-        } else if (*c).flags & cache_flags::IN_SCOPE == 0
-            && maps::filter_enabled()
-            && maps::current_proc().is_some()
-        {
-            // Followed since it was cached (e.g. `-p`, or the wrapped
-            // command released from its gate): count from now on.
-            (*c).flags |= cache_flags::IN_SCOPE;
+        } else if (*c).flags & cache_flags::IN_SCOPE == 0 && maps::filter_enabled() {
+            // Out of scope when cached. Only a change of the followed set
+            // can change that (e.g. `-p`, or the wrapped command released
+            // from its gate, or a pid reused by a followed child): look
+            // again only then, and count from then on if it is followed.
+            let epoch = maps::track_epoch();
+            if (*c).epoch != epoch {
+                (*c).epoch = epoch;
+                if maps::current_proc().is_some() {
+                    (*c).flags |= cache_flags::IN_SCOPE;
+                }
+            }
         }
         // Re-read and masked so the index is bounded in a way older
         // verifiers (6.1) can follow: they lose the bounds the compiler's
@@ -91,6 +96,9 @@ unsafe fn switch(c: *mut FaultCache, tgid: u32) {
         }
         (*c).counts = [0; 2 * FAULT_CLASSES + 1];
         (*c).tgid = tgid;
+        // Read before the lookup below, so an addition racing it changes
+        // the epoch after this read and is looked at on the next fault.
+        (*c).epoch = maps::track_epoch();
         // Creating the entry here, in the process's own context, gives it
         // the right `comm`.
         (*c).flags = if maps::current_proc().is_some() {

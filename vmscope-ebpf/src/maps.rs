@@ -3,7 +3,7 @@
 use aya_ebpf::{
     helpers::bpf_ktime_get_ns,
     macros::map,
-    maps::{HashMap, LruHashMap, PerCpuArray},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray},
 };
 use vmscope_common::{
     HIST_BUCKETS, Inflight, MAX_INFLIGHT, MAX_PROCS, MAX_TRACKED, ProcStats, counter, hist,
@@ -97,6 +97,18 @@ pub fn now() -> u64 {
 #[inline(always)]
 pub fn current_tid() -> u32 {
     aya_ebpf::helpers::bpf_get_current_pid_tgid() as u32
+}
+
+/// Grows whenever the followed set does: slot 0 counts the fork hook's
+/// additions, slot 1 user space's (`Loaded::track`). Each side writes only
+/// its own slot, so their sum changes on every addition.
+#[map]
+pub static TRACK_EPOCH: Array<u64> = Array::with_max_entries(2, 0);
+
+#[inline(always)]
+pub fn track_epoch() -> u64 {
+    let slot = |i| TRACK_EPOCH.get(i).copied().unwrap_or(0);
+    slot(0).wrapping_add(slot(1) << 32)
 }
 
 /// Whether the current task's process is in scope (always, unless filtering).

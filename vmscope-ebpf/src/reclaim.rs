@@ -47,21 +47,35 @@ pub fn slab_end() {
 }
 
 #[inline(always)]
-fn nid(ctx: &TracePointContext, idx: usize) -> u64 {
-    let n = unsafe { ctx.read_at::<i32>(maps::offset(idx)) }.unwrap_or(0);
-    (n as u32 as u64) << 8 | kind::KSWAPD | (1 << 63)
+fn kswapd_key(nid: i32) -> u64 {
+    (nid as u32 as u64) << 8 | kind::KSWAPD | (1 << 63)
+}
+
+#[inline(always)]
+fn nid(ctx: &TracePointContext, idx: usize) -> i32 {
+    unsafe { ctx.read_at::<i32>(maps::offset(idx)) }.unwrap_or(0)
+}
+
+pub fn kswapd_wake(ctx: &TracePointContext) {
+    kswapd_wake_on(nid(ctx, off::KSWAPD_WAKE_NID));
+}
+
+pub fn kswapd_sleep(ctx: &TracePointContext) {
+    kswapd_sleep_on(nid(ctx, off::KSWAPD_SLEEP_NID));
 }
 
 /// A wake while kswapd is already awake keeps the first wake time.
-pub fn kswapd_wake(ctx: &TracePointContext) {
-    let key = nid(ctx, off::KSWAPD_WAKE_NID);
+#[inline(always)]
+pub fn kswapd_wake_on(nid: i32) {
+    let key = kswapd_key(nid);
     if maps::INFLIGHT.get_ptr(key).is_none() {
         maps::begin_keyed(key, 0, 0);
     }
 }
 
-pub fn kswapd_sleep(ctx: &TracePointContext) {
-    if let Some((_, ns)) = maps::end_keyed(nid(ctx, off::KSWAPD_SLEEP_NID)) {
+#[inline(always)]
+pub fn kswapd_sleep_on(nid: i32) {
+    if let Some((_, ns)) = maps::end_keyed(kswapd_key(nid)) {
         maps::observe(hist::KSWAPD_ACTIVE, ns);
     }
 }

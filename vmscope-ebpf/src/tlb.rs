@@ -11,13 +11,20 @@ const TLB_REMOTE_SEND_IPI: i32 = 4;
 
 pub fn on_flush(ctx: &TracePointContext) {
     let reason = unsafe { ctx.read_at::<i32>(maps::offset(off::TLB_REASON)) }.unwrap_or(-1);
+    let pages = unsafe { ctx.read_at::<u64>(maps::offset(off::TLB_PAGES)) }.unwrap_or(0);
+    on_flush_of(reason, pages);
+}
+
+/// One flush: `tlb_flush(int reason, unsigned long pages)`, `pages` -1 for
+/// a full flush.
+#[inline(always)]
+pub fn on_flush_of(reason: i32, pages: u64) {
     let slot = if (0..6).contains(&reason) {
         reason as u32
     } else {
         counter::TLB_REASONS - 1
     };
     maps::count(counter::TLB_REASON_BASE + slot);
-    let pages = unsafe { ctx.read_at::<u64>(maps::offset(off::TLB_PAGES)) }.unwrap_or(0);
     if pages == u64::MAX {
         maps::count(counter::TLB_FULL);
     } else {

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use anyhow::{Context as _, anyhow};
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{HashMap, MapData, PerCpuArray},
+    maps::{Array, HashMap, MapData, PerCpuArray},
     programs::{
         BtfTracePoint, FEntry, FExit, PerfEvent, TracePoint,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
@@ -107,6 +107,8 @@ pub struct Loaded {
     /// Fault counts not yet moved into `procs`, per CPU.
     pub fault_cache: PerCpuArray<MapData, FaultCache>,
     tracked: HashMap<MapData, u32, u32>,
+    /// Slot 1 is ours to bump after each addition to `tracked`.
+    track_epoch: Array<MapData, u64>,
     pub probes: Vec<ProbeStatus>,
     pub fault_source: FaultSource,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
@@ -124,7 +126,13 @@ impl Loaded {
     pub fn track(&mut self, pid: u32) -> anyhow::Result<()> {
         self.tracked
             .insert(pid, 1, 0)
-            .with_context(|| format!("adding pid {pid} to the followed set"))
+            .with_context(|| format!("adding pid {pid} to the followed set"))?;
+        // The fault path rechecks a cached out-of-scope process only when
+        // the epoch changes.
+        let epoch = self.track_epoch.get(&1, 0).unwrap_or(0);
+        self.track_epoch
+            .set(1, epoch.wrapping_add(1), 0)
+            .context("bumping the followed set's epoch")
     }
 
     /// Attaches the deferred swap probe once a swap device is active.
@@ -262,6 +270,15 @@ struct Spec {
     fields: Fields,
     /// Only needed when following a process tree.
     filtered_only: bool,
+    /// The same hook as a BTF tracepoint program, tried first.
+    btf_prog: Option<&'static str>,
+}
+
+impl Spec {
+    const fn btf(mut self, prog: &'static str) -> Spec {
+        self.btf_prog = Some(prog);
+        self
+    }
 }
 
 type Fields = &'static [(usize, &'static str, &'static [u32])];
@@ -273,6 +290,7 @@ const fn spec(category: &'static str, name: &'static [&'static str], fields: Fie
         prog: name[0],
         fields,
         filtered_only: false,
+        btf_prog: None,
     }
 }
 
@@ -287,8 +305,9 @@ const SPECS: &[Spec] = &[
         prog: "sched_process_fork",
         fields: &[(off::FORK_CHILD_PID, "child_pid", &[4])],
         filtered_only: true,
+        btf_prog: Some("sched_process_fork_btf"),
     },
-    spec("sched", &["sched_process_exec"], &[]),
+    spec("sched", &["sched_process_exec"], &[]).btf("sched_process_exec_btf"),
     spec(
         "syscalls",
         &["sys_enter_madvise"],
@@ -314,26 +333,32 @@ const SPECS: &[Spec] = &[
     spec("syscalls", &["sys_exit_mmap"], &[]),
     spec("syscalls", &["sys_enter_mprotect"], &[]),
     spec("syscalls", &["sys_exit_mprotect"], &[]),
-    spec("vmscan", &["mm_vmscan_direct_reclaim_begin"], &[]),
-    spec("vmscan", &["mm_vmscan_direct_reclaim_end"], &[]),
-    spec("vmscan", &["mm_vmscan_memcg_reclaim_begin"], &[]),
-    spec("vmscan", &["mm_vmscan_memcg_reclaim_end"], &[]),
-    spec("vmscan", &["mm_vmscan_memcg_softlimit_reclaim_begin"], &[]),
-    spec("vmscan", &["mm_vmscan_memcg_softlimit_reclaim_end"], &[]),
-    spec("vmscan", &["mm_vmscan_node_reclaim_begin"], &[]),
-    spec("vmscan", &["mm_vmscan_node_reclaim_end"], &[]),
-    spec("vmscan", &["mm_shrink_slab_start"], &[]),
-    spec("vmscan", &["mm_shrink_slab_end"], &[]),
+    spec("vmscan", &["mm_vmscan_direct_reclaim_begin"], &[])
+        .btf("mm_vmscan_direct_reclaim_begin_btf"),
+    spec("vmscan", &["mm_vmscan_direct_reclaim_end"], &[]).btf("mm_vmscan_direct_reclaim_end_btf"),
+    spec("vmscan", &["mm_vmscan_memcg_reclaim_begin"], &[])
+        .btf("mm_vmscan_memcg_reclaim_begin_btf"),
+    spec("vmscan", &["mm_vmscan_memcg_reclaim_end"], &[]).btf("mm_vmscan_memcg_reclaim_end_btf"),
+    spec("vmscan", &["mm_vmscan_memcg_softlimit_reclaim_begin"], &[])
+        .btf("mm_vmscan_memcg_softlimit_reclaim_begin_btf"),
+    spec("vmscan", &["mm_vmscan_memcg_softlimit_reclaim_end"], &[])
+        .btf("mm_vmscan_memcg_softlimit_reclaim_end_btf"),
+    spec("vmscan", &["mm_vmscan_node_reclaim_begin"], &[]).btf("mm_vmscan_node_reclaim_begin_btf"),
+    spec("vmscan", &["mm_vmscan_node_reclaim_end"], &[]).btf("mm_vmscan_node_reclaim_end_btf"),
+    spec("vmscan", &["mm_shrink_slab_start"], &[]).btf("mm_shrink_slab_start_btf"),
+    spec("vmscan", &["mm_shrink_slab_end"], &[]).btf("mm_shrink_slab_end_btf"),
     spec(
         "vmscan",
         &["mm_vmscan_kswapd_wake"],
         &[(off::KSWAPD_WAKE_NID, "nid", &[4])],
-    ),
+    )
+    .btf("mm_vmscan_kswapd_wake_btf"),
     spec(
         "vmscan",
         &["mm_vmscan_kswapd_sleep"],
         &[(off::KSWAPD_SLEEP_NID, "nid", &[4])],
-    ),
+    )
+    .btf("mm_vmscan_kswapd_sleep_btf"),
     spec(
         "vmscan",
         &["mm_vmscan_lru_shrink_inactive"],
@@ -376,7 +401,8 @@ const SPECS: &[Spec] = &[
             (off::TLB_REASON, "reason", &[4]),
             (off::TLB_PAGES, "pages", &[8]),
         ],
-    ),
+    )
+    .btf("tlb_flush_btf"),
 ];
 
 /// `(off::* index, offset)` pairs a probe needs in `OFFSETS`.
@@ -473,6 +499,45 @@ fn attach_planned(ebpf: &mut Ebpf, category: &str, prog: &str, plan: Plan) -> Pr
     }
 }
 
+/// Whether the classic tracepoints' BTF variants can be tried, or why not.
+fn btf_tracepoints_usable(disabled: &[String]) -> Result<(), String> {
+    if disabled.iter().any(|d| d == "tp_btf") {
+        return Err(format!("tp_btf disabled by {DISABLE_ENV}"));
+    }
+    crate::kernel::btf::aya_vmlinux().map(drop)
+}
+
+/// Attaches one planned hook: as a BTF tracepoint where it has such a
+/// variant and the kernel allows it, else as the classic tracepoint with
+/// the reason.
+fn attach_spec(ebpf: &mut Ebpf, s: &Spec, plan: Plan, btf_ok: &Result<(), String>) -> ProbeStatus {
+    let (Some(prog), Ok((event, _))) = (s.btf_prog, &plan.event) else {
+        return attach_planned(ebpf, s.category, s.prog, plan);
+    };
+    let why_classic = match btf_ok {
+        Ok(()) => match attach_btf(ebpf, prog, event) {
+            Ok(()) => {
+                let reason = (format!("{}:{event}", s.category) != plan.probe)
+                    .then(|| format!("attached as {}:{event} (older kernel name)", s.category));
+                return ProbeStatus {
+                    probe: plan.probe,
+                    method: "tp_btf".into(),
+                    attached: true,
+                    reason,
+                    deferred: false,
+                };
+            }
+            Err(e) => e,
+        },
+        Err(e) => e.clone(),
+    };
+    let mut status = attach_planned(ebpf, s.category, s.prog, plan);
+    if status.attached && status.reason.is_none() {
+        status.reason = Some(format!("classic tracepoint, not tp_btf: {why_classic}"));
+    }
+    status
+}
+
 /// Loads the object with this kernel's field offsets and attaches every probe
 /// it can.
 pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
@@ -509,6 +574,13 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         offsets[off::TASK_FLAGS] = Some(t.flags);
         offsets[off::VMA_FILE] = Some(t.vma_file);
     }
+    let btf_tracepoints = btf_tracepoints_usable(&disabled);
+    // The BTF fork program reads the child's pid from its task_struct.
+    let btf_fork = btf_tracepoints.clone().and_then(|()| {
+        let pid = crate::kernel::btf::Btf::vmlinux()?.field("task_struct", "pid")?;
+        offsets[off::TASK_PID] = Some(pid.offset);
+        Ok(())
+    });
     let swap_btf = if opts.swap == SwapAttach::AlwaysClassic {
         Err("the classic event was asked for (benchmark)".to_string())
     } else {
@@ -623,7 +695,12 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         if probe == SWAP_PROBE {
             probes.push(attach_swap(&mut ebpf, p, &swap_btf));
         } else {
-            probes.push(attach_planned(&mut ebpf, s.category, s.prog, p));
+            let btf_ok = if s.btf_prog == Some("sched_process_fork_btf") {
+                &btf_fork
+            } else {
+                &btf_tracepoints
+            };
+            probes.push(attach_spec(&mut ebpf, s, p, btf_ok));
         }
     }
     probes.push(attach_major_faults(&mut ebpf, &disabled));
@@ -654,6 +731,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     let mms = HashMap::try_from(take(&mut ebpf, "MMS")?)?;
     let fault_cache = PerCpuArray::try_from(take(&mut ebpf, "FAULT_CACHE")?)?;
     let tracked = HashMap::try_from(take(&mut ebpf, "TRACKED")?)?;
+    let track_epoch = Array::try_from(take(&mut ebpf, "TRACK_EPOCH")?)?;
     Ok(Loaded {
         _ebpf: ebpf,
         counters,
@@ -663,6 +741,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         mms,
         fault_cache,
         tracked,
+        track_epoch,
         probes,
         fault_source,
         logger,

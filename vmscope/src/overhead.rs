@@ -148,6 +148,9 @@ enum Mode {
     /// Empty programs on the hooks a load with this swap choice attaches.
     Floor(SwapAttach),
     Vmscope(SwapAttach),
+    /// vmscope following a process tree (as `record -- CMD` does) that the
+    /// faulting process is not in: the cost others on the machine pay.
+    OutsideTree,
     /// The peer: a bpftrace one-liner counting page faults per pid.
     Bpftrace,
 }
@@ -162,6 +165,7 @@ impl Mode {
             Mode::Vmscope(SwapAttach::AlwaysClassic) => "vmscope + classic swap probe",
             Mode::Floor(_) => "floor + swap probe",
             Mode::Vmscope(_) => "vmscope + swap probe",
+            Mode::OutsideTree => "vmscope, fault outside tree",
             Mode::Bpftrace => "bpftrace @[pid] = count()",
         }
     }
@@ -249,6 +253,14 @@ fn measure(mode: Mode, hooks: &[Vec<Hook>; 3], args: &OverheadArgs) -> anyhow::R
             })?;
             run()
         }
+        Mode::OutsideTree => {
+            let _probes = loader::load(&LoadOptions {
+                filtered: true,
+                swap: SwapAttach::Never,
+                sample_hz: 0,
+            })?;
+            run()
+        }
         Mode::Bpftrace => with_bpftrace(run),
     }
 }
@@ -273,6 +285,7 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
     for swap in SWAP_CHOICES {
         modes.extend([Mode::Floor(swap), Mode::Vmscope(swap)]);
     }
+    modes.push(Mode::OutsideTree);
     let peer = bpftrace_installed();
     if peer {
         modes.push(Mode::Bpftrace);
@@ -345,6 +358,14 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
         println!(
             "  added cost vs floor        {}  (goal <= 1.5)",
             vs_floor(vm, fl)
+        );
+    }
+    if let (Some(out), Some(fl)) = (at(Mode::OutsideTree), at(Mode::Floor(SwapAttach::Never))) {
+        println!("a process outside the followed tree (while `record -- CMD` runs):");
+        println!("  vmscope / nothing          {:.3}", out / nothing);
+        println!(
+            "  added cost vs floor        {}  (goal <= 1.0)",
+            vs_floor(out, fl)
         );
     }
     if let Some(bt) = at(Mode::Bpftrace) {
