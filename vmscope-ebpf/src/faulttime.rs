@@ -23,6 +23,12 @@ static FAULT_SLOT: PerCpuArray<FaultTiming> = PerCpuArray::with_max_entries(1, 0
 #[map]
 static FAULT_SLEEPING: LruHashMap<u32, u64> = LruHashMap::with_max_entries(8192, 0);
 
+/// The first attempt's start of a fault the kernel is retrying (it dropped
+/// the mmap lock to wait for the page), by tid: the retry, which has
+/// `FAULT_FLAG_TRIED`, is timed from there, so the wait counts.
+#[map]
+static FAULT_RETRYING: LruHashMap<u32, u64> = LruHashMap::with_max_entries(8192, 0);
+
 /// `vm_fault_t` bits and `fault_flag` bits (stable since 5.x).
 const VM_FAULT_MAJOR: u32 = 0x0004;
 const VM_FAULT_RETRY: u32 = 0x0400;
@@ -61,11 +67,29 @@ pub fn exit(vma: u64, flags: u32, ret: u32) {
             start
         }
     };
-    // A fault to be retried is timed again when it is; the kernel counts
-    // it once, as major.
+    // A fault to be retried is timed once, when the retry completes, from
+    // this first attempt's start; the kernel counts it once, as major.
     if ret & VM_FAULT_RETRY != 0 {
+        let tid = maps::current_tid();
+        // SAFETY: a lookup whose value is only tested for presence.
+        if unsafe { FAULT_RETRYING.get(tid) }.is_none() {
+            let _ = FAULT_RETRYING.insert(tid, start, 0);
+        }
         return;
     }
+    let start = if flags & FAULT_FLAG_TRIED != 0 {
+        let tid = maps::current_tid();
+        // SAFETY: the value is copied out before the entry is removed.
+        match unsafe { FAULT_RETRYING.get(tid) }.copied() {
+            Some(first) => {
+                let _ = FAULT_RETRYING.remove(tid);
+                first
+            }
+            None => start,
+        }
+    } else {
+        start
+    };
     let major = ret & VM_FAULT_MAJOR != 0 || flags & FAULT_FLAG_TRIED != 0;
     let at = maps::offset(off::VMA_FILE) as u64;
     // SAFETY: the vma's file pointer; the helper checks the read.
