@@ -282,8 +282,9 @@ pub fn assemble(args: &BenchArgs, runs: Vec<Recording>, codes: Vec<i32>) -> Benc
     }
 }
 
-/// The printed summary: per metric, the trimmed mean with min, median, max
-/// and stddev.
+/// The printed summary: per metric, in compare's row order (times first,
+/// then the workload's own figures, faults, swap, reclaim, ...), the trimmed
+/// mean ± stddev with min, median and max, in human units.
 pub fn summary_text(f: &BenchFile) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
@@ -293,17 +294,152 @@ pub fn summary_text(f: &BenchFile) -> String {
         "{}: {runs} runs after {} warmup, mean with the {} lowest and {} highest dropped",
         f.name, f.warmup, f.trim, f.trim
     );
+    s.push_str(&summary_table(&f.metrics));
+    s
+}
+
+/// The summary's table: a header, then a row per metric.
+fn summary_table(metrics: &BTreeMap<String, MetricSummary>) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<28} {:>14} {:>12} {:>12} {:>12} {:>12}  unit",
-        "metric", "trimmed mean", "min", "median", "max", "stddev"
+        "{:<28} {:>24} {:>12} {:>12} {:>12}  unit",
+        "metric", "trimmed mean ± stddev", "min", "median", "max"
     );
-    for (name, m) in &f.metrics {
+    let mut names: Vec<&String> = metrics.keys().collect();
+    names.sort_by(|a, b| crate::compare::by_rank(a, b));
+    for name in names {
+        let m = &metrics[name];
+        let v = |x: f64| summary_value(x, &m.unit);
         let _ = writeln!(
             s,
-            "{name:<28} {:>14.4} {:>12.4} {:>12.4} {:>12.4} {:>12.4}  {}",
-            m.trimmed_mean, m.min, m.median, m.max, m.stddev, m.unit
+            "{name:<28} {:>24} {:>12} {:>12} {:>12}  {}",
+            format!("{} ± {}", v(m.trimmed_mean), v(m.stddev)),
+            v(m.min),
+            v(m.median),
+            v(m.max),
+            unit_column(&m.unit)
         );
     }
     s
+}
+
+/// Units a value carries in its text (`1.236 s`, `40.2 MiB`); others are
+/// named in the unit column.
+const SPOKEN_UNITS: &[&str] = &["s", "ms", "µs", "ns", "bytes", "%"];
+
+/// Plain counts (pages, calls, faults) have no fraction worth showing.
+fn is_count(unit: &str) -> bool {
+    matches!(unit, "" | "pages" | "calls" | "samples" | "count")
+}
+
+fn summary_value(v: f64, unit: &str) -> String {
+    if !v.is_finite() {
+        return "n/a".into();
+    }
+    if is_count(unit) {
+        crate::compare::fmt_value(v.round(), unit)
+    } else {
+        crate::compare::fmt_value(v, unit)
+    }
+}
+
+fn unit_column(unit: &str) -> &str {
+    if SPOKEN_UNITS.contains(&unit) {
+        ""
+    } else {
+        unit
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(unit: &str, values: &[f64]) -> MetricSummary {
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        MetricSummary {
+            unit: unit.into(),
+            better: metrics::Better::Lower,
+            values: values.to_vec(),
+            trimmed_mean: values.iter().sum::<f64>() / values.len() as f64,
+            trim: 0,
+            min: sorted[0],
+            median: metrics::median(&sorted),
+            max: sorted[sorted.len() - 1],
+            stddev: 1.608,
+        }
+    }
+
+    fn table(rows: &[(&str, &str, &[f64])]) -> Vec<String> {
+        let metrics = rows
+            .iter()
+            .map(|(n, u, v)| (n.to_string(), summary(u, v)))
+            .collect();
+        summary_table(&metrics)
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn the_summary_puts_times_first_then_the_workloads_figures() {
+        let rows = table(&[
+            ("pgscan_direct", "pages", &[1.0]),
+            ("pswpin", "pages", &[2.0]),
+            ("real", "s", &[1.0, 1.5]),
+            ("sys", "s", &[0.5]),
+            ("lazyfree/records_per_sec", "/s", &[10.0]),
+            ("faults", "", &[3.0]),
+        ]);
+        let order: Vec<&str> = rows[1..]
+            .iter()
+            .map(|r| r.split_whitespace().next().unwrap_or_default())
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "real",
+                "sys",
+                "lazyfree/records_per_sec",
+                "faults",
+                "pswpin",
+                "pgscan_direct"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_summary_speaks_human_units() {
+        let rows = table(&[
+            ("real", "s", &[1.236, 1.236]),
+            ("maxrss", "bytes", &[42172416.0]),
+            ("pswpout", "pages", &[39001.0, 39002.0]),
+            ("mb_s/throughput_mb_s", "MB/s", &[730.719]),
+        ]);
+        let row = |name: &str| {
+            rows.iter()
+                .find(|r| r.starts_with(name))
+                .unwrap_or_else(|| panic!("no {name} row in {rows:#?}"))
+                .clone()
+        };
+        assert!(row("real").contains("1.236 s ± 1.608 s"), "{}", row("real"));
+        assert!(row("maxrss").contains("40.2 MiB"), "{}", row("maxrss"));
+        // Counts: no decimals, the unit in its column.
+        let p = row("pswpout");
+        assert!(
+            p.contains("39002 ± 2") && p.trim_end().ends_with("pages"),
+            "{p}"
+        );
+        assert!(!p.contains('.'), "{p}");
+        // A throughput is never shown in seconds.
+        let t = row("mb_s/throughput_mb_s");
+        assert!(
+            t.contains("730.7 ±") && t.trim_end().ends_with("MB/s"),
+            "{t}"
+        );
+        assert!(!t.contains(" s "), "{t}");
+    }
 }

@@ -611,7 +611,7 @@ fn rank(name: &str) -> (usize, &str, usize) {
     (hist + 1 + AFTER_HISTOGRAMS.len(), name, 0)
 }
 
-fn by_rank(a: &str, b: &str) -> Ordering {
+pub fn by_rank(a: &str, b: &str) -> Ordering {
     rank(a).cmp(&rank(b))
 }
 

@@ -60,10 +60,16 @@ fn m(out: &mut Vec<RunMetric>, name: &str, unit: &str, better: Better, value: Op
 /// `_per_sec` and `_mb_s` are rates (higher is better); `_ns`, `_us`, `_ms`
 /// and `_s` are times (lower is better); anything else is a plain count.
 pub fn by_suffix(name: &str) -> (&'static str, Better) {
+    // Throughputs come before the plain `_s` rule, and a rule also matches
+    // a name that is its suffix alone (`mb_s` is MB/s, never seconds).
     const RULES: &[(&str, &str, Better)] = &[
         ("_per_sec", "/s", Better::Higher),
         ("_per_s", "/s", Better::Higher),
         ("_mb_s", "MB/s", Better::Higher),
+        ("_mib_s", "MiB/s", Better::Higher),
+        ("_kb_s", "kB/s", Better::Higher),
+        ("_gb_s", "GB/s", Better::Higher),
+        ("_ops_s", "/s", Better::Higher),
         ("_ns", "ns", Better::Lower),
         ("_us", "µs", Better::Lower),
         ("_ms", "ms", Better::Lower),
@@ -71,7 +77,7 @@ pub fn by_suffix(name: &str) -> (&'static str, Better) {
     ];
     RULES
         .iter()
-        .find(|(suffix, _, _)| name.ends_with(suffix))
+        .find(|(suffix, _, _)| name.ends_with(suffix) || Some(name) == suffix.strip_prefix('_'))
         .map_or(("", Better::Neither), |&(_, unit, better)| (unit, better))
 }
 
@@ -534,6 +540,9 @@ mod tests {
         assert_eq!(by_suffix("elapsed_s"), ("s", Better::Lower));
         assert_eq!(by_suffix("page_fault_us"), ("µs", Better::Lower));
         assert_eq!(by_suffix("records"), ("", Better::Neither));
+        // A throughput named by its suffix alone is still a throughput.
+        assert_eq!(by_suffix("mb_s"), ("MB/s", Better::Higher));
+        assert_eq!(by_suffix("write_mib_s"), ("MiB/s", Better::Higher));
     }
 
     #[test]
