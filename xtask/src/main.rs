@@ -1,5 +1,6 @@
 //! vmscope's development tasks: `cargo xtask <command>`.
 
+mod bench_startup;
 mod bench_top;
 mod bootstrap;
 mod fuzz;
@@ -53,9 +54,10 @@ enum Cmd {
     /// `overhead` prints the probes' cost per page fault against nothing
     /// attached and against empty programs on the same tracepoints; `top`
     /// (as root) prints the CPU share `vmscope top` takes with 500 faulting
-    /// processes
+    /// processes; `startup` (as root) prints how long record, bench, top
+    /// and serve take to start and to stop, against their goals
     Bench {
-        #[arg(value_parser = clap::builder::PossibleValuesParser::new(["overhead", "top"]))]
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(["overhead", "top", "startup"]))]
         name: String,
         /// Arguments for the benchmark, after `--` (e.g. `-- -r 15`)
         #[arg(last = true, value_name = "ARGS")]
@@ -95,6 +97,9 @@ fn main() -> ExitCode {
         Cmd::Run { args } => tasks::run(&mut ws, &args),
         Cmd::Test { args } => tasks::test(&mut ws, &args),
         Cmd::Bench { name, args } if name == "top" => bench_top::bench_top(&mut ws, &args),
+        Cmd::Bench { name, args } if name == "startup" => {
+            bench_startup::bench_startup(&mut ws, &args)
+        }
         Cmd::Bench { name, args } => {
             let argv: Vec<OsString> = std::iter::once(OsString::from(name)).chain(args).collect();
             tasks::run(&mut ws, &argv)
