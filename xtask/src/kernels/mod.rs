@@ -216,7 +216,8 @@ fn run_one(
     let initrd = initramfs(target, dir, &package, &root, keep)?;
     let vmlinuz = find_file(&root.join("boot"), "vmlinuz-")?;
     let log = dir.join(format!("{package}.console.log"));
-    let console = boot(&vmlinuz, &initrd, accel)?;
+    let crash_log = dir.join(format!("{package}.crashed.console.log"));
+    let console = boot(&vmlinuz, &initrd, accel, &crash_log)?;
     fs::write(&log, &console)?;
     let parsed = checks::parse(&console);
     if parsed.release.is_none() {
@@ -432,7 +433,8 @@ fn shared_libraries(bin: &Path) -> Result<Vec<PathBuf>> {
 
 /// Boots the kernel and returns everything it printed. With `Auto`, KVM
 /// is tried first and given up if the suite has not started in time.
-fn boot(vmlinuz: &Path, initrd: &Path, accel: Accel) -> Result<String> {
+/// A TCG guest that crashed leaves its console in `crash_log`.
+fn boot(vmlinuz: &Path, initrd: &Path, accel: Accel, crash_log: &Path) -> Result<String> {
     let kvm_usable = Path::new("/dev/kvm").exists();
     if matches!(accel, Accel::Kvm | Accel::Auto) && kvm_usable {
         match qemu(vmlinuz, initrd, true, Some(KVM_START_LIMIT)) {
@@ -450,8 +452,14 @@ fn boot(vmlinuz: &Path, initrd: &Path, accel: Accel) -> Result<String> {
     match qemu(vmlinuz, initrd, false, None) {
         Ok(out) if checks::parse(&out).done => Ok(out),
         Ok(out) if !out.contains("Oops") => Ok(out),
-        _ => {
-            say!("kernels: the TCG guest crashed; booting it once more");
+        first => {
+            if let Ok(out) = &first {
+                let _ = fs::write(crash_log, out);
+            }
+            say!(
+                "kernels: the TCG guest crashed (console in {}); booting it once more",
+                crash_log.display()
+            );
             qemu(vmlinuz, initrd, false, None)
         }
     }
