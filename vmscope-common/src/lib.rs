@@ -36,8 +36,20 @@ pub fn hist_bucket(ns: u64) -> u32 {
     }
 }
 
-/// Latency histograms, by id. Each has `HIST_BUCKETS` slots in `HISTS` at
-/// `id * HIST_BUCKETS`, and a sum of nanoseconds in `HIST_SUMS` at `id`.
+/// One latency histogram in `HISTS` (entry `id`): `HIST_BUCKETS` log2-ns
+/// buckets, then the sum of nanoseconds at `HIST_SUM`. One entry holds a
+/// whole histogram, so user space reads each with one lookup.
+pub type HistSlot = [u64; HIST_BUCKETS as usize + 1];
+pub const HIST_SUM: usize = HIST_BUCKETS as usize;
+
+/// `COUNTERS` is one per-CPU entry of this many slots (a power of two, so
+/// an index is bounded by a mask the verifier can follow), read in one
+/// lookup.
+pub const COUNTER_SLOTS: u32 = 256;
+pub type CounterSlots = [u64; COUNTER_SLOTS as usize];
+const _: () = assert!(counter::COUNT <= COUNTER_SLOTS && COUNTER_SLOTS.is_power_of_two());
+
+/// Latency histograms, by id (entries of `HISTS`, see `HistSlot`).
 pub mod hist {
     pub const RECLAIM_DIRECT: u32 = 0;
     pub const RECLAIM_MEMCG: u32 = 1;

@@ -6,13 +6,14 @@ use aya_ebpf::{
     maps::{Array, HashMap, LruHashMap, PerCpuArray},
 };
 use vmscope_common::{
-    HIST_BUCKETS, Inflight, MAX_INFLIGHT, MAX_PROCS, MAX_TRACKED, ProcStats, counter, hist,
-    hist_bucket, off,
+    COUNTER_SLOTS, CounterSlots, HIST_BUCKETS, HIST_SUM, HistSlot, Inflight, MAX_INFLIGHT,
+    MAX_PROCS, MAX_TRACKED, ProcStats, counter, hist, hist_bucket, off,
 };
 
-/// System-wide counters, indexed by `vmscope_common::counter`.
+/// System-wide counters, indexed by `vmscope_common::counter`, in one
+/// per-CPU entry.
 #[map]
-pub static COUNTERS: PerCpuArray<u64> = PerCpuArray::with_max_entries(counter::COUNT, 0);
+pub static COUNTERS: PerCpuArray<CounterSlots> = PerCpuArray::with_max_entries(1, 0);
 
 /// Per-process statistics keyed by tgid.
 #[map]
@@ -31,13 +32,9 @@ static FILTER_ENABLED: u32 = 0;
 #[unsafe(no_mangle)]
 static OFFSETS: [u32; off::COUNT] = [0; off::COUNT];
 
-/// Latency histograms: `hist::COUNT` runs of `HIST_BUCKETS` log2-ns buckets.
+/// Latency histograms, an entry per `hist` id: buckets, then the sum.
 #[map]
-pub static HISTS: PerCpuArray<u64> = PerCpuArray::with_max_entries(hist::COUNT * HIST_BUCKETS, 0);
-
-/// Sum of nanoseconds per histogram.
-#[map]
-pub static HIST_SUMS: PerCpuArray<u64> = PerCpuArray::with_max_entries(hist::COUNT, 0);
+pub static HISTS: PerCpuArray<HistSlot> = PerCpuArray::with_max_entries(hist::COUNT, 0);
 
 /// Operations whose begin was seen, keyed by `tid << 8 | kind` (LRU, so a
 /// task that dies mid-operation cannot leak an entry).
@@ -72,20 +69,26 @@ pub fn count(idx: u32) {
 
 #[inline(always)]
 pub fn add(idx: u32, n: u64) {
-    if let Some(p) = COUNTERS.get_ptr_mut(idx) {
+    if let Some(p) = COUNTERS.get_ptr_mut(0) {
+        // Re-read and masked so that older verifiers (6.1) can bound the
+        // index; the compiler would otherwise drop the mask after its own
+        // range checks.
+        let i = unsafe { core::ptr::read_volatile(&raw const idx) } & (COUNTER_SLOTS - 1);
         // Per-CPU slot, and eBPF programs do not migrate: a plain add is safe.
-        unsafe { *p += n };
+        unsafe { (*p)[i as usize] += n };
     }
 }
 
-/// Records one duration in histogram `id`.
 #[inline(always)]
 pub fn observe(id: u32, ns: u64) {
-    if let Some(p) = HISTS.get_ptr_mut(id * HIST_BUCKETS + hist_bucket(ns)) {
-        unsafe { *p += 1 };
-    }
-    if let Some(p) = HIST_SUMS.get_ptr_mut(id) {
-        unsafe { *p += ns };
+    if let Some(h) = HISTS.get_ptr_mut(id) {
+        let b = hist_bucket(ns);
+        let b = unsafe { core::ptr::read_volatile(&raw const b) } & (HIST_BUCKETS - 1);
+        // SAFETY: this CPU's entry.
+        unsafe {
+            (*h)[b as usize] += 1;
+            (*h)[HIST_SUM] += ns;
+        }
     }
 }
 

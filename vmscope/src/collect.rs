@@ -431,16 +431,24 @@ impl Collector {
     fn changed_hists(&mut self, probes: &Loaded) -> anyhow::Result<Vec<HistSample>> {
         let mut out = Vec::new();
         for id in 0..hist::COUNT {
-            let mut buckets = Vec::new();
-            for b in 0..HIST_BUCKETS {
-                let v = sum_cpus(&probes.hists, id * HIST_BUCKETS + b)?;
-                if v > 0 {
-                    buckets.push([u64::from(b), v]);
+            // One lookup per histogram: every CPU's buckets and sum.
+            let per_cpu = probes
+                .hists
+                .get(&id, 0)
+                .with_context(|| format!("reading histogram {id}"))?;
+            let mut slot = [0u64; HIST_BUCKETS as usize + 1];
+            for cpu in per_cpu.iter() {
+                for (s, v) in slot.iter_mut().zip(cpu.iter()) {
+                    *s = s.wrapping_add(*v);
                 }
             }
+            let buckets: Vec<[u64; 2]> = (0..HIST_BUCKETS)
+                .filter(|&b| slot[b as usize] > 0)
+                .map(|b| [u64::from(b), slot[b as usize]])
+                .collect();
             let h = HistSample {
                 name: crate::hist::name(id),
-                sum_ns: sum_cpus(&probes.hist_sums, id)?,
+                sum_ns: slot[vmscope_common::HIST_SUM],
                 buckets,
             };
             if h.buckets.is_empty() || self.last_hists.get(&id) == Some(&h) {
@@ -451,13 +459,6 @@ impl Collector {
         }
         Ok(out)
     }
-}
-
-fn sum_cpus(arr: &aya::maps::PerCpuArray<aya::maps::MapData, u64>, i: u32) -> anyhow::Result<u64> {
-    let per_cpu = arr
-        .get(&i, 0)
-        .with_context(|| format!("reading slot {i}"))?;
-    Ok(per_cpu.iter().fold(0u64, |a, v| a.wrapping_add(*v)))
 }
 
 fn proc_sample(pid: u32, comm: String, st: &ProcStats, swap_out: u64, swap_in: u64) -> ProcSample {
@@ -495,10 +496,16 @@ fn page_size() -> u64 {
     u64::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
 }
 
+/// Every counter, summed over CPUs, in one lookup.
 fn read_counters(probes: &Loaded) -> anyhow::Result<Vec<u64>> {
-    (0..counter::COUNT)
-        .map(|i| sum_cpus(&probes.counters, i))
-        .collect()
+    let per_cpu = probes.counters.get(&0, 0).context("reading the counters")?;
+    let mut sums = vec![0u64; counter::COUNT as usize];
+    for cpu in per_cpu.iter() {
+        for (s, v) in sums.iter_mut().zip(cpu.iter()) {
+            *s = s.wrapping_add(*v);
+        }
+    }
+    Ok(sums)
 }
 
 /// A kernel `comm` (NUL-padded, not necessarily UTF-8) as a string.

@@ -98,9 +98,10 @@ pub enum SwapAttach {
 /// Loaded programs and the maps the collector reads.
 pub struct Loaded {
     _ebpf: Ebpf,
-    pub counters: PerCpuArray<MapData, u64>,
-    pub hists: PerCpuArray<MapData, u64>,
-    pub hist_sums: PerCpuArray<MapData, u64>,
+    /// One entry: every counter.
+    pub counters: PerCpuArray<MapData, vmscope_common::CounterSlots>,
+    /// An entry per histogram: its buckets and sum.
+    pub hists: PerCpuArray<MapData, vmscope_common::HistSlot>,
     pub procs: HashMap<MapData, u32, ProcStats>,
     /// Swap traffic per address space (see the eBPF `swap` module).
     pub mms: HashMap<MapData, u64, MmSwap>,
@@ -726,7 +727,6 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
 
     let counters = PerCpuArray::try_from(take(&mut ebpf, "COUNTERS")?)?;
     let hists = PerCpuArray::try_from(take(&mut ebpf, "HISTS")?)?;
-    let hist_sums = PerCpuArray::try_from(take(&mut ebpf, "HIST_SUMS")?)?;
     let procs = HashMap::try_from(take(&mut ebpf, "PROCS")?)?;
     let mms = HashMap::try_from(take(&mut ebpf, "MMS")?)?;
     let fault_cache = PerCpuArray::try_from(take(&mut ebpf, "FAULT_CACHE")?)?;
@@ -736,7 +736,6 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         _ebpf: ebpf,
         counters,
         hists,
-        hist_sums,
         procs,
         mms,
         fault_cache,
