@@ -544,9 +544,7 @@ fn attach_spec(ebpf: &mut Ebpf, s: &Spec, plan: Plan, btf_ok: &Result<(), String
 pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     let object = object()?;
     tracefs::tracefs().map_err(|e| anyhow!(e))?;
-    if opts.sample_hz > 0 {
-        crate::rmap::kallsyms::Symbols::prefetch();
-    }
+
     // Not fatal: kernels >= 5.11 account BPF memory to the cgroup instead.
     if let Err(e) = raise_memlock() {
         log::debug!("could not raise RLIMIT_MEMLOCK ({e}); fine on kernels >= 5.11");

@@ -1,6 +1,5 @@
 //! Kernel text addresses to function names, from /proc/kallsyms (read once
-//! per process, in the background from the start of a load; module symbols
-//! included).
+//! per process; module symbols included).
 
 use std::{
     collections::{BTreeMap, HashSet},
