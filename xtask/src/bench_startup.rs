@@ -262,10 +262,17 @@ fn sigterm_after_start(cmd: &mut Command) -> Result<f64> {
 }
 
 /// Interactive `top` in a tmux session: once its screen is up, `q`; the
-/// time until the process is gone.
+/// time until the shell that started it runs its next command (what a
+/// user waits for: the prompt).
 fn top_quit(bin: &Path) -> Result<f64> {
     let session = format!("vmscope-bench-{}", std::process::id());
-    let cmd = format!("{} top", process::quote(bin));
+    let stamp = std::env::temp_dir().join(format!("{session}.end"));
+    let _ = std::fs::remove_file(&stamp);
+    let cmd = format!(
+        "{} top; date +%s.%N > {}",
+        process::quote(bin),
+        process::quote(&stamp)
+    );
     process::run(Command::new("tmux").args([
         "new-session",
         "-d",
@@ -277,13 +284,6 @@ fn top_quit(bin: &Path) -> Result<f64> {
         "40",
         &cmd,
     ]))?;
-    let pane_pid = || -> Option<i32> {
-        let out = Command::new("tmux")
-            .args(["display-message", "-p", "-t", &session, "#{pane_pid}"])
-            .output()
-            .ok()?;
-        String::from_utf8_lossy(&out.stdout).trim().parse().ok()
-    };
     let t = Instant::now();
     let screen_up = loop {
         let out = Command::new("tmux")
@@ -297,24 +297,32 @@ fn top_quit(bin: &Path) -> Result<f64> {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let pid = pane_pid();
-    if !screen_up || pid.is_none() {
+    if !screen_up {
         let _ = Command::new("tmux")
             .args(["kill-session", "-t", &session])
+            .stderr(Stdio::null())
             .status();
         bail!("top's screen never came up in tmux");
     }
-    let pid = pid.unwrap_or_default();
-    let t = Instant::now();
+    let sent = wall_now();
     process::run(Command::new("tmux").args(["send-keys", "-t", &session, "q"]))?;
-    // The pane's process is vmscope itself (tmux runs the command through
-    // the shell, which execs it).
-    while Path::new(&format!("/proc/{pid}")).exists() && t.elapsed() < Duration::from_secs(30) {
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let secs = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let end = loop {
+        if let Some(at) = std::fs::read_to_string(&stamp)
+            .ok()
+            .and_then(|s| s.trim().parse::<f64>().ok())
+        {
+            break at;
+        }
+        if t.elapsed() > Duration::from_secs(30) {
+            bail!("top did not quit within 30 s of q");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let _ = std::fs::remove_file(&stamp);
     let _ = Command::new("tmux")
         .args(["kill-session", "-t", &session])
+        .stderr(Stdio::null())
         .status();
-    Ok(secs)
+    Ok((end - sent).max(0.0))
 }

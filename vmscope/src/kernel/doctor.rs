@@ -201,7 +201,7 @@ fn probe_attach_kinds() -> Vec<AttachKind> {
 /// every kernel has, that returns (the verifier refuses fexit on a
 /// `__noreturn` function such as `do_exit`, which says nothing about fexit
 /// elsewhere).
-const PROBE_FUNCTION: &str = "vfs_read";
+pub const PROBE_FUNCTION: &str = "vfs_read";
 
 fn try_kind(ebpf: &mut Ebpf, kind: &str, btf: &Result<&Btf, String>) -> Result<(), String> {
     let e = |err: aya::programs::ProgramError| loader::one_line(&err);

@@ -8,6 +8,30 @@ use std::{
 
 static SHARED: OnceLock<Result<Arc<Symbols>, String>> = OnceLock::new();
 
+const HIDDEN: &str = "/proc/kallsyms shows no kernel addresses (kernel.kptr_restrict hides \
+                      them, or vmscope lacks CAP_SYSLOG); stacks cannot be symbolized";
+
+/// Whether kallsyms shows real addresses, from its first lines: a check at
+/// attach time that costs nothing next to reading the whole file, which
+/// waits until the first stacks are symbolized.
+pub fn visible() -> Result<(), String> {
+    use std::io::BufRead as _;
+    let f = std::fs::File::open("/proc/kallsyms")
+        .map_err(|e| format!("reading /proc/kallsyms: {e}"))?;
+    for line in std::io::BufReader::new(f).lines().take(64) {
+        let line = line.map_err(|e| format!("reading /proc/kallsyms: {e}"))?;
+        if line
+            .split_whitespace()
+            .next()
+            .and_then(|a| u64::from_str_radix(a, 16).ok())
+            .is_some_and(|a| a != 0)
+        {
+            return Ok(());
+        }
+    }
+    Err(HIDDEN.into())
+}
+
 pub struct Symbols {
     by_addr: BTreeMap<u64, String>,
     /// Every name, exactly as listed.
@@ -43,11 +67,7 @@ impl Symbols {
         // A hidden kallsyms lists every symbol at address 0.
         by_addr.remove(&0);
         if by_addr.len() < 100 {
-            return Err(
-                "/proc/kallsyms shows no kernel addresses (kernel.kptr_restrict hides them, \
-                 or vmscope lacks CAP_SYSLOG); stacks cannot be symbolized"
-                    .into(),
-            );
+            return Err(HIDDEN.into());
         }
         let mut names = HashSet::new();
         let mut clones = HashSet::new();

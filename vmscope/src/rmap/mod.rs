@@ -277,6 +277,29 @@ fn choose_method(
             );
         }
     };
+    // Whether fentry attaches at all, tried on a function every kernel
+    // has, before reading kallsyms (0.1-0.2 s) to plan which rmap
+    // functions to time.
+    match direct::can_attach(ebpf, btf, crate::kernel::doctor::PROBE_FUNCTION) {
+        Err(why) => {
+            return (
+                Method::StackSampling,
+                format!("direct timing unavailable: {why}; falling back to stack sampling"),
+                None,
+            );
+        }
+        Ok(kind) if kind != "fentry" => {
+            return (
+                Method::StackSampling,
+                format!(
+                    "{kind} works but only fentry/fexit timing is built; falling back to stack \
+                     sampling"
+                ),
+                None,
+            );
+        }
+        Ok(_) => {}
+    }
     let symbols = match kallsyms::Symbols::shared() {
         Ok(s) => s,
         Err(e) => {

@@ -51,7 +51,8 @@ pub struct Sampler {
     counts: BpfHashMap<MapData, SampleKey, u64>,
     stacks: StackTraceMap<MapData>,
     stats: PerCpuArray<MapData, u64>,
-    symbols: std::sync::Arc<Symbols>,
+    /// Read at the first stacks to symbolize, off the start-up path.
+    symbols: Option<std::sync::Arc<Symbols>>,
     classes: HashMap<i32, Class>,
     /// Symbolized frames per stack, kept only when dumping.
     frames: HashMap<i32, Vec<String>>,
@@ -111,7 +112,7 @@ pub fn attach(
 }
 
 fn try_attach(ebpf: &mut Ebpf, hz: u32) -> Result<Sampler, String> {
-    let symbols = Symbols::shared()?;
+    super::kallsyms::visible()?;
     let period_ns = 1_000_000_000 / u64::from(hz);
     let cpus = crate::loader::attach_perf_sw(
         ebpf,
@@ -131,7 +132,7 @@ fn try_attach(ebpf: &mut Ebpf, hz: u32) -> Result<Sampler, String> {
         counts,
         stacks,
         stats,
-        symbols,
+        symbols: None,
         classes: HashMap::new(),
         frames: HashMap::new(),
         comms: HashMap::new(),
@@ -223,10 +224,14 @@ impl Sampler {
         }
         let id = u32::try_from(k.stack_id).ok()?;
         let trace = self.stacks.get(&id, 0).ok()?;
+        if self.symbols.is_none() {
+            self.symbols = Symbols::shared().ok();
+        }
+        let symbols = self.symbols.as_deref();
         let names: Vec<String> = trace
             .frames()
             .iter()
-            .map(|f| match self.symbols.resolve(f.ip) {
+            .map(|f| match symbols.and_then(|s| s.resolve(f.ip)) {
                 Some(n) => n.to_string(),
                 None => format!("0x{:x}", f.ip),
             })
