@@ -774,19 +774,12 @@ fn attach_tracepoint(
 /// Attaches both page-fault programs as BTF-typed raw tracepoints, or
 /// neither.
 fn attach_btf_faults(ebpf: &mut Ebpf) -> Result<(), String> {
-    let btf = crate::kernel::btf::aya_vmlinux()?;
     let mut links = Vec::new();
     for (prog, event) in [
         ("page_fault_user_btf", "page_fault_user"),
         ("page_fault_kernel_btf", "page_fault_kernel"),
     ] {
-        let p: &mut BtfTracePoint = ebpf
-            .program_mut(prog)
-            .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?
-            .try_into()
-            .map_err(|e: aya::programs::ProgramError| one_line(&e))?;
-        p.load(event, &btf)
-            .map_err(|e| format!("loading {prog}: {}", one_line(&e)))?;
+        let p = load_btf(ebpf, prog, event)?;
         match p.attach() {
             Ok(link) => links.push((prog, link)),
             Err(e) => {
@@ -838,17 +831,27 @@ fn attach_swap(ebpf: &mut Ebpf, plan: Plan, btf_ok: &Result<(), String>) -> Prob
     status
 }
 
-/// Loads and attaches one BTF tracepoint program.
-fn attach_btf(ebpf: &mut Ebpf, prog: &str, event: &str) -> Result<(), String> {
+/// Loads one BTF tracepoint program for `event`.
+fn load_btf<'a>(
+    ebpf: &'a mut Ebpf,
+    prog: &str,
+    event: &str,
+) -> Result<&'a mut BtfTracePoint, String> {
     let btf = crate::kernel::btf::aya_vmlinux()?;
     let p: &mut BtfTracePoint = ebpf
         .program_mut(prog)
         .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?
         .try_into()
         .map_err(|e: aya::programs::ProgramError| one_line(&e))?;
-    p.load(event, &btf)
+    p.load(event, btf)
         .map_err(|e| format!("loading {prog}: {}", one_line(&e)))?;
-    p.attach()
+    Ok(p)
+}
+
+/// Loads and attaches one BTF tracepoint program.
+fn attach_btf(ebpf: &mut Ebpf, prog: &str, event: &str) -> Result<(), String> {
+    load_btf(ebpf, prog, event)?
+        .attach()
         .map(drop)
         .map_err(|e| format!("attaching {prog}: {}", one_line(&e)))
 }
@@ -924,7 +927,7 @@ fn attach_fault_timing(ebpf: &mut Ebpf, disabled: &[String]) -> Result<(), Strin
         .try_into()
         .map_err(|e: aya::programs::ProgramError| one_line(&e))?;
     entry
-        .load("handle_mm_fault", &btf)
+        .load("handle_mm_fault", btf)
         .map_err(|e| format!("fentry on handle_mm_fault refused: {}", one_line(&e)))?;
     let link = entry
         .attach()
@@ -935,7 +938,7 @@ fn attach_fault_timing(ebpf: &mut Ebpf, disabled: &[String]) -> Result<(), Strin
             .ok_or("program fault_exit missing from the eBPF object")?
             .try_into()
             .map_err(|e: aya::programs::ProgramError| one_line(&e))?;
-        p.load("handle_mm_fault", &btf)
+        p.load("handle_mm_fault", btf)
             .map_err(|e| format!("fexit on handle_mm_fault refused: {}", one_line(&e)))?;
         p.attach()
             .map(drop)
@@ -1000,7 +1003,7 @@ fn attach_account(ebpf: &mut Ebpf, offsets: Result<(), String>) -> ProbeStatus {
             .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?
             .try_into()
             .map_err(|e: aya::programs::ProgramError| one_line(&e))?;
-        p.load("sched_switch", &btf)
+        p.load("sched_switch", btf)
             .map_err(|e| format!("loading {prog}: {}", one_line(&e)))?;
         p.attach()
             .map(drop)

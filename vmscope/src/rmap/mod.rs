@@ -229,7 +229,7 @@ pub fn attach(ebpf: &mut aya::Ebpf, hz: u32, disabled: &[String]) -> (Option<Rma
     }
     let (method, note, plan) = choose_method(ebpf, disabled);
     if let (Method::DirectTiming, Some((btf, plan))) = (method, plan) {
-        match direct::attach_direct(ebpf, &btf, &plan) {
+        match direct::attach_direct(ebpf, btf, &plan) {
             Ok(d) => {
                 let status = ProbeStatus {
                     probe: DIRECT_PROBE.into(),
