@@ -311,8 +311,9 @@ fn choose_method(
         }
     };
     let plan = direct::plan_here(btf, &symbols);
-    let target = plan.attach.first().map_or("folio_referenced", |t| t.0);
-    let (method, why) = direct::choose(direct::can_attach(ebpf, btf, target), &plan);
+    // fentry attached above; its probe program is loaded now and cannot be
+    // loaded for another function, so the verdict stands for the plan.
+    let (method, why) = direct::choose(Ok("fentry"), &plan);
     (method, why, Some((btf, plan)))
 }
 

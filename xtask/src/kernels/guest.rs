@@ -58,7 +58,12 @@ section() {{
     end $name.stderr 0
 }}
 show() {{ begin $1; cat $2; end $1 0; }}
-rec() {{ name=$1; shift; section $name vmscope record -i 250ms -o /tmp/$name.json "$@"; show $name.json /tmp/$name.json; }}
+# vmscope detaches in a child after it exits; let that finish before the
+# next step, so that the kernel patches its code (fentry) while the guest
+# is quiet: under TCG, patching code that the other vCPU is running now and
+# then leaves it a stale int3 (an oops at handle_mm_fault+5).
+settle() {{ n=0; while [ $n -lt 150 ] && pidof vmscope >/dev/null 2>&1; do sleep 0.2; n=$((n+1)); done; }}
+rec() {{ name=$1; shift; section $name vmscope record -i 250ms -o /tmp/$name.json "$@"; settle; show $name.json /tmp/$name.json; }}
 
 echo "@@vmscope:start $(uname -r)"
 section doctor vmscope doctor --json
@@ -71,6 +76,7 @@ rec madvise -- $T madvise {madvise_calls}
 (export VMSCOPE_DISABLE_PROBES=exceptions:page_fault_user; rec perf -- $T --report /tmp/perf.ru touch {perf_pages})
 show perf.ru /tmp/perf.ru
 section top vmscope top --batch -n 2 -i 500ms
+settle
 
 vmscope serve --listen 127.0.0.1:9464 >/tmp/serve.out 2>&1 &
 SP=$!
@@ -80,6 +86,7 @@ sleep 1
 section serve wget -q -O - http://127.0.0.1:9464/metrics
 kill $SP
 wait $SP
+settle
 
 for m in /mods/*.ko; do insmod $m 2>/dev/null; done
 begin swapon

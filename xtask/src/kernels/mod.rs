@@ -447,23 +447,31 @@ fn boot(vmlinuz: &Path, initrd: &Path, accel: Accel, crash_log: &Path) -> Result
     } else if accel == Accel::Kvm {
         bail!("--accel kvm: /dev/kvm is not present");
     }
-    // One retry: a TCG guest very occasionally hits an emulation glitch
-    // while the kernel patches its own text (an int3 oops at boot).
-    match qemu(vmlinuz, initrd, false, None) {
-        Ok(out) if checks::parse(&out).done => Ok(out),
-        Ok(out) if !out.contains("Oops") => Ok(out),
-        first => {
-            if let Ok(out) = &first {
-                let _ = fs::write(crash_log, out);
+    // Up to two retries: now and then a TCG guest hits an emulation glitch
+    // while the kernel patches its own text (an int3 oops, at boot or at a
+    // fentry site); the last crash's console is kept.
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match qemu(vmlinuz, initrd, false, None) {
+            Ok(out) if checks::parse(&out).done => return Ok(out),
+            Ok(out) if !out.contains("Oops") => return Ok(out),
+            result if attempt < TCG_ATTEMPTS => {
+                if let Ok(out) = &result {
+                    let _ = fs::write(crash_log, out);
+                }
+                say!(
+                    "kernels: the TCG guest crashed (console in {}); booting it again",
+                    crash_log.display()
+                );
             }
-            say!(
-                "kernels: the TCG guest crashed (console in {}); booting it once more",
-                crash_log.display()
-            );
-            qemu(vmlinuz, initrd, false, None)
+            result => return result,
         }
     }
 }
+
+/// Boots of one kernel under TCG before a crash counts as the result.
+const TCG_ATTEMPTS: u32 = 3;
 
 /// One qemu run. `start_limit`: give up when the suite has not started by
 /// then.
