@@ -480,7 +480,10 @@ fn qemu(vmlinuz: &Path, initrd: &Path, kvm: bool, start_limit: Option<Duration>)
     if kvm {
         cmd.args(["-accel", "kvm", "-cpu", "host,-arch-capabilities"]);
     } else {
-        cmd.args(["-accel", "tcg", "-cpu", "max"]);
+        // One host thread for both vCPUs: with a thread per vCPU, the
+        // kernel patching its own text (static keys, fentry sites) now and
+        // then left the other vCPU executing a stale int3 (an oops).
+        cmd.args(["-accel", "tcg,thread=single", "-cpu", "max"]);
     }
     cmd.args([
         "-smp",
