@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, reason = "test helpers fail loudly by design")]
 
 pub mod pressure;
+pub mod privilege;
 
 use std::{
     path::{Path, PathBuf},

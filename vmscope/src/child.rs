@@ -201,6 +201,10 @@ pub fn spawn_gated(
     let mut env_ptrs: Vec<*const libc::c_char> = c_env.iter().map(|a| a.as_ptr()).collect();
     env_ptrs.push(std::ptr::null());
 
+    // Capabilities vmscope holds as ambient ones (a service's
+    // AmbientCapabilities=) would pass to the command through exec: it runs
+    // as the caller, without them.
+    let clear_ambient = !rustix::process::geteuid().is_root();
     let (gate_r, gate_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .context("creating the start gate pipe")?;
     // SAFETY: the child branch only calls async-signal-safe functions on
@@ -235,6 +239,17 @@ pub fn spawn_gated(
                     || libc::setuid(uid) != 0)
             {
                 libc::_exit(exit::WRAPPER_FAILED.into());
+            }
+            if clear_ambient {
+                // Fails only on kernels without ambient capabilities (< 4.3),
+                // which have none to pass on.
+                libc::prctl(
+                    libc::PR_CAP_AMBIENT,
+                    libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                    0,
+                    0,
+                    0,
+                );
             }
             libc::execve(c_path.as_ptr(), argv_ptrs.as_ptr(), env_ptrs.as_ptr());
             let code = if *libc::__errno_location() == libc::ENOENT {

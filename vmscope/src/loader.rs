@@ -175,6 +175,9 @@ pub fn swap_active() -> bool {
 /// The swap probe reads its fields with one copy; every kernel with the
 /// event lays them out as `mm_id, curr, member, <pad>, size`.
 fn check_rss_layout(plan: &mut Plan) {
+    if plan.classic.is_err() {
+        return;
+    }
     let Ok((_, offs)) = &plan.event else { return };
     let at = |idx| offs.iter().find(|(i, _)| *i == idx).map(|&(_, o)| o);
     let base = at(off::RSS_MM_ID).unwrap_or(0);
@@ -414,6 +417,9 @@ type Offsets = Vec<(usize, u32)>;
 struct Plan {
     probe: String,
     event: Result<(&'static str, Offsets), String>,
+    /// Why the classic tracepoint cannot be attached although the event
+    /// exists (tracefs unreadable): only a BTF variant can be.
+    classic: Result<(), String>,
 }
 
 fn plan(
@@ -423,24 +429,44 @@ fn plan(
     disabled: &[String],
 ) -> Plan {
     let probe = format!("{category}:{}", names[0]);
+    let refused = |why: String| Plan {
+        probe: probe.clone(),
+        event: Err(why.clone()),
+        classic: Err(why),
+    };
     if names
         .iter()
         .any(|n| disabled.contains(&format!("{category}:{n}")))
     {
-        return Plan {
-            probe,
-            event: Err(format!("disabled by {DISABLE_ENV}")),
-        };
+        return refused(format!("disabled by {DISABLE_ENV}"));
     }
-    let Some(&name) = names.iter().find(|n| tracefs::event_exists(category, n)) else {
-        return Plan {
-            probe,
-            event: Err(format!(
+    let mut unknown = None;
+    let found = names
+        .iter()
+        .find(|n| match tracefs::event_found(category, n) {
+            Ok(found) => found,
+            Err(why) => {
+                unknown.get_or_insert(why);
+                false
+            }
+        });
+    let Some(&name) = found else {
+        return refused(match unknown {
+            Some(why) => why,
+            None => format!(
                 "tracepoint {category}:{} not found in this kernel",
                 names[0]
-            )),
-        };
+            ),
+        });
     };
+    if let Err(why) = tracefs::tracefs() {
+        // Known from BTF: usable as a BTF tracepoint, not as a classic one.
+        return Plan {
+            probe,
+            event: Ok((name, Vec::new())),
+            classic: Err(why),
+        };
+    }
     let event = (|| {
         if fields.is_empty() {
             return Ok((name, Vec::new()));
@@ -456,7 +482,68 @@ fn plan(
             .collect::<Result<Vec<_>, _>>()?;
         Ok((name, offs))
     })();
-    Plan { probe, event }
+    let classic = event.as_ref().map(drop).map_err(Clone::clone);
+    Plan {
+        probe,
+        event,
+        classic,
+    }
+}
+
+/// The hooks that attach only as classic tracepoints here (no BTF variant,
+/// or none this kernel allows), so they need tracefs.
+pub fn classic_only() -> Vec<String> {
+    let mut probes: Vec<String> = SPECS
+        .iter()
+        .filter(|s| s.btf_prog.is_none() && s.prog != "rss_stat")
+        .map(|s| format!("{}:{}", s.category, s.names[0]))
+        .collect();
+    if rss_btf_offsets(&[]).is_err() {
+        probes.push(SWAP_PROBE.into());
+    }
+    probes
+}
+
+/// `syscalls:sys_enter_x, syscalls:sys_exit_x, ...` as one
+/// `syscalls (x, ...)` entry, the other probes as they are.
+pub fn group_syscalls(probes: &[String]) -> String {
+    let mut calls: Vec<&str> = Vec::new();
+    let mut rest: Vec<&str> = Vec::new();
+    for p in probes {
+        match p
+            .strip_prefix("syscalls:sys_enter_")
+            .or_else(|| p.strip_prefix("syscalls:sys_exit_"))
+        {
+            Some(call) if !calls.contains(&call) => calls.push(call),
+            Some(_) => {}
+            None => rest.push(p),
+        }
+    }
+    let mut out = Vec::new();
+    if !calls.is_empty() {
+        out.push(format!("syscalls ({})", calls.join(", ")));
+    }
+    out.extend(rest.iter().map(|r| r.to_string()));
+    out.join(", ")
+}
+
+/// The probes that cannot be used, one entry per distinct reason: the
+/// probes' names (the syscall events grouped) and the reason. What
+/// `record` warns and `top`'s header shows, so 17 hooks refused for one
+/// reason read as one line.
+pub fn unusable_by_reason(probes: &[ProbeStatus]) -> Vec<(String, String)> {
+    let mut by_reason: Vec<(&str, Vec<String>)> = Vec::new();
+    for p in probes.iter().filter(|p| !p.usable()) {
+        let why = p.reason.as_deref().unwrap_or("not attached");
+        match by_reason.iter_mut().find(|(r, _)| *r == why) {
+            Some((_, names)) => names.push(p.probe.clone()),
+            None => by_reason.push((why, vec![p.probe.clone()])),
+        }
+    }
+    by_reason
+        .into_iter()
+        .map(|(why, names)| (group_syscalls(&names), why.to_string()))
+        .collect()
 }
 
 /// Records a plan's offsets; a slot already holding a different offset makes
@@ -481,7 +568,8 @@ fn claim(offsets: &mut [Option<u32>; off::COUNT], plan: &mut Plan) {
 /// Attaches one planned tracepoint program.
 fn attach_planned(ebpf: &mut Ebpf, category: &str, prog: &str, plan: Plan) -> ProbeStatus {
     let result = plan
-        .event
+        .classic
+        .and(plan.event)
         .and_then(|(name, _)| attach_tracepoint(ebpf, prog, category, name).map(|()| name));
     let (attached, reason) = match result {
         Ok(name) if format!("{category}:{name}") != plan.probe => (
@@ -543,7 +631,6 @@ fn attach_spec(ebpf: &mut Ebpf, s: &Spec, plan: Plan, btf_ok: &Result<(), String
 /// it can.
 pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     let object = object()?;
-    tracefs::tracefs().map_err(|e| anyhow!(e))?;
 
     // Not fatal: kernels >= 5.11 account BPF memory to the cgroup instead.
     if let Err(e) = raise_memlock() {

@@ -64,12 +64,8 @@ async fn record(
         swap: loader::SwapAttach::Auto,
         sample_hz: args.sample_hz,
     })?;
-    for p in probes.probes.iter().filter(|p| !p.usable()) {
-        log::warn!(
-            "{} unavailable: {}",
-            p.probe,
-            p.reason.as_deref().unwrap_or("unknown")
-        );
+    for (names, why) in loader::unusable_by_reason(&probes.probes) {
+        log::warn!("{names} unavailable: {why}");
     }
     let mut pids = args.pid.clone();
     for &pid in &pids {

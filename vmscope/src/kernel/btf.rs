@@ -4,7 +4,11 @@
 //! ones. Only what that needs is parsed: the type section's structs,
 //! unions, arrays and the modifiers between them.
 
-use std::{collections::HashMap, path::Path, sync::OnceLock};
+use std::{
+    collections::{HashMap, HashSet},
+    path::Path,
+    sync::OnceLock,
+};
 
 const MAGIC: u16 = 0xeb9f;
 
@@ -61,6 +65,8 @@ pub struct Btf {
     /// Index = type id; id 0 is `void`.
     types: Vec<Type>,
     structs: HashMap<String, u32>,
+    /// Tracepoint names, from the `btf_trace_<name>` typedefs.
+    tracepoints: HashSet<String>,
 }
 
 /// Where a field lives and how wide it is.
@@ -119,6 +125,7 @@ impl Btf {
             .ok_or("type section out of bounds")?;
         let mut types = vec![Type::Other];
         let mut structs = HashMap::new();
+        let mut tracepoints = HashSet::new();
         let mut p = type_off;
         while p < end {
             let name_off = r.u32(p)?;
@@ -171,7 +178,13 @@ impl Btf {
                     Type::Int(size_or_type)
                 }
                 KIND_FWD | KIND_FUNC | KIND_FLOAT => Type::Other,
-                KIND_TYPEDEF | KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
+                KIND_TYPEDEF => {
+                    if let Some(tp) = name(name_off).strip_prefix("btf_trace_") {
+                        tracepoints.insert(tp.to_string());
+                    }
+                    Type::Modifier(size_or_type)
+                }
+                KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
                     Type::Modifier(size_or_type)
                 }
                 KIND_FUNC_PROTO => {
@@ -194,7 +207,11 @@ impl Btf {
             };
             types.push(ty);
         }
-        Ok(Self { types, structs })
+        Ok(Self {
+            types,
+            structs,
+            tracepoints,
+        })
     }
 
     /// The offset and size of `path` (fields separated by dots, e.g.
@@ -220,6 +237,11 @@ impl Btf {
             offset,
             size: self.size_of(id),
         })
+    }
+
+    /// Whether the kernel has tracepoint `name` (a `btf_trace_<name>` type).
+    pub fn has_tracepoint(&self, name: &str) -> bool {
+        self.tracepoints.contains(name)
     }
 
     /// The size of `struct name` in bytes.

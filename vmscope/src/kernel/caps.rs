@@ -2,6 +2,7 @@
 
 use crate::exit;
 
+const CAP_SYSLOG: u32 = 34;
 const CAP_SYS_ADMIN: u32 = 21;
 const CAP_PERFMON: u32 = 38;
 const CAP_BPF: u32 = 39;
@@ -13,6 +14,8 @@ pub struct Privileges {
     pub cap_bpf: bool,
     pub cap_perfmon: bool,
     pub cap_sys_admin: bool,
+    /// Needed to see kernel addresses in /proc/kallsyms (rmap symbols).
+    pub cap_syslog: bool,
 }
 
 impl Privileges {
@@ -31,6 +34,7 @@ impl Privileges {
             cap_bpf: has(CAP_BPF),
             cap_perfmon: has(CAP_PERFMON),
             cap_sys_admin: has(CAP_SYS_ADMIN),
+            cap_syslog: has(CAP_SYSLOG),
         }
     }
 

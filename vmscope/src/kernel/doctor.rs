@@ -19,6 +19,10 @@ use crate::{cli::DoctorArgs, exit, loader, record::Tool};
 pub struct HookReport {
     pub hook: String,
     pub present: bool,
+    /// Why presence cannot be told (tracefs unreadable, for the syscall
+    /// events, which have no BTF type).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unknown: Option<String>,
     /// The older name found instead, if any (e.g. mm_vmscan_writepage).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub found_as: Option<String>,
@@ -43,6 +47,13 @@ pub struct TracefsReport {
     pub error: Option<String>,
 }
 
+/// A privilege vmscope runs without, and the figures it would add.
+#[derive(Debug, Serialize)]
+pub struct PrivilegeGap {
+    pub needs: String,
+    pub would_add: String,
+}
+
 #[derive(Debug, Serialize)]
 pub struct Availability {
     pub available: bool,
@@ -59,6 +70,8 @@ pub struct Report {
     pub lockdown: Option<String>,
     pub tracefs: TracefsReport,
     pub privileges: Privileges,
+    /// What each missing privilege would add (empty when nothing is missing).
+    pub privilege_gaps: Vec<PrivilegeGap>,
     pub hooks: Vec<HookReport>,
     pub attach_kinds: Vec<AttachKind>,
     /// Which method times rmap/kernel functions: fentry when it works, else
@@ -114,12 +127,21 @@ pub fn collect(privileges: Privileges) -> Report {
     let hooks = hooks::ALL
         .iter()
         .map(|h| {
+            let mut unknown = None;
             let found = std::iter::once(h.name)
                 .chain(h.older_names.iter().copied())
-                .find(|n| tracefs::event_exists(h.category, n));
+                .find(|n| match tracefs::event_found(h.category, n) {
+                    Ok(found) => found,
+                    Err(why) => {
+                        unknown.get_or_insert(why);
+                        false
+                    }
+                });
+            let unknown = unknown.filter(|_| found.is_none());
             HookReport {
                 hook: h.full_name(),
                 present: found.is_some(),
+                unknown,
                 found_as: found
                     .filter(|n| *n != h.name)
                     .map(|n| format!("{}:{n}", h.category)),
@@ -128,13 +150,14 @@ pub fn collect(privileges: Privileges) -> Report {
             }
         })
         .collect();
-    let attach_kinds = probe_attach_kinds();
+    let attach_kinds = probe_attach_kinds(&tracefs);
     let fentry_works = attach_kinds.iter().any(|k| k.kind == "fentry" && k.works);
     Report {
         tool: Tool::this(),
         kernel: system::kernel_info(),
         btf: system::btf_present(),
         lockdown: system::lockdown(),
+        privilege_gaps: privilege_gaps(&privileges, &tracefs),
         tracefs,
         privileges,
         hooks,
@@ -160,7 +183,36 @@ pub fn collect(privileges: Privileges) -> Report {
     }
 }
 
-fn probe_attach_kinds() -> Vec<AttachKind> {
+/// What running with more privilege would add, from what is missing now.
+fn privilege_gaps(p: &Privileges, tracefs: &TracefsReport) -> Vec<PrivilegeGap> {
+    let mut gaps = Vec::new();
+    if let Some(why) = &tracefs.error {
+        let needs = if why.contains("cannot read") {
+            "read access to tracefs (root, or tracefs mounted with gid= of a group \
+             this user is in and mode=0750)"
+        } else {
+            "a tracefs mount (mount -t tracefs nodev /sys/kernel/tracing), or \
+             CAP_SYS_ADMIN for vmscope to mount it"
+        };
+        gaps.push(PrivilegeGap {
+            needs: needs.into(),
+            would_add: format!(
+                "the classic tracepoints {}",
+                loader::group_syscalls(&loader::classic_only())
+            ),
+        });
+    }
+    if crate::rmap::kallsyms::visible().is_err() && !p.cap_syslog {
+        gaps.push(PrivilegeGap {
+            needs: "CAP_SYSLOG".into(),
+            would_add: "kernel addresses in /proc/kallsyms: the rmap figures from stack samples"
+                .into(),
+        });
+    }
+    gaps
+}
+
+fn probe_attach_kinds(tracefs: &TracefsReport) -> Vec<AttachKind> {
     let kinds = [
         "tracepoint",
         "tp_btf",
@@ -187,7 +239,10 @@ fn probe_attach_kinds() -> Vec<AttachKind> {
     kinds
         .iter()
         .map(|&kind| {
-            let result = try_kind(&mut ebpf, kind, &btf);
+            let result = match (kind, &tracefs.error) {
+                ("tracepoint", Some(why)) => Err(why.clone()),
+                _ => try_kind(&mut ebpf, kind, &btf),
+            };
             AttachKind {
                 kind,
                 works: result.is_ok(),
@@ -286,12 +341,23 @@ pub fn render(r: &Report) -> String {
     let p = &r.privileges;
     let _ = writeln!(
         s,
-        "privileges  root={} CAP_BPF={} CAP_PERFMON={} CAP_SYS_ADMIN={}",
+        "privileges  uid={} root={} CAP_BPF={} CAP_PERFMON={} CAP_SYSLOG={} CAP_SYS_ADMIN={}",
+        p.euid,
         yn(p.root),
         yn(p.cap_bpf),
         yn(p.cap_perfmon),
+        yn(p.cap_syslog),
         yn(p.cap_sys_admin)
     );
+    if r.privilege_gaps.is_empty() {
+        let _ = writeln!(
+            s,
+            "  nothing missing: every figure this kernel offers can run"
+        );
+    }
+    for g in &r.privilege_gaps {
+        let _ = writeln!(s, "  missing {}\n    would add {}", g.needs, g.would_add);
+    }
     let _ = writeln!(s, "\nattach kinds (loaded and attached for real):");
     for k in &r.attach_kinds {
         match &k.error {
@@ -307,7 +373,14 @@ pub fn render(r: &Report) -> String {
     s.push_str(&crate::rmap::doctor::render(&r.rmap));
     let _ = writeln!(s, "\nhooks:");
     for h in &r.hooks {
-        if h.present {
+        if let Some(why) = &h.unknown {
+            let why = if r.tracefs.error.as_ref() == Some(why) {
+                "tracefs unreadable (see above), and syscall events have no BTF type"
+            } else {
+                why
+            };
+            let _ = writeln!(s, "  unknown  {}: {why}", h.hook);
+        } else if h.present {
             let alias = h
                 .found_as
                 .as_deref()
@@ -358,4 +431,26 @@ pub fn render(r: &Report) -> String {
         }
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::loader::group_syscalls;
+
+    #[test]
+    fn syscall_events_are_listed_once_per_call() {
+        let probes = [
+            "syscalls:sys_enter_madvise",
+            "syscalls:sys_exit_madvise",
+            "vmscan:mm_vmscan_write_folio",
+            "syscalls:sys_enter_brk",
+            "syscalls:sys_exit_brk",
+        ]
+        .map(String::from);
+        assert_eq!(
+            group_syscalls(&probes),
+            "syscalls (madvise, brk), vmscan:mm_vmscan_write_folio"
+        );
+        assert_eq!(group_syscalls(&[]), "");
+    }
 }

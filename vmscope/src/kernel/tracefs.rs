@@ -27,17 +27,28 @@ pub fn tracefs() -> Result<&'static Tracefs, String> {
 }
 
 fn locate_or_mount() -> Result<Tracefs, String> {
-    if let Some(path) = CANDIDATES
-        .iter()
-        .map(Path::new)
-        .find(|p| p.join("events").is_dir())
-    {
-        return Ok(Tracefs {
-            path: path.to_path_buf(),
-            mounted_by_vmscope: false,
-        });
+    for path in CANDIDATES.iter().map(Path::new) {
+        match std::fs::metadata(path.join("events")) {
+            Ok(m) if m.is_dir() => {
+                return Ok(Tracefs {
+                    path: path.to_path_buf(),
+                    mounted_by_vmscope: false,
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(not_readable(path));
+            }
+            _ => {}
+        }
     }
     let target = Path::new(CANDIDATES[0]);
+    if !super::caps::Privileges::current().cap_sys_admin {
+        return Err(format!(
+            "tracefs is not mounted, and mounting it needs CAP_SYS_ADMIN; \
+             mount it with: mount -t tracefs nodev {}",
+            target.display()
+        ));
+    }
     rustix::mount::mount(
         "nodev",
         target,
@@ -66,6 +77,48 @@ fn locate_or_mount() -> Result<Tracefs, String> {
     }
 }
 
+/// Why a tracefs mount at `path` cannot be read by this process: the
+/// directory's owner and mode, and who may read it.
+fn not_readable(path: &Path) -> String {
+    use std::os::unix::fs::MetadataExt as _;
+    let uid = rustix::process::geteuid().as_raw();
+    let how = std::fs::metadata(path)
+        .map(|m| {
+            format!(
+                " (mode {:04o}, owner {}:{})",
+                m.mode() & 0o7777,
+                m.uid(),
+                m.gid()
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "tracefs is mounted at {} but uid {uid} cannot read it{how}; \
+         classic tracepoints need it readable: run as root, or mount tracefs \
+         with gid= of a group this user is in and mode=0750",
+        path.display()
+    )
+}
+
+/// Whether this kernel has tracepoint `category:name`, when that can be
+/// told. tracefs says so when it is readable; otherwise the kernel's BTF,
+/// which has a `btf_trace_<name>` type for every tracepoint (but not for
+/// the syscall events, which are made at boot from the syscall table).
+pub fn event_found(category: &str, name: &str) -> Result<bool, String> {
+    match tracefs() {
+        Ok(t) => Ok(t.path.join("events").join(category).join(name).is_dir()),
+        Err(why) => {
+            if category == "syscalls" {
+                return Err(why);
+            }
+            match super::btf::Btf::vmlinux() {
+                Ok(btf) => Ok(btf.has_tracepoint(name)),
+                Err(e) => Err(format!("{why}; and {e}")),
+            }
+        }
+    }
+}
+
 /// Reads and parses `events/<category>/<name>/format`. The error names the
 /// tracepoint and says whether it is absent or malformed.
 pub fn event_format(category: &str, name: &str) -> Result<EventFormat, String> {
@@ -86,7 +139,7 @@ pub fn event_format(category: &str, name: &str) -> Result<EventFormat, String> {
     EventFormat::parse(&text).map_err(|e| format!("tracepoint {category}:{name}: {e}"))
 }
 
-/// Whether `events/<category>/<name>` exists.
+/// Whether `category:name` is known to exist (see [`event_found`]).
 pub fn event_exists(category: &str, name: &str) -> bool {
-    tracefs().is_ok_and(|t| t.path.join("events").join(category).join(name).is_dir())
+    event_found(category, name).unwrap_or(false)
 }

@@ -8,8 +8,40 @@ use std::{
 
 static SHARED: OnceLock<Result<Arc<Symbols>, String>> = OnceLock::new();
 
-const HIDDEN: &str = "/proc/kallsyms shows no kernel addresses (kernel.kptr_restrict hides \
-                      them, or vmscope lacks CAP_SYSLOG); stacks cannot be symbolized";
+/// Why /proc/kallsyms shows no addresses to this process, from the
+/// sysctls and capabilities the kernel decides it by.
+fn hidden() -> String {
+    let sysctl = |name: &str| {
+        std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+            .ok()
+            .and_then(|v| v.trim().parse::<i64>().ok())
+    };
+    let syslog = crate::kernel::caps::Privileges::current().cap_syslog;
+    let why = hidden_reason(
+        sysctl("kptr_restrict"),
+        sysctl("perf_event_paranoid"),
+        syslog,
+    );
+    format!("/proc/kallsyms shows no kernel addresses ({why}); stacks cannot be symbolized")
+}
+
+/// The kernel shows kallsyms addresses when kptr_restrict is 0 and either
+/// perf_event_paranoid <= 1 or the opener has CAP_SYSLOG; when it is 1,
+/// only with CAP_SYSLOG; when it is 2, never.
+pub fn hidden_reason(kptr_restrict: Option<i64>, paranoid: Option<i64>, syslog: bool) -> String {
+    match kptr_restrict {
+        Some(r) if r >= 2 => format!("kernel.kptr_restrict={r} hides them from everyone"),
+        Some(1) if syslog => "kernel.kptr_restrict=1 and CAP_SYSLOG, yet hidden".into(),
+        Some(1) => "kernel.kptr_restrict=1 shows them only with CAP_SYSLOG, \
+                    which vmscope lacks"
+            .into(),
+        Some(0) if !syslog => format!(
+            "needs CAP_SYSLOG, or kernel.perf_event_paranoid at 1 or less (it is {})",
+            paranoid.map_or("unknown".into(), |p| p.to_string())
+        ),
+        _ => "kernel.kptr_restrict or missing CAP_SYSLOG hides them".into(),
+    }
+}
 
 /// Whether kallsyms shows real addresses, from its first lines: a check at
 /// attach time that costs nothing next to reading the whole file, which
@@ -29,7 +61,7 @@ pub fn visible() -> Result<(), String> {
             return Ok(());
         }
     }
-    Err(HIDDEN.into())
+    Err(hidden())
 }
 
 pub struct Symbols {
@@ -67,7 +99,7 @@ impl Symbols {
         // A hidden kallsyms lists every symbol at address 0.
         by_addr.remove(&0);
         if by_addr.len() < 100 {
-            return Err(HIDDEN.into());
+            return Err(hidden());
         }
         let mut names = HashSet::new();
         let mut clones = HashSet::new();
@@ -144,5 +176,18 @@ mod tests {
         let hidden: BTreeMap<u64, String> = [(0, "_stext".to_string())].into();
         let e = Symbols::from_map(hidden).err().expect("refused");
         assert!(e.contains("kptr_restrict"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod hidden_tests {
+    use super::hidden_reason;
+
+    #[test]
+    fn the_reason_names_what_would_show_the_addresses() {
+        assert!(hidden_reason(Some(2), Some(2), true).contains("kptr_restrict=2"));
+        assert!(hidden_reason(Some(1), Some(-1), false).contains("only with CAP_SYSLOG"));
+        let r = hidden_reason(Some(0), Some(2), false);
+        assert!(r.contains("CAP_SYSLOG") && r.contains("it is 2"), "{r}");
     }
 }

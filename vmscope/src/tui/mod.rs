@@ -128,15 +128,13 @@ fn header(probes: &Loaded, args: &TopArgs) -> Header {
         unavailable: probes
             .probes
             .iter()
-            .filter(|p| !p.attached)
-            .map(|p| {
-                let why = p.reason.as_deref().unwrap_or("not attached");
-                if p.deferred {
-                    format!("{} waiting for a swap device", p.probe)
-                } else {
-                    format!("{}: {why}", p.probe)
-                }
-            })
+            .filter(|p| p.deferred)
+            .map(|p| format!("{} waiting for a swap device", p.probe))
+            .chain(
+                loader::unusable_by_reason(&probes.probes)
+                    .into_iter()
+                    .map(|(names, why)| format!("{names}: {why}")),
+            )
             .collect(),
         mem_free_bytes: mem.get("MemAvailable").copied(),
         swap_total_bytes: mem.get("SwapTotal").copied(),

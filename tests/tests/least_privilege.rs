@@ -1,0 +1,261 @@
+//! vmscope as an ordinary user with exactly CAP_BPF+CAP_PERFMON: a copy of
+//! the release binary given them by setcap (or as ambient capabilities, as
+//! a systemd unit gives them), run as uid 65534 with no groups. It attaches
+//! what those capabilities allow (BTF tracepoints and perf events need no
+//! tracefs), counts faults like the kernel's books, and names the true
+//! reason for each figure it cannot have. Without them: exit 77.
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+use std::{os::unix::fs::MetadataExt as _, process::Command, time::Duration};
+
+use vmscope_tests::{privilege::*, *};
+
+fn ready(test: &str) -> bool {
+    root_or_skip(test) && tools_or_skip(test)
+}
+
+fn run(c: Command) -> std::process::Output {
+    run_with_timeout(c, Duration::from_secs(120))
+}
+
+/// Whether uid 65534 can read tracefs here (root-only by default).
+fn tracefs_readable_by_others() -> bool {
+    std::fs::metadata("/sys/kernel/tracing").is_ok_and(|m| m.mode() & 0o005 == 0o005)
+}
+
+#[test]
+fn doctor_tells_the_truth_about_tracefs_and_lists_what_runs() {
+    const TEST: &str = "doctor_tells_the_truth_about_tracefs_and_lists_what_runs";
+    if !ready(TEST) {
+        return;
+    }
+    let u = Unprivileged::new();
+    let mut c = u.as_nobody(&u.capped);
+    c.args(["doctor", "--json"]);
+    let o = run(c);
+    ok(&o, "doctor --json as uid 65534 with CAP_BPF+CAP_PERFMON");
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let p = &d["privileges"];
+    assert_eq!(p["euid"], NOBODY);
+    assert_eq!(
+        (&p["cap_bpf"], &p["cap_perfmon"]),
+        (&true.into(), &true.into())
+    );
+    assert_eq!(p["cap_sys_admin"], false);
+    let kind = |k: &str| {
+        d["attach_kinds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["kind"] == k)
+            .unwrap_or_else(|| panic!("no attach kind {k}: {d:#}"))
+            .clone()
+    };
+    assert_eq!(kind("tp_btf")["works"], true, "{:#}", kind("tp_btf"));
+    assert_eq!(
+        kind("perf_event")["works"],
+        true,
+        "{:#}",
+        kind("perf_event")
+    );
+    let hook = |h: &str| {
+        d["hooks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["hook"] == h)
+            .unwrap_or_else(|| panic!("no hook {h}"))
+            .clone()
+    };
+    // Known from BTF whatever tracefs allows.
+    for h in [
+        "exceptions:page_fault_user",
+        "sched:sched_switch",
+        "tlb:tlb_flush",
+    ] {
+        assert_eq!(hook(h)["present"], true, "{h}: {:#}", hook(h));
+    }
+    if tracefs_readable_by_others() {
+        eprintln!("{TEST}: tracefs is readable by all here; the unreadable case is not seen");
+        return;
+    }
+    // The truth: mounted, but not readable by this user; not "not mounted".
+    let why = d["tracefs"]["error"].as_str().unwrap();
+    assert!(
+        why.contains("is mounted at") && why.contains("uid 65534 cannot read it"),
+        "{why}"
+    );
+    assert!(!why.contains("not mounted"), "{why}");
+    let tp = kind("tracepoint");
+    assert_eq!(tp["works"], false);
+    assert!(
+        tp["error"].as_str().unwrap().contains("cannot read"),
+        "{tp:#}"
+    );
+    // The syscall events have no BTF type: unknown, not absent.
+    let madvise = hook("syscalls:sys_enter_madvise");
+    assert!(madvise["unknown"].as_str().is_some(), "{madvise:#}");
+    // What more privilege would add, by name.
+    let gaps = d["privilege_gaps"].as_array().unwrap();
+    let tracefs_gap = gaps
+        .iter()
+        .find(|g| g["needs"].as_str().unwrap().contains("tracefs"))
+        .unwrap_or_else(|| panic!("no tracefs gap in {gaps:#?}"));
+    let adds = tracefs_gap["would_add"].as_str().unwrap();
+    assert!(
+        adds.contains("madvise") && adds.contains("lru_shrink_inactive"),
+        "{adds}"
+    );
+
+    // The text report says the same in its privileges section.
+    let mut c = u.as_nobody(&u.capped);
+    c.arg("doctor");
+    let o = run(c);
+    ok(&o, "doctor as uid 65534");
+    let s = text(&o.stdout);
+    assert!(s.contains("privileges  uid=65534"), "{s}");
+    assert!(s.contains("missing read access to tracefs"), "{s}");
+    assert!(s.contains("tp_btf      works"), "{s}");
+}
+
+#[test]
+fn record_as_nobody_counts_faults_like_rusage_and_names_what_is_missing() {
+    const TEST: &str = "record_as_nobody_counts_faults_like_rusage_and_names_what_is_missing";
+    if !ready(TEST) {
+        return;
+    }
+    let u = Unprivileged::new();
+    let out = u.out().join("rec.json");
+    let ru = u.out().join("child.ru");
+    let mut c = u.as_nobody(&u.capped);
+    c.args(["record", "-i", "250ms", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&u.testchild)
+        .arg("--report")
+        .arg(&ru)
+        .args(["touch", "20000"]);
+    let o = run(c);
+    ok(&o, "record as uid 65534 with CAP_BPF+CAP_PERFMON");
+    // Written by, and owned by, the user it ran as.
+    assert_eq!(std::fs::metadata(&out).unwrap().uid(), NOBODY);
+    assert_eq!(std::fs::metadata(&ru).unwrap().uid(), NOBODY);
+    let rec = read_json(&out);
+    let books = read_json(&ru);
+    let kernel = books["minflt"].as_u64().unwrap() + books["majflt"].as_u64().unwrap();
+    let pid = books["pid"].as_u64().unwrap();
+    let row = rec["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == pid)
+        .unwrap_or_else(|| panic!("child {pid} not among {:#}", rec["processes"]));
+    assert_within_pct(
+        "child faults vs rusage",
+        u64_at(&row["faults"], "/total"),
+        kernel,
+        2.0,
+    );
+    let unavailable = &rec["totals"]["unavailable"];
+    // Nothing the capabilities allow is missing: the get_user_pages part
+    // (a BTF tracepoint), major faults (a perf event), TLB flushes.
+    for figure in ["gup_faults", "major_faults", "tlb_remote_shootdown"] {
+        assert!(
+            unavailable.get(figure).is_none(),
+            "{figure}: {}",
+            unavailable[figure]
+        );
+    }
+    assert!(rec["totals"]["counters"]["tlb_remote_shootdown"].is_u64());
+    if !tracefs_readable_by_others() {
+        let why = unavailable["madvise"]
+            .as_str()
+            .unwrap_or_else(|| panic!("madvise is not listed as unavailable: {unavailable:#}"));
+        assert!(why.contains("cannot read"), "madvise: {why}");
+    }
+    // The rmap figures need CAP_SYSLOG unless kallsyms shows addresses to all.
+    if let Some(why) = unavailable["rmap"].as_str()
+        && why.contains("kallsyms")
+    {
+        assert!(why.contains("CAP_SYSLOG"), "rmap: {why}");
+    }
+    assert!(!text(&o.stderr).contains("tracefs is not mounted"));
+}
+
+#[test]
+fn the_wrapped_command_gets_no_ambient_capabilities() {
+    const TEST: &str = "the_wrapped_command_gets_no_ambient_capabilities";
+    if !ready(TEST) {
+        return;
+    }
+    let u = Unprivileged::new();
+    let caps = u.out().join("caps");
+    let mut c = u.with_ambient(&u.plain);
+    c.args(["record", "-o"])
+        .arg(u.out().join("rec.json"))
+        .args(["--", "sh", "-c", "grep ^Cap /proc/self/status > \"$0\""])
+        .arg(&caps);
+    let o = run(c);
+    ok(&o, "record with ambient CAP_BPF+CAP_PERFMON");
+    let status = std::fs::read_to_string(&caps).unwrap();
+    for field in ["CapEff", "CapPrm", "CapAmb"] {
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(field))
+            .unwrap_or_else(|| panic!("{field} missing: {status}"));
+        assert!(line.ends_with("0000000000000000"), "{line}");
+    }
+}
+
+#[test]
+fn top_batch_runs_as_nobody() {
+    const TEST: &str = "top_batch_runs_as_nobody";
+    if !ready(TEST) {
+        return;
+    }
+    let u = Unprivileged::new();
+    let mut c = u.as_nobody(&u.capped);
+    c.args(["top", "--batch", "-n", "2", "-i", "300ms"]);
+    let o = run(c);
+    ok(&o, "top --batch -n 2 as uid 65534");
+    let s = text(&o.stdout);
+    assert_eq!(s.matches("vmscope top").count(), 2, "{s}");
+    let faults = s
+        .lines()
+        .find(|l| l.starts_with("faults user"))
+        .unwrap_or_else(|| panic!("no faults row: {s}"));
+    assert!(!faults.contains("n/a"), "{faults}");
+    if !tracefs_readable_by_others() {
+        // One header line per reason, not one per refused hook.
+        let header = s.lines().find(|l| l.starts_with("unavailable:")).unwrap();
+        assert_eq!(header.matches("cannot read").count(), 1, "{header}");
+        assert!(header.contains("syscalls (madvise"), "{header}");
+    }
+}
+
+#[test]
+fn without_capabilities_vmscope_exits_77_naming_them() {
+    const TEST: &str = "without_capabilities_vmscope_exits_77_naming_them";
+    if !ready(TEST) {
+        return;
+    }
+    let u = Unprivileged::new();
+    for args in [
+        &["record", "-o", "x.json", "--", "true"][..],
+        &["doctor"],
+        &["top", "--batch", "-n", "1"],
+        &["serve"],
+    ] {
+        let mut c = u.as_nobody(&u.plain);
+        c.args(args);
+        let o = run(c);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(77), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains("CAP_BPF") && err.contains("CAP_PERFMON"),
+            "{args:?}: {err}"
+        );
+        assert!(!u.out().join("x.json").exists());
+    }
+}
