@@ -85,7 +85,7 @@ impl Unprivileged {
     /// `PROGRAM` run as uid/gid 65534 with CAP_BPF+CAP_PERFMON as inherited
     /// and ambient capabilities and nothing else in its bounding set: what
     /// a unit with `AmbientCapabilities=CAP_BPF CAP_PERFMON` and
-    /// `CapabilityBoundingSet=` the same gives.
+    /// `CapabilityBoundingSet=` the same and `NoNewPrivileges=yes` gives.
     pub fn with_ambient(&self, program: &Path) -> Command {
         let mut c = Command::new("setpriv");
         c.arg(format!("--reuid={NOBODY}"))
@@ -94,6 +94,7 @@ impl Unprivileged {
             .arg("--inh-caps=-all,+bpf,+perfmon")
             .arg("--ambient-caps=-all,+bpf,+perfmon")
             .arg("--bounding-set=-all,+bpf,+perfmon")
+            .arg("--no-new-privs")
             .arg("--")
             .arg(program)
             .current_dir(self.out());

@@ -10,8 +10,13 @@ use std::{os::unix::fs::MetadataExt as _, process::Command, time::Duration};
 
 use vmscope_tests::{privilege::*, *};
 
-fn ready(test: &str) -> bool {
-    root_or_skip(test) && tools_or_skip(test)
+/// The tests here see tracefs's mode, which one of them changes: they run
+/// one at a time.
+static TRACEFS_MODE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn ready(test: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    (root_or_skip(test) && tools_or_skip(test))
+        .then(|| TRACEFS_MODE.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 fn run(c: Command) -> std::process::Output {
@@ -26,9 +31,9 @@ fn tracefs_readable_by_others() -> bool {
 #[test]
 fn doctor_tells_the_truth_about_tracefs_and_lists_what_runs() {
     const TEST: &str = "doctor_tells_the_truth_about_tracefs_and_lists_what_runs";
-    if !ready(TEST) {
+    let Some(_serial) = ready(TEST) else {
         return;
-    }
+    };
     let u = Unprivileged::new();
     let mut c = u.as_nobody(&u.capped);
     c.args(["doctor", "--json"]);
@@ -121,9 +126,9 @@ fn doctor_tells_the_truth_about_tracefs_and_lists_what_runs() {
 #[test]
 fn record_as_nobody_counts_faults_like_rusage_and_names_what_is_missing() {
     const TEST: &str = "record_as_nobody_counts_faults_like_rusage_and_names_what_is_missing";
-    if !ready(TEST) {
+    let Some(_serial) = ready(TEST) else {
         return;
-    }
+    };
     let u = Unprivileged::new();
     let out = u.out().join("rec.json");
     let ru = u.out().join("child.ru");
@@ -185,9 +190,9 @@ fn record_as_nobody_counts_faults_like_rusage_and_names_what_is_missing() {
 #[test]
 fn the_wrapped_command_gets_no_ambient_capabilities() {
     const TEST: &str = "the_wrapped_command_gets_no_ambient_capabilities";
-    if !ready(TEST) {
+    let Some(_serial) = ready(TEST) else {
         return;
-    }
+    };
     let u = Unprivileged::new();
     let caps = u.out().join("caps");
     let mut c = u.with_ambient(&u.plain);
@@ -210,9 +215,9 @@ fn the_wrapped_command_gets_no_ambient_capabilities() {
 #[test]
 fn top_batch_runs_as_nobody() {
     const TEST: &str = "top_batch_runs_as_nobody";
-    if !ready(TEST) {
+    let Some(_serial) = ready(TEST) else {
         return;
-    }
+    };
     let u = Unprivileged::new();
     let mut c = u.as_nobody(&u.capped);
     c.args(["top", "--batch", "-n", "2", "-i", "300ms"]);
@@ -236,9 +241,9 @@ fn top_batch_runs_as_nobody() {
 #[test]
 fn without_capabilities_vmscope_exits_77_naming_them() {
     const TEST: &str = "without_capabilities_vmscope_exits_77_naming_them";
-    if !ready(TEST) {
+    let Some(_serial) = ready(TEST) else {
         return;
-    }
+    };
     let u = Unprivileged::new();
     for args in [
         &["record", "-o", "x.json", "--", "true"][..],
@@ -257,5 +262,101 @@ fn without_capabilities_vmscope_exits_77_naming_them() {
             "{args:?}: {err}"
         );
         assert!(!u.out().join("x.json").exists());
+    }
+}
+
+/// tracefs remounted with a group's gid and mode 0750 for the test's span;
+/// the owner group and mode it had are put back when dropped.
+struct TracefsGroup {
+    gid: u32,
+    mode: u32,
+}
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+impl TracefsGroup {
+    fn grant(gid: u32) -> TracefsGroup {
+        let m = std::fs::metadata(TRACEFS).unwrap();
+        let old = TracefsGroup {
+            gid: m.gid(),
+            mode: m.mode() & 0o7777,
+        };
+        remount(gid, 0o750);
+        old
+    }
+}
+
+impl Drop for TracefsGroup {
+    fn drop(&mut self) {
+        remount(self.gid, self.mode);
+    }
+}
+
+fn remount(gid: u32, mode: u32) {
+    let o = Command::new("mount")
+        .args(["-o", &format!("remount,gid={gid},mode={mode:04o}"), TRACEFS])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "remounting {TRACEFS} with gid={gid},mode={mode:04o}: {}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn tracefs_group_access_adds_the_classic_tracepoints() {
+    const TEST: &str = "tracefs_group_access_adds_the_classic_tracepoints";
+    let Some(_serial) = ready(TEST) else {
+        return;
+    };
+    if !std::path::Path::new(TRACEFS).join("events").is_dir() {
+        eprintln!("{TEST}: tracefs is not mounted at {TRACEFS}; nothing to grant");
+        return;
+    }
+    let u = Unprivileged::new();
+    let out = u.out().join("rec.json");
+    let before = std::fs::metadata(TRACEFS).unwrap().mode() & 0o7777;
+    {
+        let _granted = TracefsGroup::grant(NOBODY);
+        let mut c = u.as_nobody(&u.capped);
+        c.args(["record", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(&u.testchild)
+            .args(["madvise", "500"]);
+        let o = run(c);
+        ok(&o, "record as uid 65534 in tracefs's group");
+    }
+    assert_eq!(
+        std::fs::metadata(TRACEFS).unwrap().mode() & 0o7777,
+        before,
+        "tracefs mode restored"
+    );
+    let rec = read_json(&out);
+    let probe = |name: &str| {
+        rec["probes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["probe"] == name)
+            .unwrap_or_else(|| panic!("no probe {name}"))
+            .clone()
+    };
+    for name in [
+        "syscalls:sys_exit_madvise",
+        "vmscan:mm_vmscan_lru_shrink_inactive",
+    ] {
+        let p = probe(name);
+        assert_eq!(p["attached"], true, "{p:#}");
+        assert_eq!(p["method"], "tracepoint", "{p:#}");
+    }
+    // And the BTF ones stay BTF.
+    assert_eq!(probe("tlb:tlb_flush")["method"], "tp_btf");
+    // The child's 500 calls of each kind (the runtime makes none of
+    // these: `vm_hooks` measures N against 0).
+    for behavior in ["free", "dontneed", "cold"] {
+        let calls = &rec["totals"]["madvise"][behavior]["calls"];
+        assert_eq!(calls, 500, "{behavior}: {:#}", rec["totals"]["madvise"]);
     }
 }

@@ -446,10 +446,15 @@ impl Serve {
     /// eBPF programs takes a while) for the line that says where it listens.
     fn start(args: &[&str]) -> Serve {
         let mut cmd = Command::new(vmscope_bin());
-        cmd.arg("serve")
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        cmd.arg("serve").args(args);
+        Serve::start_cmd(cmd)
+    }
+
+    /// Starts `cmd` (vmscope serve, however it is run) and waits as
+    /// [`Serve::start`] does.
+    fn start_cmd(mut cmd: Command) -> Serve {
+        let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
         let mut proc = KillOnDrop::spawn(cmd);
         let stderr = Arc::new(Mutex::new(String::new()));
         let (tx, rx) = mpsc::channel();
@@ -493,7 +498,7 @@ impl Serve {
                     std::thread::sleep(Duration::from_millis(200));
                     let status = proc.child().try_wait().unwrap();
                     panic!(
-                        "vmscope serve {args:?}: no `{LISTENING}IP:PORT/metrics` line on stderr \
+                        "{args:?}: no `{LISTENING}IP:PORT/metrics` line on stderr \
                          ({e}; status {status:?}); stderr:\n{}",
                         stderr.lock().unwrap()
                     );
@@ -1103,6 +1108,74 @@ fn positive(result: &Result<Vec<(serde_json::Value, f64)>, String>) -> bool {
         .is_ok_and(|r| r.iter().any(|(_, v)| v.is_finite() && *v > 0.0))
 }
 
+/// A real Prometheus scraping one target every second, in a directory of
+/// its own; killed (before the directory goes) when dropped.
+struct Prometheus {
+    _proc: KillOnDrop,
+    addr: SocketAddr,
+    log_path: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    /// Starts it and waits (up to 30 s) until it is ready.
+    fn start(target: SocketAddr) -> Prometheus {
+        let dir = tempfile::Builder::new()
+            .prefix("vmscope-prometheus")
+            .tempdir()
+            .unwrap();
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+                 scrape_configs:\n  - job_name: vmscope\n    static_configs:\n      - targets: ['{target}']\n"
+            ),
+        )
+        .unwrap();
+        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let log_path = dir.path().join("prometheus.log");
+        let log = std::fs::File::create(&log_path).unwrap();
+        let mut cmd = Command::new("prometheus");
+        cmd.arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .current_dir(dir.path())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        let prom = Prometheus {
+            _proc: KillOnDrop::spawn(cmd),
+            addr,
+            log_path,
+            _dir: dir,
+        };
+        let t = Instant::now();
+        while !exchange(addr, &request("GET", addr, "/-/ready", &[], b""), false)
+            .is_ok_and(|r| r.status == 200)
+        {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "Prometheus not ready on {addr} after 30 s; its log:\n{}",
+                prom.log()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        prom
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// The scrape health of the target (`up`), once Prometheus has one.
+    fn up(&self) -> Result<Vec<(serde_json::Value, f64)>, String> {
+        prom_query(self.addr, "up")
+    }
+}
+
 #[test]
 fn real_prometheus_scrapes_swap_and_reclaim() {
     const TEST: &str = "real_prometheus_scrapes_swap_and_reclaim";
@@ -1115,51 +1188,8 @@ fn real_prometheus_scrapes_swap_and_reclaim() {
     let _swap = pressure::ZramSwap::new(1 << 30);
     let cg = pressure::MemCgroup::new(64 << 20);
     let serve = Serve::start(&["--listen", "127.0.0.1:0", "-i", "500ms"]);
-    let dir = tempfile::Builder::new()
-        .prefix("vmscope-prometheus")
-        .tempdir()
-        .unwrap();
-    let config = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-             scrape_configs:\n  - job_name: vmscope\n    static_configs:\n      - targets: ['{}']\n",
-            serve.addr
-        ),
-    )
-    .unwrap();
-    let prom_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let log_path = dir.path().join("prometheus.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let mut cmd = Command::new("prometheus");
-    cmd.arg(format!("--config.file={}", config.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.path().join("data").display()
-        ))
-        .arg(format!("--web.listen-address={prom_addr}"))
-        .current_dir(dir.path())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log);
-    let _prometheus = KillOnDrop::spawn(cmd);
-    let prom_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
-    let t = Instant::now();
-    while !exchange(
-        prom_addr,
-        &request("GET", prom_addr, "/-/ready", &[], b""),
-        false,
-    )
-    .is_ok_and(|r| r.status == 200)
-    {
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "Prometheus not ready on {prom_addr} after 30 s; its log:\n{}",
-            prom_log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-
+    let prom = Prometheus::start(serve.addr);
+    let (prom_addr, prom_log) = (prom.addr, || prom.log());
     // 256 MiB written twice under a 64 MiB limit, over and over: swap-out
     // in the first pass, swap-in in the second, memcg reclaim throughout.
     let mut workload = cg.command("sh");
@@ -1399,4 +1429,108 @@ fn client_and_parsers() {
         metric_names("sum(rate(vmscope_a_total[1m])) / xvmscope_b + vmscope_c:d"),
         ["vmscope_a_total", "vmscope_c:d"].map(String::from).into()
     );
+}
+
+/// The `[Service]` keys of a systemd unit (a key given twice: the last).
+fn unit_service_keys(unit: &str) -> std::collections::BTreeMap<String, String> {
+    let mut section = "";
+    let mut keys = std::collections::BTreeMap::new();
+    for line in unit.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            section = name;
+        } else if section == "Service"
+            && let Some((k, v)) = line.split_once('=')
+        {
+            keys.insert(k.trim().to_string(), v.trim().to_string());
+        }
+    }
+    keys
+}
+
+/// The shipped unit, `vmscope/dist/vmscope-serve.service`, run the way
+/// systemd would: its ExecStart as uid 65534 (standing in for its `User=`)
+/// with the ambient capabilities and bounding set it names and nothing
+/// else. A real Prometheus scrapes it.
+#[test]
+fn the_systemd_unit_runs_serve_unprivileged_and_prometheus_scrapes_it() {
+    const TEST: &str = "the_systemd_unit_runs_serve_unprivileged_and_prometheus_scrapes_it";
+    if !root_or_skip(TEST)
+        || !vmscope_tests::privilege::tools_or_skip(TEST)
+        || !tool_or_skip(TEST, "prometheus")
+    {
+        return;
+    }
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../vmscope/dist/vmscope-serve.service");
+    let unit = std::fs::read_to_string(&path).unwrap();
+    let keys = unit_service_keys(&unit);
+    let key = |k: &str| {
+        keys.get(k)
+            .unwrap_or_else(|| panic!("{}: no {k}= in [Service]", path.display()))
+            .as_str()
+    };
+    let caps = |k: &str| {
+        let mut c: Vec<&str> = key(k).split_whitespace().collect();
+        c.sort_unstable();
+        c
+    };
+    assert_ne!(key("User"), "root");
+    assert_eq!(caps("AmbientCapabilities"), ["CAP_BPF", "CAP_PERFMON"]);
+    assert_eq!(caps("CapabilityBoundingSet"), ["CAP_BPF", "CAP_PERFMON"]);
+    assert_eq!(key("NoNewPrivileges"), "yes");
+    let mut argv: Vec<String> = key("ExecStart")
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    assert!(
+        argv[0].ends_with("/vmscope") && argv[1] == "serve",
+        "{argv:?}"
+    );
+    let listen = argv.iter().position(|a| a == "--listen").unwrap() + 1;
+    assert!(argv[listen].starts_with("127.0.0.1:"), "{argv:?}");
+    // Our build in place of the installed path, on a free port.
+    argv[listen] = "127.0.0.1:0".into();
+    let u = vmscope_tests::privilege::Unprivileged::new();
+    let mut cmd = u.with_ambient(&u.plain);
+    cmd.args(&argv[1..]);
+    let serve = Serve::start_cmd(cmd);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", serve.proc.pid())).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or_else(|| panic!("{name} missing: {status}"))
+            .trim()
+            .to_string()
+    };
+    assert!(field("Uid:").starts_with("65534"), "{status}");
+    let bpf_perfmon = format!("{:016x}", (1u64 << 38) | (1u64 << 39));
+    assert_eq!(field("CapEff:"), bpf_perfmon, "{status}");
+    assert_eq!(field("CapBnd:"), bpf_perfmon, "{status}");
+
+    let metrics = get(serve.addr, "/metrics", &[]).text();
+    assert!(
+        metrics.contains("vmscope_page_faults_total{"),
+        "{metrics}\nstderr:\n{}",
+        serve.stderr()
+    );
+    let prom = Prometheus::start(serve.addr);
+    let t = Instant::now();
+    loop {
+        let up = prom.up();
+        let faults = prom_query(prom.addr, "vmscope_page_faults_total");
+        if up.as_ref().is_ok_and(|r| r.iter().any(|(_, v)| *v == 1.0)) && positive(&faults) {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "after 30 s: up = {up:?}, faults = {faults:?}\nvmscope stderr:\n{}\nPrometheus log:\n{}",
+            serve.stderr(),
+            prom.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
