@@ -7,7 +7,7 @@
 
 use std::{process::Command, time::Duration};
 
-use vmscope_tests::*;
+use vmscope_tests::{pressure, *};
 
 /// The two ways, with the method each hook must have been attached by.
 const WAYS: [(&str, &str); 2] = [("", "tp_btf"), ("tp_btf", "tracepoint")];
@@ -151,4 +151,111 @@ fn tlb_interrupts() -> u64 {
         .skip(1)
         .map_while(|f| f.parse::<u64>().ok())
         .sum()
+}
+
+/// The reclaim LRU and write-back hooks under memcg reclaim, against the
+/// kernel's books. Anonymous memory reclaimed with swap on: every page
+/// written back is one of vmstat's pswpout (counted system-wide, whoever
+/// reclaims), and what the shrinker reports reclaimed covers it. A file
+/// made active (read twice) in a cgroup that may not swap: reclaim must
+/// deactivate it, and the deactivations are vmstat's pgdeactivate. (Memcg
+/// reclaim leaves vmstat's pgscan/pgsteal alone, so those bound the
+/// figures rather than equal them.)
+#[test]
+fn lru_and_write_back_hooks_agree_with_vmstat_either_way() {
+    if !root_or_skip("lru_and_write_back_hooks_agree_with_vmstat_either_way") {
+        return;
+    }
+    let _lock = pressure::exclusive();
+    let _swap = pressure::ZramSwap::new(1 << 30);
+    let dir = tempfile::tempdir().unwrap();
+    let child = testchild();
+    let file = dir.path().join("active-file");
+    // 48 MiB of file written (synced, so reclaim need not wait for its
+    // write-back) and read twice, then 32 MiB of anonymous memory, in 64 MiB.
+    let file_script = format!(
+        "dd if=/dev/urandom of={f} bs=1M count=48 conv=fsync status=none && \
+         cat {f} {f} > /dev/null && exec {c} touch 8192",
+        f = file.display(),
+        c = child.display()
+    );
+    let anon = [path_str(&child), "rewrite", "18000"];
+    for (disable, want) in WAYS {
+        // Anonymous: 70 MiB written twice in 64 MiB.
+        let cg = pressure::MemCgroup::new(64 << 20);
+        let argv = cg.in_cgroup_argv(&anon);
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let rec = record(dir.path(), &format!("{want}-anon"), disable, &argv);
+        drop(cg);
+        for probe in [
+            "vmscan:mm_vmscan_lru_shrink_inactive",
+            "vmscan:mm_vmscan_lru_shrink_active",
+            "vmscan:mm_vmscan_write_folio",
+        ] {
+            assert_method(&rec, probe, want);
+        }
+        let c = &rec["totals"]["counters"];
+        let pswpout = u64_at(&rec["totals"]["vmstat"], "/counters/pswpout");
+        let (scanned, reclaimed, anon_written) = (
+            u64_at(c, "/lru_scanned_pages"),
+            u64_at(c, "/lru_reclaimed_pages"),
+            u64_at(c, "/reclaim_write_anon_pages"),
+        );
+        eprintln!(
+            "{want}: pswpout {pswpout}, anon written {anon_written}, scanned {scanned}, \
+             reclaimed {reclaimed}"
+        );
+        assert!(pswpout > 10_000, "{want}: only {pswpout} pages swapped out");
+        assert_within_pct(
+            &format!("{want}: anon write-back vs pswpout"),
+            anon_written,
+            pswpout,
+            5.0,
+        );
+        assert!(
+            reclaimed >= pswpout * 95 / 100 && scanned >= reclaimed,
+            "{want}: scanned {scanned} >= reclaimed {reclaimed} >= ~pswpout {pswpout}"
+        );
+
+        // File: the active list shrunk.
+        let cg = pressure::MemCgroup::new(64 << 20);
+        no_swap(&cg);
+        let sh = ["sh", "-c", file_script.as_str()];
+        let argv = cg.in_cgroup_argv(&sh);
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let rec = record(dir.path(), &format!("{want}-file"), disable, &argv);
+        drop(cg);
+        let c = &rec["totals"]["counters"];
+        let pgdeactivate = u64_at(&rec["totals"]["vmstat"], "/counters/pgdeactivate");
+        let (taken, deactivated, reclaimed) = (
+            u64_at(c, "/lru_active_taken_pages"),
+            u64_at(c, "/lru_active_deactivated_pages"),
+            u64_at(c, "/lru_reclaimed_pages"),
+        );
+        eprintln!(
+            "{want}: pgdeactivate {pgdeactivate}, active taken {taken}, deactivated \
+             {deactivated}, reclaimed {reclaimed}"
+        );
+        assert!(deactivated > 1000, "{want}: only {deactivated} deactivated");
+        assert!(deactivated <= taken, "{want}: {deactivated} of {taken}");
+        assert_within_pct(
+            &format!("{want}: deactivated vs pgdeactivate"),
+            deactivated,
+            pgdeactivate,
+            5.0,
+        );
+        assert!(reclaimed > 1000, "{want}: only {reclaimed} reclaimed");
+    }
+}
+
+/// Keeps the cgroup's anonymous memory out of swap, so its reclaim takes
+/// file pages (v1: swappiness 0; v2: no swap allowed).
+fn no_swap(cg: &pressure::MemCgroup) {
+    let v1 = cg.path().join("memory.swappiness");
+    let (path, value) = if v1.exists() {
+        (v1, "0")
+    } else {
+        (cg.path().join("memory.swap.max"), "0")
+    };
+    std::fs::write(&path, value).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }

@@ -154,7 +154,48 @@ pub mod off {
     pub const VMA_FILE: usize = 34;
     /// `task_struct.pid` (BTF), for the BTF `sched_process_fork` program.
     pub const TASK_PID: usize = 35;
-    pub const COUNT: usize = 36;
+    /// Which syscalls the raw `sys_enter`/`sys_exit` programs follow: a
+    /// `raw_syscall` bit set (0: none; the syscall events are used).
+    pub const RAW_SYSCALLS: usize = 36;
+    /// `struct reclaim_stat` fields (BTF, 4 bytes each), for the BTF
+    /// `mm_vmscan_lru_shrink_inactive` program.
+    pub const RSTAT_DIRTY: usize = 37;
+    pub const RSTAT_WRITEBACK: usize = 38;
+    pub const RSTAT_IMMEDIATE: usize = 39;
+    pub const RSTAT_UNMAP_FAIL: usize = 40;
+    /// `folio.flags` (or `page.flags`) and the `PG_swapbacked` bit (BTF),
+    /// for the BTF write-back program: a folio without it is file-backed.
+    pub const FOLIO_FLAGS: usize = 41;
+    pub const PG_SWAPBACKED: usize = 42;
+    pub const COUNT: usize = 43;
+}
+
+/// The syscalls followed through the raw `sys_enter`/`sys_exit` BTF
+/// tracepoints when their own events cannot be used (tracefs unreadable):
+/// one bit each in `OFFSETS[off::RAW_SYSCALLS]`.
+pub mod raw_syscall {
+    pub const MADVISE: u32 = 1 << 0;
+    pub const PROCESS_MADVISE: u32 = 1 << 1;
+    pub const MUNMAP: u32 = 1 << 2;
+    pub const MREMAP: u32 = 1 << 3;
+    pub const BRK: u32 = 1 << 4;
+    pub const MMAP: u32 = 1 << 5;
+    pub const MPROTECT: u32 = 1 << 6;
+
+    /// The bit of the call a syscall event is named for (`sys_enter_NAME`
+    /// or `sys_exit_NAME`), if it is one of these.
+    pub fn of(call: &str) -> Option<u32> {
+        Some(match call {
+            "madvise" => MADVISE,
+            "process_madvise" => PROCESS_MADVISE,
+            "munmap" => MUNMAP,
+            "mremap" => MREMAP,
+            "brk" => BRK,
+            "mmap" => MMAP,
+            "mprotect" => MPROTECT,
+            _ => return None,
+        })
+    }
 }
 
 /// Indices into the per-CPU `COUNTERS` array: system-wide counters (and

@@ -209,6 +209,20 @@ pub fn sys_exit_munmap(_ctx: TracePointContext) -> u32 {
     0
 }
 
+// All of the above through the raw syscall hooks (see `syscalls.rs`).
+
+#[btf_tracepoint(function = "sys_enter")]
+pub fn sys_enter_raw_btf(ctx: BtfTracePointContext) -> i32 {
+    crate::syscalls::raw_enter(ctx.arg::<u64>(0), ctx.arg::<i64>(1));
+    0
+}
+
+#[btf_tracepoint(function = "sys_exit")]
+pub fn sys_exit_raw_btf(ctx: BtfTracePointContext) -> i32 {
+    crate::syscalls::raw_exit(ctx.arg::<u64>(0), ctx.arg::<i64>(1));
+    0
+}
+
 // Syscalls that zap the caller's own mappings: their swap-entry drops are
 // entries freed, not swap-in (see `swap.rs`).
 macro_rules! zapping_syscall {
@@ -322,6 +336,26 @@ pub fn mm_vmscan_lru_shrink_inactive(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn mm_vmscan_lru_shrink_active(ctx: TracePointContext) -> u32 {
     crate::reclaim::shrink_active(&ctx);
+    0
+}
+
+#[btf_tracepoint(function = "mm_vmscan_lru_shrink_inactive")]
+pub fn mm_vmscan_lru_shrink_inactive_btf(ctx: BtfTracePointContext) -> i32 {
+    crate::reclaim::shrink_inactive_btf(ctx.arg::<u64>(1), ctx.arg::<u64>(2), ctx.arg::<u64>(3));
+    0
+}
+
+#[btf_tracepoint(function = "mm_vmscan_lru_shrink_active")]
+pub fn mm_vmscan_lru_shrink_active_btf(ctx: BtfTracePointContext) -> i32 {
+    crate::reclaim::shrink_active_of(ctx.arg::<u64>(1), ctx.arg::<u64>(3));
+    0
+}
+
+/// `(struct folio *folio)`; also attached as `mm_vmscan_writepage(struct
+/// page *page)` on kernels before the rename (`flags` first in both).
+#[btf_tracepoint(function = "mm_vmscan_write_folio")]
+pub fn mm_vmscan_write_folio_btf(ctx: BtfTracePointContext) -> i32 {
+    crate::reclaim::write_folio_btf(ctx.arg::<u64>(0));
     0
 }
 

@@ -1,7 +1,7 @@
 //! Reclaim: stall latency by kind from begin/end pairs, kswapd active time,
 //! LRU scan/reclaim counters and reclaim write-back.
 
-use aya_ebpf::programs::TracePointContext;
+use aya_ebpf::{helpers::bpf_probe_read_kernel, programs::TracePointContext};
 use vmscope_common::{counter, hist, kind, off};
 
 use crate::maps;
@@ -86,32 +86,58 @@ fn field(ctx: &TracePointContext, idx: usize) -> u64 {
 }
 
 pub fn shrink_inactive(ctx: &TracePointContext) {
-    maps::add(counter::LRU_SCANNED, field(ctx, off::LRU_INACTIVE_SCANNED));
-    maps::add(
-        counter::LRU_RECLAIMED,
+    shrink_inactive_of([
+        field(ctx, off::LRU_INACTIVE_SCANNED),
         field(ctx, off::LRU_INACTIVE_RECLAIMED),
-    );
-    maps::add(counter::LRU_DIRTY, field(ctx, off::LRU_INACTIVE_DIRTY));
-    maps::add(
-        counter::LRU_WRITEBACK,
+        field(ctx, off::LRU_INACTIVE_DIRTY),
         field(ctx, off::LRU_INACTIVE_WRITEBACK),
-    );
-    maps::add(
-        counter::LRU_IMMEDIATE,
         field(ctx, off::LRU_INACTIVE_IMMEDIATE),
-    );
-    maps::add(
-        counter::LRU_UNMAP_FAIL,
         field(ctx, off::LRU_INACTIVE_UNMAP_FAIL),
-    );
+    ]);
+}
+
+/// The BTF variant: `(int nid, unsigned long nr_scanned, unsigned long
+/// nr_reclaimed, struct reclaim_stat *stat, ...)`, the per-cause counts read
+/// from `stat` (a struct of 4-byte counters) at its BTF offsets.
+pub fn shrink_inactive_btf(scanned: u64, reclaimed: u64, stat: u64) {
+    const WORDS: usize = 32;
+    let Ok(words) = (unsafe { bpf_probe_read_kernel(stat as *const [u32; WORDS]) }) else {
+        return;
+    };
+    let at = |idx: usize| u64::from(words[(maps::offset(idx) / 4) & (WORDS - 1)]);
+    shrink_inactive_of([
+        scanned,
+        reclaimed,
+        at(off::RSTAT_DIRTY),
+        at(off::RSTAT_WRITEBACK),
+        at(off::RSTAT_IMMEDIATE),
+        at(off::RSTAT_UNMAP_FAIL),
+    ]);
+}
+
+/// Scanned, reclaimed, dirty, writeback, immediate, unmap-failed.
+#[inline(always)]
+fn shrink_inactive_of(v: [u64; 6]) {
+    maps::add(counter::LRU_SCANNED, v[0]);
+    maps::add(counter::LRU_RECLAIMED, v[1]);
+    maps::add(counter::LRU_DIRTY, v[2]);
+    maps::add(counter::LRU_WRITEBACK, v[3]);
+    maps::add(counter::LRU_IMMEDIATE, v[4]);
+    maps::add(counter::LRU_UNMAP_FAIL, v[5]);
 }
 
 pub fn shrink_active(ctx: &TracePointContext) {
-    maps::add(counter::LRU_ACTIVE_TAKEN, field(ctx, off::LRU_ACTIVE_TAKEN));
-    maps::add(
-        counter::LRU_ACTIVE_DEACTIVATED,
+    shrink_active_of(
+        field(ctx, off::LRU_ACTIVE_TAKEN),
         field(ctx, off::LRU_ACTIVE_DEACTIVATED),
     );
+}
+
+/// Also the BTF variant's: `(int nid, unsigned long nr_taken, unsigned long
+/// nr_active, unsigned long nr_deactivated, ...)`.
+pub fn shrink_active_of(taken: u64, deactivated: u64) {
+    maps::add(counter::LRU_ACTIVE_TAKEN, taken);
+    maps::add(counter::LRU_ACTIVE_DEACTIVATED, deactivated);
 }
 
 /// `reclaim_flags`: RECLAIM_WB_ANON 0x1, RECLAIM_WB_FILE 0x2.
@@ -121,6 +147,21 @@ pub fn write_folio(ctx: &TracePointContext) {
         maps::count(counter::WRITE_ANON);
     }
     if flags & 0x2 != 0 {
+        maps::count(counter::WRITE_FILE);
+    }
+}
+
+/// The BTF variant, `(struct folio *folio)`: anon when the folio is
+/// swap-backed, as the classic event's `reclaim_flags` say.
+pub fn write_folio_btf(folio: u64) {
+    let at = maps::offset(off::FOLIO_FLAGS);
+    let Ok(flags) = (unsafe { bpf_probe_read_kernel((folio as usize + at) as *const u64) }) else {
+        return;
+    };
+    let bit = maps::offset(off::PG_SWAPBACKED) & 63;
+    if flags & (1 << bit) != 0 {
+        maps::count(counter::WRITE_ANON);
+    } else {
         maps::count(counter::WRITE_FILE);
     }
 }

@@ -2,8 +2,8 @@
 //! latency, from the syscall enter/exit tracepoints. Attributed to the
 //! calling task, so under a filter only the followed tree counts.
 
-use aya_ebpf::programs::TracePointContext;
-use vmscope_common::{counter, hist, kind, madvise, off};
+use aya_ebpf::{helpers::bpf_probe_read_kernel, programs::TracePointContext};
+use vmscope_common::{counter, hist, kind, madvise, off, raw_syscall};
 
 use crate::maps;
 
@@ -18,21 +18,27 @@ fn ret(ctx: &TracePointContext) -> i64 {
 }
 
 pub fn madvise_enter(ctx: &TracePointContext) {
+    madvise_begin(arg(ctx, off::MADVISE_LEN), arg(ctx, off::MADVISE_BEHAVIOR));
+}
+
+fn madvise_begin(len: u64, behavior: u64) {
     if !maps::in_scope() {
         return;
     }
-    let len = arg(ctx, off::MADVISE_LEN);
-    let behavior = arg(ctx, off::MADVISE_BEHAVIOR);
     maps::begin(kind::MADVISE, behavior, len);
 }
 
 pub fn madvise_exit(ctx: &TracePointContext) {
+    madvise_end(ret(ctx));
+}
+
+fn madvise_end(ret: i64) {
     let Some((rec, ns)) = maps::end(kind::MADVISE) else {
         return;
     };
     let slot = madvise::slot(rec.arg0);
     maps::count(counter::MADVISE_CALLS_BASE + slot);
-    if ret(ctx) < 0 {
+    if ret < 0 {
         maps::count(counter::MADVISE_ERRORS_BASE + slot);
     } else {
         maps::add(counter::MADVISE_BYTES_BASE + slot, rec.arg1);
@@ -44,18 +50,25 @@ pub fn madvise_exit(ctx: &TracePointContext) {
 }
 
 pub fn process_madvise_enter(ctx: &TracePointContext) {
+    process_madvise_begin(arg(ctx, off::PROCESS_MADVISE_BEHAVIOR));
+}
+
+fn process_madvise_begin(behavior: u64) {
     if !maps::in_scope() {
         return;
     }
-    let behavior = arg(ctx, off::PROCESS_MADVISE_BEHAVIOR);
     maps::begin(kind::PROCESS_MADVISE, behavior, 0);
 }
 
 pub fn process_madvise_exit(ctx: &TracePointContext) {
+    process_madvise_end(ret(ctx));
+}
+
+fn process_madvise_end(ret: i64) {
     let Some((_, ns)) = maps::end(kind::PROCESS_MADVISE) else {
         return;
     };
-    if ret(ctx) < 0 {
+    if ret < 0 {
         maps::count(counter::PROCESS_MADVISE_ERRORS);
     }
     maps::observe(hist::PROCESS_MADVISE, ns);
@@ -85,4 +98,80 @@ pub fn mark_enter(k: u64) {
 
 pub fn mark_exit(k: u64) {
     let _ = maps::end(k);
+}
+
+// The same calls through the raw `sys_enter(struct pt_regs *regs, long id)`
+// and `sys_exit(struct pt_regs *regs, long ret)` BTF tracepoints, where the
+// syscall events cannot be used (tracefs unreadable). They run on every
+// syscall, so anything not followed returns at once. x86-64 only: its
+// syscall numbers and its `struct pt_regs` (a user-space ABI) below.
+
+mod nr {
+    pub const MMAP: u64 = 9;
+    pub const MPROTECT: u64 = 10;
+    pub const MUNMAP: u64 = 11;
+    pub const BRK: u64 = 12;
+    pub const MREMAP: u64 = 25;
+    pub const MADVISE: u64 = 28;
+    pub const PROCESS_MADVISE: u64 = 440;
+}
+
+/// Byte offsets in x86-64's `struct pt_regs`.
+mod regs {
+    pub const R10: usize = 7 * 8;
+    pub const DX: usize = 12 * 8;
+    pub const SI: usize = 13 * 8;
+    pub const ORIG_AX: usize = 15 * 8;
+}
+
+#[inline(always)]
+fn reg(regs: u64, at: usize) -> u64 {
+    unsafe { bpf_probe_read_kernel((regs as usize + at) as *const u64) }.unwrap_or(0)
+}
+
+/// The `raw_syscall` bit of syscall `id`, when the loader asked for it.
+#[inline(always)]
+fn followed(id: u64) -> u32 {
+    let bit = match id {
+        nr::MADVISE => raw_syscall::MADVISE,
+        nr::PROCESS_MADVISE => raw_syscall::PROCESS_MADVISE,
+        nr::MUNMAP => raw_syscall::MUNMAP,
+        nr::MREMAP => raw_syscall::MREMAP,
+        nr::BRK => raw_syscall::BRK,
+        nr::MMAP => raw_syscall::MMAP,
+        nr::MPROTECT => raw_syscall::MPROTECT,
+        _ => return 0,
+    };
+    bit & maps::offset(off::RAW_SYSCALLS) as u32
+}
+
+pub fn raw_enter(regs: u64, id: i64) {
+    match followed(id as u64) {
+        0 => {}
+        raw_syscall::MADVISE => madvise_begin(reg(regs, regs::SI), reg(regs, regs::DX)),
+        raw_syscall::PROCESS_MADVISE => process_madvise_begin(reg(regs, regs::R10)),
+        raw_syscall::MUNMAP => timed_enter(kind::MUNMAP),
+        raw_syscall::MPROTECT => timed_enter(kind::MPROTECT),
+        raw_syscall::MREMAP => mark_enter(kind::MREMAP),
+        raw_syscall::BRK => mark_enter(kind::BRK),
+        raw_syscall::MMAP => mark_enter(kind::MMAP),
+        _ => {}
+    }
+}
+
+pub fn raw_exit(regs: u64, ret: i64) {
+    if maps::offset(off::RAW_SYSCALLS) == 0 {
+        return;
+    }
+    match followed(reg(regs, regs::ORIG_AX)) {
+        0 => {}
+        raw_syscall::MADVISE => madvise_end(ret),
+        raw_syscall::PROCESS_MADVISE => process_madvise_end(ret),
+        raw_syscall::MUNMAP => timed_exit(kind::MUNMAP, hist::MUNMAP),
+        raw_syscall::MPROTECT => timed_exit(kind::MPROTECT, hist::MPROTECT),
+        raw_syscall::MREMAP => mark_exit(kind::MREMAP),
+        raw_syscall::BRK => mark_exit(kind::BRK),
+        raw_syscall::MMAP => mark_exit(kind::MMAP),
+        _ => {}
+    }
 }

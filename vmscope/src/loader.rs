@@ -374,7 +374,8 @@ const SPECS: &[Spec] = &[
             (off::LRU_INACTIVE_IMMEDIATE, "nr_immediate", &[8]),
             (off::LRU_INACTIVE_UNMAP_FAIL, "nr_unmap_fail", &[8]),
         ],
-    ),
+    )
+    .btf("mm_vmscan_lru_shrink_inactive_btf"),
     spec(
         "vmscan",
         &["mm_vmscan_lru_shrink_active"],
@@ -382,12 +383,14 @@ const SPECS: &[Spec] = &[
             (off::LRU_ACTIVE_TAKEN, "nr_taken", &[8]),
             (off::LRU_ACTIVE_DEACTIVATED, "nr_deactivated", &[8]),
         ],
-    ),
+    )
+    .btf("mm_vmscan_lru_shrink_active_btf"),
     spec(
         "vmscan",
         &["mm_vmscan_write_folio", "mm_vmscan_writepage"],
         &[(off::WRITE_FOLIO_FLAGS, "reclaim_flags", &[4])],
-    ),
+    )
+    .btf("mm_vmscan_write_folio_btf"),
     spec(
         "kmem",
         &["rss_stat"],
@@ -491,17 +494,22 @@ fn plan(
 }
 
 /// The hooks that attach only as classic tracepoints here (no BTF variant,
-/// or none this kernel allows), so they need tracefs.
-pub fn classic_only() -> Vec<String> {
+/// or none this kernel allows), so they need tracefs; and whether the raw
+/// syscall hooks stand in for the syscall events without it.
+pub fn classic_only() -> (Vec<String>, bool) {
+    let raw = cfg!(target_arch = "x86_64")
+        && crate::kernel::btf::Btf::vmlinux()
+            .is_ok_and(|b| b.has_tracepoint("sys_enter") && b.has_tracepoint("sys_exit"));
     let mut probes: Vec<String> = SPECS
         .iter()
         .filter(|s| s.btf_prog.is_none() && s.prog != "rss_stat")
+        .filter(|s| !(raw && s.category == "syscalls"))
         .map(|s| format!("{}:{}", s.category, s.names[0]))
         .collect();
     if rss_btf_offsets(&[]).is_err() {
         probes.push(SWAP_PROBE.into());
     }
-    probes
+    (probes, raw)
 }
 
 /// `syscalls:sys_enter_x, syscalls:sys_exit_x, ...` as one
@@ -667,6 +675,37 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         offsets[off::TASK_PID] = Some(pid.offset);
         Ok(())
     });
+    // The BTF LRU program reads `struct reclaim_stat`'s counters, and the
+    // write-back one a folio's flags.
+    let btf_shrink = btf_tracepoints.clone().and_then(|()| {
+        let btf = crate::kernel::btf::Btf::vmlinux()?;
+        for (idx, name) in [
+            (off::RSTAT_DIRTY, "nr_dirty"),
+            (off::RSTAT_WRITEBACK, "nr_writeback"),
+            (off::RSTAT_IMMEDIATE, "nr_immediate"),
+            (off::RSTAT_UNMAP_FAIL, "nr_unmap_fail"),
+        ] {
+            let f = btf.field("reclaim_stat", name)?;
+            if f.size != 4 || f.offset >= 128 {
+                return Err(format!(
+                    "reclaim_stat.{name} is {} bytes at {} here, not a 4-byte counter \
+                     in its first 128 bytes",
+                    f.size, f.offset
+                ));
+            }
+            offsets[idx] = Some(f.offset);
+        }
+        Ok(())
+    });
+    let btf_write = btf_tracepoints.clone().and_then(|()| {
+        let btf = crate::kernel::btf::Btf::vmlinux()?;
+        let flags = btf
+            .field("folio", "flags")
+            .or_else(|_| btf.field("page", "flags"))?;
+        offsets[off::FOLIO_FLAGS] = Some(flags.offset);
+        offsets[off::PG_SWAPBACKED] = Some(btf.page_flag("PG_swapbacked")?);
+        Ok(())
+    });
     let swap_btf = if opts.swap == SwapAttach::AlwaysClassic {
         Err("the classic event was asked for (benchmark)".to_string())
     } else {
@@ -677,6 +716,8 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
             offsets[idx] = Some(v);
         }
     });
+    let raw = raw_syscalls(&plans, &disabled, &btf_tracepoints);
+    offsets[off::RAW_SYSCALLS] = raw.as_ref().map(|r| r.mask).ok();
     let globals: [u32; off::COUNT] = offsets.map(|o| o.unwrap_or(0));
     let filtered: u32 = opts.filtered.into();
     let mut loader = EbpfLoader::new();
@@ -756,7 +797,15 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         }
     };
     let mut pending_swap = None;
+    let mut through_raw = Vec::new();
     for (s, p) in plans {
+        if let Ok(r) = &raw
+            && s.category == "syscalls"
+            && r.covers(s.names[0])
+        {
+            through_raw.push(p.probe);
+            continue;
+        }
         let probe = format!("{}:{}", s.category, s.names[0]);
         let defer = match opts.swap {
             SwapAttach::Auto => !swap_active(),
@@ -781,13 +830,17 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         if probe == SWAP_PROBE {
             probes.push(attach_swap(&mut ebpf, p, &swap_btf));
         } else {
-            let btf_ok = if s.btf_prog == Some("sched_process_fork_btf") {
-                &btf_fork
-            } else {
-                &btf_tracepoints
+            let btf_ok = match s.btf_prog {
+                Some("sched_process_fork_btf") => &btf_fork,
+                Some("mm_vmscan_lru_shrink_inactive_btf") => &btf_shrink,
+                Some("mm_vmscan_write_folio_btf") => &btf_write,
+                _ => &btf_tracepoints,
             };
             probes.push(attach_spec(&mut ebpf, s, p, btf_ok));
         }
+    }
+    if let Ok(r) = &raw {
+        probes.extend(attach_raw_syscalls(&mut ebpf, r, through_raw));
     }
     probes.push(attach_major_faults(&mut ebpf, &disabled));
     let account = attach_account(&mut ebpf, task.map(|_| ()));
@@ -916,6 +969,102 @@ fn attach_swap(ebpf: &mut Ebpf, plan: Plan, btf_ok: &Result<(), String>) -> Prob
         ));
     }
     status
+}
+
+/// The syscalls to follow through the raw `sys_enter`/`sys_exit` BTF
+/// tracepoints because their own events cannot be used.
+struct RawSyscalls {
+    /// `raw_syscall` bits.
+    mask: u32,
+    /// Why the syscall events cannot be used.
+    why: String,
+}
+
+impl RawSyscalls {
+    fn covers(&self, event: &str) -> bool {
+        let call = event
+            .strip_prefix("sys_enter_")
+            .or_else(|| event.strip_prefix("sys_exit_"));
+        call.and_then(vmscope_common::raw_syscall::of)
+            .is_some_and(|bit| self.mask & bit != 0)
+    }
+}
+
+/// Whether the raw syscall hooks stand in for the syscall events: only
+/// when tracefs (which the events need) is unusable, on x86-64, with BTF
+/// tracepoints allowed; for each call not disabled by name.
+fn raw_syscalls(
+    plans: &[(&Spec, Plan)],
+    disabled: &[String],
+    btf_ok: &Result<(), String>,
+) -> Result<RawSyscalls, String> {
+    let why = match tracefs::tracefs() {
+        Ok(_) => return Err("the syscall events are usable".into()),
+        Err(why) => why,
+    };
+    if !cfg!(target_arch = "x86_64") {
+        return Err(format!(
+            "{why}; the raw syscall hooks stand in only on x86-64"
+        ));
+    }
+    btf_ok.clone().map_err(|e| format!("{why}; {e}"))?;
+    let btf = crate::kernel::btf::Btf::vmlinux()?;
+    if !(btf.has_tracepoint("sys_enter") && btf.has_tracepoint("sys_exit")) {
+        return Err(format!("{why}; and no raw syscall tracepoints here"));
+    }
+    let mut mask = 0;
+    for (s, _) in plans.iter().filter(|(s, _)| s.category == "syscalls") {
+        let name = s.names[0];
+        if disabled.contains(&format!("syscalls:{name}")) {
+            continue;
+        }
+        let call = name
+            .strip_prefix("sys_enter_")
+            .or_else(|| name.strip_prefix("sys_exit_"));
+        mask |= call.and_then(vmscope_common::raw_syscall::of).unwrap_or(0);
+    }
+    Ok(RawSyscalls { mask, why })
+}
+
+/// Attaches the raw syscall hooks, both or neither; `probes` (the syscall
+/// events they stand in for) are attached or not with them.
+fn attach_raw_syscalls(
+    ebpf: &mut Ebpf,
+    raw: &RawSyscalls,
+    probes: Vec<String>,
+) -> Vec<ProbeStatus> {
+    let result = (|| {
+        let enter = load_btf(ebpf, "sys_enter_raw_btf", "sys_enter")?;
+        let link = enter
+            .attach()
+            .map_err(|e| format!("attaching sys_enter_raw_btf: {}", one_line(&e)))?;
+        let exit = attach_btf(ebpf, "sys_exit_raw_btf", "sys_exit");
+        if exit.is_err()
+            && let Some(Ok(p)) = ebpf
+                .program_mut("sys_enter_raw_btf")
+                .map(<&mut BtfTracePoint>::try_from)
+        {
+            let _ = p.detach(link);
+        }
+        exit
+    })();
+    probes
+        .into_iter()
+        .map(|probe| ProbeStatus {
+            probe,
+            method: "tp_btf".into(),
+            attached: result.is_ok(),
+            reason: Some(match &result {
+                Ok(()) => format!(
+                    "through the raw sys_enter/sys_exit tracepoints, which run on every \
+                     syscall: the syscall events need tracefs ({})",
+                    raw.why
+                ),
+                Err(e) => format!("{}; the raw syscall tracepoints failed too: {e}", raw.why),
+            }),
+            deferred: false,
+        })
+        .collect()
 }
 
 /// Loads one BTF tracepoint program for `event`.

@@ -67,6 +67,8 @@ pub struct Btf {
     structs: HashMap<String, u32>,
     /// Tracepoint names, from the `btf_trace_<name>` typedefs.
     tracepoints: HashSet<String>,
+    /// `enum pageflags`' values (`PG_swapbacked` ...).
+    page_flags: HashMap<String, u32>,
 }
 
 /// Where a field lives and how wide it is.
@@ -119,6 +121,12 @@ impl Btf {
             let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
             String::from_utf8_lossy(&s[..end]).into_owned()
         };
+        // Without allocating: most names are not wanted.
+        let starts_with = |off: u32, prefix: &[u8]| {
+            strings
+                .get(off as usize..)
+                .is_some_and(|s| s.starts_with(prefix))
+        };
         let end = type_off
             .checked_add(type_len)
             .filter(|&e| e <= data.len())
@@ -126,6 +134,7 @@ impl Btf {
         let mut types = vec![Type::Other];
         let mut structs = HashMap::new();
         let mut tracepoints = HashSet::new();
+        let mut page_flags = HashMap::new();
         let mut p = type_off;
         while p < end {
             let name_off = r.u32(p)?;
@@ -170,6 +179,13 @@ impl Btf {
                     }
                 }
                 KIND_ENUM => {
+                    for i in 0..vlen {
+                        let at = p + 8 * i;
+                        let off = r.u32(at)?;
+                        if starts_with(off, b"PG_") {
+                            page_flags.entry(name(off)).or_insert(r.u32(at + 4)?);
+                        }
+                    }
                     p += 8 * vlen;
                     Type::Int(size_or_type)
                 }
@@ -179,8 +195,9 @@ impl Btf {
                 }
                 KIND_FWD | KIND_FUNC | KIND_FLOAT => Type::Other,
                 KIND_TYPEDEF => {
-                    if let Some(tp) = name(name_off).strip_prefix("btf_trace_") {
-                        tracepoints.insert(tp.to_string());
+                    if starts_with(name_off, b"btf_trace_") {
+                        let n = name(name_off);
+                        tracepoints.insert(n["btf_trace_".len()..].to_string());
                     }
                     Type::Modifier(size_or_type)
                 }
@@ -211,6 +228,7 @@ impl Btf {
             types,
             structs,
             tracepoints,
+            page_flags,
         })
     }
 
@@ -242,6 +260,14 @@ impl Btf {
     /// Whether the kernel has tracepoint `name` (a `btf_trace_<name>` type).
     pub fn has_tracepoint(&self, name: &str) -> bool {
         self.tracepoints.contains(name)
+    }
+
+    /// The bit number of page flag `name` (e.g. `PG_swapbacked`).
+    pub fn page_flag(&self, name: &str) -> Result<u32, String> {
+        self.page_flags
+            .get(name)
+            .copied()
+            .ok_or_else(|| format!("page flag {name} is not in the kernel's BTF"))
     }
 
     /// The size of `struct name` in bytes.

@@ -194,13 +194,27 @@ fn privilege_gaps(p: &Privileges, tracefs: &TracefsReport) -> Vec<PrivilegeGap> 
             "a tracefs mount (mount -t tracefs nodev /sys/kernel/tracing), or \
              CAP_SYS_ADMIN for vmscope to mount it"
         };
-        gaps.push(PrivilegeGap {
-            needs: needs.into(),
-            would_add: format!(
+        let (classic, raw) = loader::classic_only();
+        let mut adds = Vec::new();
+        if !classic.is_empty() {
+            adds.push(format!(
                 "the classic tracepoints {}",
-                loader::group_syscalls(&loader::classic_only())
-            ),
-        });
+                loader::group_syscalls(&classic)
+            ));
+        }
+        if raw {
+            adds.push(
+                "the syscall events in place of the raw sys_enter/sys_exit hooks that \
+                 stand in for them (those run on every syscall)"
+                    .to_string(),
+            );
+        }
+        if !adds.is_empty() {
+            gaps.push(PrivilegeGap {
+                needs: needs.into(),
+                would_add: adds.join("; "),
+            });
+        }
     }
     if crate::rmap::kallsyms::visible().is_err() && !p.cap_syslog {
         gaps.push(PrivilegeGap {
@@ -375,7 +389,8 @@ pub fn render(r: &Report) -> String {
     for h in &r.hooks {
         if let Some(why) = &h.unknown {
             let why = if r.tracefs.error.as_ref() == Some(why) {
-                "tracefs unreadable (see above), and syscall events have no BTF type"
+                "tracefs unreadable (see above), and syscall events have no BTF type; \
+                 on x86-64 the raw sys_enter/sys_exit hooks stand in"
             } else {
                 why
             };
