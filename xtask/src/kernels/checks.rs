@@ -243,6 +243,36 @@ fn doctor_check(c: &Console, doctor: &Value, kinds: &BTreeMap<String, String>) -
     if works("tp_btf") && pf != "tp_btf" {
         wrong.push(format!("tp_btf works but page faults came through {pf}"));
     }
+    // Where tp_btf works, every hook but the syscall events is attached as
+    // one (the swap probe is classic by design before 6.2).
+    let mut tracepoint_hooks = 0;
+    let mut classic = Vec::new();
+    for p in rec["probes"].as_array().into_iter().flatten() {
+        let (probe, method) = (
+            p["probe"].as_str().unwrap_or_default(),
+            p["method"].as_str().unwrap_or_default(),
+        );
+        if p["attached"] != true
+            || probe.starts_with("syscalls:")
+            || !matches!(method, "tp_btf" | "tracepoint")
+        {
+            continue;
+        }
+        tracepoint_hooks += 1;
+        let by_design = probe == "kmem:rss_stat"
+            && p["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("before 6.2"));
+        if method == "tracepoint" && !by_design {
+            classic.push(probe.to_string());
+        }
+    }
+    if works("tp_btf") && !classic.is_empty() {
+        wrong.push(format!(
+            "tp_btf works but these came as classic tracepoints: {}",
+            classic.join(", ")
+        ));
+    }
     let rmap = doctor.pointer("/rmap/method").and_then(Value::as_str);
     if works("fentry") && works("fexit") && rmap != Some("direct_timing") {
         wrong.push(format!("fentry works but the rmap method is {rmap:?}"));
@@ -260,7 +290,9 @@ fn doctor_check(c: &Console, doctor: &Value, kinds: &BTreeMap<String, String>) -
         wrong.is_empty(),
         if wrong.is_empty() {
             format!(
-                "verdicts hold; page faults by {pf}; refused: {}",
+                "verdicts hold; page faults by {pf}; {} of {tracepoint_hooks} \
+                 non-syscall hooks by tp_btf; refused: {}",
+                tracepoint_hooks - classic.len(),
                 if refused.is_empty() {
                     "none".into()
                 } else {
