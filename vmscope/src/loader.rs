@@ -639,6 +639,17 @@ fn attach_spec(ebpf: &mut Ebpf, s: &Spec, plan: Plan, btf_ok: &Result<(), String
 /// it can.
 pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     let object = object()?;
+    // The kernel's BTF is parsed three times (aya's loader parses its own
+    // copy, which cannot be handed one; aya's for BTF program loads; ours
+    // for field offsets): at once, on as many CPUs as there are.
+    let mut loader = std::thread::scope(|s| {
+        let loader = s.spawn(EbpfLoader::new);
+        let ours = s.spawn(|| drop(crate::kernel::btf::Btf::vmlinux()));
+        drop(crate::kernel::btf::aya_vmlinux());
+        let _ = ours.join();
+        loader.join()
+    })
+    .map_err(|_| anyhow!("parsing the kernel's BTF panicked"))?;
 
     // Not fatal: kernels >= 5.11 account BPF memory to the cgroup instead.
     if let Err(e) = raise_memlock() {
@@ -720,7 +731,6 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     offsets[off::RAW_SYSCALLS] = raw.as_ref().map(|r| r.mask).ok();
     let globals: [u32; off::COUNT] = offsets.map(|o| o.unwrap_or(0));
     let filtered: u32 = opts.filtered.into();
-    let mut loader = EbpfLoader::new();
     if let Ok(btf) = crate::kernel::btf::aya_vmlinux() {
         loader.btf(Some(btf));
     }

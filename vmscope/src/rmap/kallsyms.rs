@@ -65,7 +65,15 @@ pub fn visible() -> Result<(), String> {
 }
 
 pub struct Symbols {
-    by_addr: BTreeMap<u64, String>,
+    /// Symbols by address (ascending; of equal addresses the last listed
+    /// wins), each name without its module suffix.
+    by_addr: Vec<(u64, Box<str>)>,
+    /// Exact names and clone bases, built when first asked for (only
+    /// planning direct timing asks).
+    sets: OnceLock<NameSets>,
+}
+
+struct NameSets {
     /// Every name, exactly as listed.
     names: HashSet<String>,
     /// Names that exist only as compiler clones (`f.isra.0` gives `f`).
@@ -76,67 +84,80 @@ impl Symbols {
     /// Reads /proc/kallsyms. Fails, with the reason, when the kernel hides
     /// the addresses (kptr_restrict, or not privileged enough to see them).
     pub fn load() -> Result<Symbols, String> {
-        let by_addr =
-            aya::util::kernel_symbols().map_err(|e| format!("reading /proc/kallsyms: {e}"))?;
-        Symbols::from_map(by_addr)
+        let text = std::fs::read_to_string("/proc/kallsyms")
+            .map_err(|e| format!("reading /proc/kallsyms: {e}"))?;
+        Symbols::parse(&text)
     }
 
-    /// The process's one copy. Reading kallsyms takes 0.1-0.2 s, so a load
-    /// starts it early on another thread (`prefetch`) and whoever needs it
-    /// first waits for that read rather than starting another.
+    /// The process's one copy (reading kallsyms takes about 0.1 s).
     pub fn shared() -> Result<Arc<Symbols>, String> {
         SHARED.get_or_init(|| Symbols::load().map(Arc::new)).clone()
     }
 
-    /// Starts reading kallsyms on another thread, off the critical path.
-    pub fn prefetch() {
-        if SHARED.get().is_none() {
-            std::thread::spawn(|| drop(Symbols::shared()));
-        }
+    /// Parses kallsyms' text: `ADDRESS TYPE NAME [\t[MODULE]]` per line.
+    pub fn parse(text: &str) -> Result<Symbols, String> {
+        let by_addr = text.lines().filter_map(|line| {
+            let mut fields = line.split_ascii_whitespace();
+            let addr = u64::from_str_radix(fields.next()?, 16).ok()?;
+            let _kind = fields.next()?;
+            Some((addr, fields.next()?))
+        });
+        Symbols::from_pairs(by_addr)
     }
 
-    pub fn from_map(mut by_addr: BTreeMap<u64, String>) -> Result<Symbols, String> {
+    pub fn from_map(by_addr: BTreeMap<u64, String>) -> Result<Symbols, String> {
+        Symbols::from_pairs(by_addr.iter().map(|(&a, n)| (a, n.as_str())))
+    }
+
+    fn from_pairs<'a>(pairs: impl Iterator<Item = (u64, &'a str)>) -> Result<Symbols, String> {
         // A hidden kallsyms lists every symbol at address 0.
-        by_addr.remove(&0);
+        let mut by_addr: Vec<(u64, Box<str>)> = pairs
+            .filter(|&(a, _)| a != 0)
+            .map(|(a, n)| (a, n.split('\t').next().unwrap_or(n).into()))
+            .collect();
         if by_addr.len() < 100 {
             return Err(hidden());
         }
-        let mut names = HashSet::new();
-        let mut clones = HashSet::new();
-        for name in by_addr.values() {
-            let name = name.split('\t').next().unwrap_or(name);
-            match name.split_once('.') {
-                Some((base, _)) if !base.is_empty() => {
-                    clones.insert(base.to_string());
-                }
-                _ => {
-                    names.insert(name.to_string());
-                }
-            }
-        }
+        // Stable: of equal addresses, the last listed stays last.
+        by_addr.sort_by_key(|&(a, _)| a);
         Ok(Symbols {
             by_addr,
-            names,
-            clones,
+            sets: OnceLock::new(),
+        })
+    }
+
+    fn sets(&self) -> &NameSets {
+        self.sets.get_or_init(|| {
+            let mut names = HashSet::new();
+            let mut clones = HashSet::new();
+            for (_, name) in &self.by_addr {
+                match name.split_once('.') {
+                    Some((base, _)) if !base.is_empty() => {
+                        clones.insert(base.to_string());
+                    }
+                    _ => {
+                        names.insert(name.to_string());
+                    }
+                }
+            }
+            NameSets { names, clones }
         })
     }
 
     /// Whether a function of exactly this name exists.
     pub fn has(&self, name: &str) -> bool {
-        self.names.contains(name)
+        self.sets().names.contains(name)
     }
 
     /// Whether compiler clones of `name` exist (`name.isra.0`, ...).
     pub fn has_clone(&self, name: &str) -> bool {
-        self.clones.contains(name)
+        self.sets().clones.contains(name)
     }
 
     /// The function containing `addr`: the nearest symbol at or below it.
     pub fn resolve(&self, addr: u64) -> Option<&str> {
-        self.by_addr
-            .range(..=addr)
-            .next_back()
-            .map(|(_, name)| name.split('\t').next().unwrap_or(name))
+        let after = self.by_addr.partition_point(|&(a, _)| a <= addr);
+        after.checked_sub(1).map(|i| &*self.by_addr[i].1)
     }
 }
 
@@ -169,6 +190,23 @@ mod tests {
         t.insert(0x90000, "shrink_folio_list.isra.0".into());
         let s = Symbols::from_map(t).expect("symbols");
         assert!(!s.has("shrink_folio_list") && s.has_clone("shrink_folio_list"));
+    }
+
+    #[test]
+    fn kallsyms_text_parses_with_module_suffixes_and_hidden_lines() {
+        let mut text: String = (0..200)
+            .map(|i| format!("{:016x} T f{i}\n", 0x1000 + i * 0x100))
+            .collect();
+        text.push_str("ffffffffc0001000 t zram_write_page\t[zram]\n");
+        text.push_str("0000000000000000 A hidden\n");
+        let s = Symbols::parse(&text).expect("symbols");
+        assert_eq!(s.resolve(0x1150), Some("f1"));
+        assert_eq!(s.resolve(0xffff_ffff_c000_1010), Some("zram_write_page"));
+        assert!(!s.has("hidden"));
+        let hidden: String = (0..200)
+            .map(|i| format!("0000000000000000 T f{i}\n"))
+            .collect();
+        assert!(Symbols::parse(&hidden).is_err());
     }
 
     #[test]

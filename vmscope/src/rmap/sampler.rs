@@ -62,6 +62,18 @@ pub struct Sampler {
     period_ns: u64,
     cpus: u32,
     dump: Option<PathBuf>,
+    /// The counts at the first read, which later reads count from. The
+    /// first read is the start of a recording (taken before a wrapped
+    /// command runs): it symbolizes nothing, so kallsyms is not read on
+    /// the start-up path.
+    baseline: Option<Baseline>,
+}
+
+struct Baseline {
+    keys: HashMap<SampleKey, u64>,
+    samples: u64,
+    lost_stack: u64,
+    lost_key: u64,
 }
 
 /// Attaches the sampler at `hz` per CPU. Without it, the status says why.
@@ -141,12 +153,14 @@ fn try_attach(ebpf: &mut Ebpf, hz: u32) -> Result<Sampler, String> {
         period_ns,
         cpus: u32::try_from(cpus).unwrap_or(u32::MAX),
         dump: std::env::var_os(DUMP_ENV).map(PathBuf::from),
+        baseline: None,
     })
 }
 
 impl Sampler {
-    /// The cumulative counts so far. `procs` holds only processes whose
-    /// counts changed since the previous read.
+    /// The cumulative counts since the first read (which returns zeros).
+    /// `procs` holds only processes whose counts changed since the
+    /// previous read.
     pub fn read(&mut self) -> anyhow::Result<RmapSample> {
         let mut keys = Vec::new();
         for item in self.counts.iter() {
@@ -167,9 +181,28 @@ impl Sampler {
                 .iter()
                 .sum())
         };
-        out.samples = stat(stat::SAMPLES)?;
-        out.lost_stack = stat(stat::LOST_STACK)?;
-        out.lost_key = stat(stat::LOST_KEY)?;
+        let (samples, lost_stack, lost_key) = (
+            stat(stat::SAMPLES)?,
+            stat(stat::LOST_STACK)?,
+            stat(stat::LOST_KEY)?,
+        );
+        let Some(base) = &self.baseline else {
+            self.baseline = Some(Baseline {
+                keys: keys.into_iter().collect(),
+                samples,
+                lost_stack,
+                lost_key,
+            });
+            return Ok(out);
+        };
+        out.samples = samples.saturating_sub(base.samples);
+        out.lost_stack = lost_stack.saturating_sub(base.lost_stack);
+        out.lost_key = lost_key.saturating_sub(base.lost_key);
+        let keys: Vec<(SampleKey, u64)> = keys
+            .into_iter()
+            .map(|(k, n)| (k, n.saturating_sub(base.keys.get(&k).copied().unwrap_or(0))))
+            .filter(|&(_, n)| n > 0)
+            .collect();
         let mut procs: BTreeMap<u32, RmapProc> = BTreeMap::new();
         for &(k, n) in &keys {
             let Some((cat, ctx)) = self.class_of(k) else {
