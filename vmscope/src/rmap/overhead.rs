@@ -121,6 +121,11 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
                     .unwrap_or_default();
                 anyhow::bail!("the sampler did not attach: {why}");
             }
+            // The sampler's first read is its baseline: the timed one
+            // below is a real interval's.
+            if let Some(s) = probes.rmap.as_mut() {
+                s.read().context("reading the sampler")?;
+            }
             let start = Instant::now();
             spin[mode].push(spin_pass(threads, iters));
             fault[mode].push(touch_pass(args.pages, args.chunk)?);
