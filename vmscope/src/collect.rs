@@ -8,7 +8,7 @@ use std::{
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use vmscope_common::{
-    FAULT_CLASSES, FaultCache, HIST_BUCKETS, ProcStats, cache_flags, counter, hist, madvise,
+    FAULT_CLASSES, FaultCache, HIST_BUCKETS, MmSwap, ProcStats, cache_flags, counter, hist, madvise,
 };
 
 use crate::{
@@ -333,9 +333,17 @@ fn read_procs(probes: &Loaded) -> anyhow::Result<(BTreeMap<u32, ProcStats>, u64)
     loop {
         let before = read_cache()?;
         let mut table = BTreeMap::new();
-        for item in probes.procs.iter() {
-            let (pid, stats) = item.context("reading the per-process map")?;
-            table.insert(pid, stats);
+        let map = aya::maps::IterableMap::<u32, ProcStats>::map(&probes.procs);
+        match crate::batch::lookup_all::<u32, ProcStats>(map)
+            .context("reading the per-process map")?
+        {
+            Some(all) => table.extend(all),
+            None => {
+                for item in probes.procs.iter() {
+                    let (pid, stats) = item.context("reading the per-process map")?;
+                    table.insert(pid, stats);
+                }
+            }
         }
         let after = read_cache()?;
         let stable = before
@@ -388,8 +396,18 @@ impl Collector {
     fn read_mms(&self, probes: &Loaded) -> anyhow::Result<SwapSums> {
         let mut s = SwapSums::default();
         let pages = |b: u64| b / self.page_size;
-        for item in probes.mms.iter() {
-            let (_, mm) = item.context("reading the per-mm swap map")?;
+        let map = aya::maps::IterableMap::<u64, MmSwap>::map(&probes.mms);
+        let all = match crate::batch::lookup_all::<u64, MmSwap>(map)
+            .context("reading the per-mm swap map")?
+        {
+            Some(all) => all,
+            None => probes
+                .mms
+                .iter()
+                .collect::<Result<Vec<_>, _>>()
+                .context("reading the per-mm swap map")?,
+        };
+        for (_, mm) in all {
             s.entries += 1;
             let (out, inn) = (pages(mm.out_bytes), pages(mm.in_bytes));
             s.out += out;
@@ -430,14 +448,31 @@ impl Collector {
 
     fn changed_hists(&mut self, probes: &Loaded) -> anyhow::Result<Vec<HistSample>> {
         let mut out = Vec::new();
-        for id in 0..hist::COUNT {
-            // One lookup per histogram: every CPU's buckets and sum.
-            let per_cpu = probes
-                .hists
-                .get(&id, 0)
-                .with_context(|| format!("reading histogram {id}"))?;
+        // Every histogram, every CPU's buckets and sum, in one batch where
+        // the kernel has batched lookups; else a lookup per histogram.
+        let map =
+            aya::maps::IterableMap::<u32, aya::maps::PerCpuValues<vmscope_common::HistSlot>>::map(
+                &probes.hists,
+            );
+        let all: Vec<(u32, Vec<vmscope_common::HistSlot>)> =
+            match crate::batch::lookup_all_percpu(map).context("reading the histograms")? {
+                Some(all) => all,
+                None => (0..hist::COUNT)
+                    .map(|id| {
+                        let per_cpu = probes
+                            .hists
+                            .get(&id, 0)
+                            .with_context(|| format!("reading histogram {id}"))?;
+                        Ok((id, per_cpu.iter().copied().collect()))
+                    })
+                    .collect::<anyhow::Result<_>>()?,
+            };
+        for (id, per_cpu) in all {
+            if id >= hist::COUNT {
+                continue;
+            }
             let mut slot = [0u64; HIST_BUCKETS as usize + 1];
-            for cpu in per_cpu.iter() {
+            for cpu in &per_cpu {
                 for (s, v) in slot.iter_mut().zip(cpu.iter()) {
                     *s = s.wrapping_add(*v);
                 }

@@ -6,6 +6,7 @@
 //! only format.
 
 pub mod app;
+pub mod batch;
 pub mod bench;
 pub mod child;
 pub mod cli;

@@ -162,18 +162,35 @@ impl Sampler {
     /// `procs` holds only processes whose counts changed since the
     /// previous read.
     pub fn read(&mut self) -> anyhow::Result<RmapSample> {
-        let mut keys = Vec::new();
-        for item in self.counts.iter() {
-            let (k, n) = item.context("reading the sample counts")?;
-            keys.push((k, n));
-        }
+        let map = aya::maps::IterableMap::<SampleKey, u64>::map(&self.counts);
+        let keys = match crate::batch::lookup_all::<SampleKey, u64>(map)
+            .context("reading the sample counts")?
+        {
+            Some(keys) => keys,
+            None => self
+                .counts
+                .iter()
+                .collect::<Result<Vec<_>, _>>()
+                .context("reading the sample counts")?,
+        };
         let mut out = RmapSample {
             rate_hz: self.hz,
             period_ns: self.period_ns,
             cpus: self.cpus,
             ..Default::default()
         };
+        // The statistics slots, every CPU's, in one batch where the kernel
+        // has batched lookups.
+        let map = aya::maps::IterableMap::<u32, aya::maps::PerCpuValues<u64>>::map(&self.stats);
+        let batched: Option<Vec<(u32, Vec<u64>)>> =
+            crate::batch::lookup_all_percpu(map).context("reading the sampling statistics")?;
         let stat = |i: u32| -> anyhow::Result<u64> {
+            if let Some(all) = &batched {
+                return Ok(all
+                    .iter()
+                    .find(|(k, _)| *k == i)
+                    .map_or(0, |(_, v)| v.iter().sum()));
+            }
             Ok(self
                 .stats
                 .get(&i, 0)
