@@ -562,7 +562,7 @@ mod tests {
             method: "perf_event".into(),
             attached,
             reason: Some(if attached {
-                "rmap method: stack sampling at 999 Hz per CPU".into()
+                "rmap method: stack sampling at 199 Hz per CPU".into()
             } else {
                 "rmap stack sampling unavailable: /proc/kallsyms shows no kernel addresses".into()
             }),
