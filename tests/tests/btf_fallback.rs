@@ -112,6 +112,9 @@ fn tlb_hook_counts_the_kernels_shootdown_interrupts_either_way() {
     if !root_or_skip("tlb_hook_counts_the_kernels_shootdown_interrupts_either_way") {
         return;
     }
+    // The interrupts are counted system-wide: not while another test here
+    // makes reclaim shoot TLBs down.
+    let _lock = pressure::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let child = testchild();
     for (disable, want) in WAYS {

@@ -1511,6 +1511,37 @@ fn the_systemd_unit_runs_serve_unprivileged_and_prometheus_scrapes_it() {
     assert_eq!(field("CapEff:"), bpf_perfmon, "{status}");
     assert_eq!(field("CapBnd:"), bpf_perfmon, "{status}");
 
+    scraped_with_faults(&serve);
+}
+
+/// `serve` as uid 65534 from a copy of the binary given CAP_BPF+CAP_PERFMON
+/// by setcap (file capabilities, where the unit above uses ambient ones).
+#[test]
+fn serve_with_file_capabilities_as_nobody_is_scraped_by_prometheus() {
+    const TEST: &str = "serve_with_file_capabilities_as_nobody_is_scraped_by_prometheus";
+    if !root_or_skip(TEST)
+        || !vmscope_tests::privilege::tools_or_skip(TEST)
+        || !tool_or_skip(TEST, "prometheus")
+    {
+        return;
+    }
+    let u = vmscope_tests::privilege::Unprivileged::new();
+    let mut cmd = u.as_nobody(&u.capped);
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "-i", "500ms"]);
+    let serve = Serve::start_cmd(cmd);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", serve.proc.pid())).unwrap();
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("Uid:") && l.contains("65534")),
+        "{status}"
+    );
+    scraped_with_faults(&serve);
+}
+
+/// `/metrics` has page-fault series, and a real Prometheus scrapes them
+/// (`up` is 1 and the fault counter is above 0) within 30 s.
+fn scraped_with_faults(serve: &Serve) {
     let metrics = get(serve.addr, "/metrics", &[]).text();
     assert!(
         metrics.contains("vmscope_page_faults_total{"),
