@@ -391,9 +391,14 @@ fn fault_latency_check(c: &Console, kinds: &BTreeMap<String, String>) -> Check {
         .pointer("/fault_minor_anon/p50_ns")
         .and_then(Value::as_u64)
         .unwrap_or(0);
+    // The kernel counts a fault in pgfault on every handle_mm_fault call,
+    // so a fault it retries (VM_FAULT_RETRY, and on 6.4+ every fall-back
+    // from the per-VMA lock to mmap_lock) counts twice there, while vmscope
+    // times it once, from its first attempt: timed runs a little below
+    // taken, by the retries (2.1% once on 6.12 under TCG).
     check(
         "fault_latency",
-        within(timed, taken, 2.0),
+        timed <= taken + taken / 100 && within(timed, taken, 3.0),
         format!("{timed} timed vs {taken} faults taken; minor anon p50 <= {p50} ns"),
     )
 }
