@@ -28,15 +28,21 @@ struct BatchAttr {
 }
 
 /// Every entry of `map` (a plain, not per-CPU, hash or array map with keys
-/// `K` and values `V`), or `None` when the kernel refuses batched lookups
-/// (before 5.6, or a map type without them): the caller then iterates.
+/// `K` and values `V`), read `chunk` entries per call: small enough that
+/// the buffers come from the heap, not fresh pages (vmscope's own page
+/// faults would show in the system's), or `None` when the kernel refuses
+/// batched lookups (before 5.6, or a map type without them): the caller
+/// then iterates.
 ///
 /// A hash map's batch ends on a bucket's boundary, so the snapshot is
 /// consistent per bucket, as key-by-key iteration is per entry.
-pub fn lookup_all<K: Pod, V: Pod>(map: &MapData) -> std::io::Result<Option<Vec<(K, V)>>> {
+pub fn lookup_all<K: Pod, V: Pod>(
+    map: &MapData,
+    chunk: usize,
+) -> std::io::Result<Option<Vec<(K, V)>>> {
     let stride = std::mem::size_of::<V>();
     Ok(
-        lookup_raw(map, std::mem::size_of::<K>(), stride)?.map(|(keys, values)| {
+        lookup_raw(map, std::mem::size_of::<K>(), stride, chunk)?.map(|(keys, values)| {
             keys.chunks_exact(std::mem::size_of::<K>())
                 .zip(values.chunks_exact(stride))
                 // SAFETY: each chunk holds one `K` or `V` as the kernel wrote
@@ -58,14 +64,17 @@ pub type PerCpuEntries<V> = Vec<(u32, Vec<V>)>;
 /// Every entry of a per-CPU array `map`: its index and one `V` per
 /// possible CPU. `None` as for [`lookup_all`], or when `V`'s size is not a
 /// multiple of 8 (the kernel pads each CPU's value to 8 bytes).
-pub fn lookup_all_percpu<V: Pod>(map: &MapData) -> std::io::Result<Option<PerCpuEntries<V>>> {
+pub fn lookup_all_percpu<V: Pod>(
+    map: &MapData,
+    chunk: usize,
+) -> std::io::Result<Option<PerCpuEntries<V>>> {
     let size = std::mem::size_of::<V>();
     if !size.is_multiple_of(8) {
         return Ok(None);
     }
     let cpus = aya::util::nr_cpus().map_err(|(_, e)| e)?;
     let stride = size * cpus;
-    Ok(lookup_raw(map, 4, stride)?.map(|(keys, values)| {
+    Ok(lookup_raw(map, 4, stride, chunk)?.map(|(keys, values)| {
         keys.chunks_exact(4)
             .zip(values.chunks_exact(stride))
             .map(|(k, v)| {
@@ -87,9 +96,10 @@ fn lookup_raw(
     map: &MapData,
     key_size: usize,
     value_stride: usize,
+    chunk: usize,
 ) -> std::io::Result<Option<(Vec<u8>, Vec<u8>)>> {
     let fd = map.fd().as_fd().as_raw_fd();
-    let mut chunk: usize = 1024;
+    let mut chunk = chunk.max(1);
     let (mut keys, mut values) = (Vec::new(), Vec::new());
     // The kernel's position token: a bucket index for hash maps, an index
     // for arrays (both u32); room for a u64 either way.

@@ -334,7 +334,7 @@ fn read_procs(probes: &Loaded) -> anyhow::Result<(BTreeMap<u32, ProcStats>, u64)
         let before = read_cache()?;
         let mut table = BTreeMap::new();
         let map = aya::maps::IterableMap::<u32, ProcStats>::map(&probes.procs);
-        match crate::batch::lookup_all::<u32, ProcStats>(map)
+        match crate::batch::lookup_all::<u32, ProcStats>(map, 256)
             .context("reading the per-process map")?
         {
             Some(all) => table.extend(all),
@@ -397,7 +397,7 @@ impl Collector {
         let mut s = SwapSums::default();
         let pages = |b: u64| b / self.page_size;
         let map = aya::maps::IterableMap::<u64, MmSwap>::map(&probes.mms);
-        let all = match crate::batch::lookup_all::<u64, MmSwap>(map)
+        let all = match crate::batch::lookup_all::<u64, MmSwap>(map, 256)
             .context("reading the per-mm swap map")?
         {
             Some(all) => all,
@@ -455,7 +455,9 @@ impl Collector {
                 &probes.hists,
             );
         let all: Vec<(u32, Vec<vmscope_common::HistSlot>)> =
-            match crate::batch::lookup_all_percpu(map).context("reading the histograms")? {
+            match crate::batch::lookup_all_percpu(map, hist::COUNT as usize)
+                .context("reading the histograms")?
+            {
                 Some(all) => all,
                 None => (0..hist::COUNT)
                     .map(|id| {

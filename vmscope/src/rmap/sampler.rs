@@ -166,7 +166,7 @@ impl Sampler {
     /// previous read.
     pub fn read(&mut self) -> anyhow::Result<RmapSample> {
         let map = aya::maps::IterableMap::<SampleKey, u64>::map(&self.counts);
-        let keys = match crate::batch::lookup_all::<SampleKey, u64>(map)
+        let keys = match crate::batch::lookup_all::<SampleKey, u64>(map, 256)
             .context("reading the sample counts")?
         {
             Some(keys) => keys,
@@ -186,7 +186,7 @@ impl Sampler {
         // has batched lookups.
         let map = aya::maps::IterableMap::<u32, aya::maps::PerCpuValues<u64>>::map(&self.stats);
         let batched: Option<Vec<(u32, Vec<u64>)>> =
-            crate::batch::lookup_all_percpu(map).context("reading the sampling statistics")?;
+            crate::batch::lookup_all_percpu(map, 8).context("reading the sampling statistics")?;
         let stat = |i: u32| -> anyhow::Result<u64> {
             if let Some(all) = &batched {
                 return Ok(all
