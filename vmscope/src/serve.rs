@@ -2,19 +2,48 @@
 //! interval with the same loader and collector as `record`, renders both
 //! text formats once per interval, and serves the cached bytes, so a scrape
 //! costs a copy of a reference however many arrive at once.
+//!
+//! Built to stay up for weeks next to clients it does not trust:
+//! - a request head must arrive within [`HEAD_TIMEOUT`] (an idle keep-alive
+//!   connection too), and a response must be sent within [`WRITE_TIMEOUT`]
+//!   of its request, or the connection is dropped;
+//! - a peer address holds at most [`MAX_PER_PEER`] connections and all
+//!   together at most [`MAX_CONNECTIONS`]; at a limit, the oldest
+//!   connection of that peer (or of anyone, at the total limit) that has
+//!   not sent a request head yet makes room, else the new one is closed at
+//!   once, so connections that never ask for anything only displace each
+//!   other;
+//! - a failed accept (EMFILE and the like) is retried with backoff, logged
+//!   once per burst;
+//! - a failed refresh is logged once per burst and the last good body is
+//!   served meanwhile, with its age and the failures counted as metrics.
 
 use std::{
-    net::SocketAddr,
-    sync::{Arc, Mutex},
+    collections::{BTreeMap, HashMap, VecDeque},
+    convert::Infallible,
+    fmt::Write as _,
+    net::{IpAddr, SocketAddr},
+    pin::Pin,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    task::{Context, Poll},
     time::{Duration, Instant},
 };
 
 use anyhow::Context as _;
 use bytes::Bytes;
-use http_body_util::Full;
-use hyper::{Method, Request, Response, StatusCode, body::Incoming, header};
+use hyper::{
+    Method, Request, Response, StatusCode,
+    body::{Body, Frame, Incoming, SizeHint},
+    header,
+};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::{
+    signal::unix::{SignalKind, signal},
+    sync::Notify,
+};
 
 use crate::{
     cli::ServeArgs,
@@ -28,14 +57,244 @@ use crate::{
 /// The largest request head accepted (hyper's smallest buffer).
 pub const MAX_HEAD_BYTES: usize = 8192;
 
-/// Connections served at once; more wait to be accepted.
+/// Connections open at once, from all peers.
 const MAX_CONNECTIONS: usize = 512;
 
-/// The rendered bodies, replaced every interval.
-#[derive(Clone, Default)]
+/// Connections open at once from one peer address.
+const MAX_PER_PEER: usize = 16;
+
+/// How long a client has to send a whole request head, counted from the
+/// connection (or the previous response) on.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How long the answer to a request may take to be sent, counted from the
+/// request's head on. A client that stops reading is dropped after it.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The first pause after a failed accept, doubled on each failure in a
+/// row up to [`ACCEPT_BACKOFF_MAX`].
+const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(10);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+const OPENMETRICS_EOF: &str = "# EOF\n";
+
+/// Why the exporter closed a connection itself, as the `reason` label of
+/// `vmscope_exporter_connections_dropped_total`.
+#[derive(Clone, Copy)]
+enum Dropped {
+    /// Refused, or closed before its request head to make room, because
+    /// its peer had [`MAX_PER_PEER`] connections.
+    PeerLimit,
+    /// The same at [`MAX_CONNECTIONS`].
+    ConnectionLimit,
+    HeadTimeout,
+    WriteTimeout,
+}
+
+impl Dropped {
+    const ALL: [Dropped; 4] = [
+        Dropped::PeerLimit,
+        Dropped::ConnectionLimit,
+        Dropped::HeadTimeout,
+        Dropped::WriteTimeout,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Dropped::PeerLimit => "peer_limit",
+            Dropped::ConnectionLimit => "connection_limit",
+            Dropped::HeadTimeout => "head_timeout",
+            Dropped::WriteTimeout => "write_timeout",
+        }
+    }
+}
+
+/// The rendered bodies, replaced on every successful refresh.
+#[derive(Clone)]
 struct Bodies {
     prometheus: Bytes,
+    /// Without its `# EOF` line, which follows the exporter's own metrics.
     openmetrics: Bytes,
+    /// When the sample they show was taken.
+    rendered: Instant,
+}
+
+/// What the connections share: the bodies and the exporter's own figures.
+struct Shared {
+    bodies: Mutex<Bodies>,
+    refresh_failures: AtomicU64,
+    dropped: [AtomicU64; Dropped::ALL.len()],
+}
+
+impl Shared {
+    fn count(&self, why: Dropped) {
+        self.dropped[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The exporter's own metrics, as of now, in `format`.
+    fn own_metrics(&self, format: Format, rendered: Instant) -> String {
+        let family = |name: &'static str, counter: bool| match format {
+            Format::OpenMetrics if counter => name.strip_suffix("_total").unwrap_or(name),
+            _ => name,
+        };
+        let mut out = String::with_capacity(1024);
+        let age = "vmscope_exporter_body_age_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {age} Seconds since the served metrics were sampled \
+             (grows while refreshes fail).\n# TYPE {age} gauge\n{age} {:.3}",
+            rendered.elapsed().as_secs_f64()
+        );
+        let failures = "vmscope_exporter_refresh_failures_total";
+        let _ = writeln!(
+            out,
+            "# HELP {f} Refreshes of the metrics that failed (the last good ones \
+             were served meanwhile).\n# TYPE {f} counter\n{failures} {}",
+            self.refresh_failures.load(Ordering::Relaxed),
+            f = family(failures, true),
+        );
+        let dropped = "vmscope_exporter_connections_dropped_total";
+        let _ = writeln!(
+            out,
+            "# HELP {f} Connections the exporter closed itself, by reason.\n# TYPE {f} counter",
+            f = family(dropped, true),
+        );
+        for why in Dropped::ALL {
+            let _ = writeln!(
+                out,
+                "{dropped}{{reason=\"{}\"}} {}",
+                why.label(),
+                self.dropped[why as usize].load(Ordering::Relaxed)
+            );
+        }
+        out
+    }
+}
+
+/// A response body sent as a few shared chunks, with its exact length.
+struct Chunks(VecDeque<Bytes>);
+
+impl Chunks {
+    fn one(b: Bytes) -> Chunks {
+        Chunks(VecDeque::from([b]))
+    }
+}
+
+impl Body for Chunks {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Poll::Ready(self.0.pop_front().map(|b| Ok(Frame::data(b))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.0.iter().map(|b| b.len() as u64).sum())
+    }
+}
+
+/// The open connections, oldest first, and how many each peer has.
+#[derive(Default)]
+struct Conns {
+    open: BTreeMap<u64, Conn>,
+    per_peer: HashMap<IpAddr, usize>,
+    next: u64,
+}
+
+struct Conn {
+    peer: IpAddr,
+    /// Set once a request head has arrived: no longer displaceable.
+    asked: Arc<AtomicBool>,
+    close: Arc<Notify>,
+}
+
+/// A connection's place in [`Conns`], given back when dropped.
+struct Ticket {
+    id: u64,
+    conns: Arc<Mutex<Conns>>,
+    asked: Arc<AtomicBool>,
+    close: Arc<Notify>,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if let Ok(mut c) = self.conns.lock() {
+            c.remove(self.id);
+        }
+    }
+}
+
+impl Conns {
+    fn remove(&mut self, id: u64) -> Option<Conn> {
+        let conn = self.open.remove(&id)?;
+        if let Some(n) = self.per_peer.get_mut(&conn.peer) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_peer.remove(&conn.peer);
+            }
+        }
+        Some(conn)
+    }
+
+    /// Closes the oldest connection (of `peer`, when given) that has not
+    /// sent a request head yet; false when there is none.
+    fn displace(&mut self, peer: Option<IpAddr>) -> bool {
+        let victim = self
+            .open
+            .iter()
+            .find(|(_, c)| peer.is_none_or(|p| c.peer == p) && !c.asked.load(Ordering::Relaxed))
+            .map(|(&id, _)| id);
+        match victim.and_then(|id| self.remove(id)) {
+            Some(c) => {
+                c.close.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Admits a connection from `peer`, making room as the limits say, or
+/// says which limit refused it.
+fn admit(conns: &Arc<Mutex<Conns>>, peer: IpAddr, shared: &Shared) -> Option<Ticket> {
+    let mut c = conns.lock().ok()?;
+    if c.per_peer.get(&peer).copied().unwrap_or(0) >= MAX_PER_PEER {
+        shared.count(Dropped::PeerLimit);
+        if !c.displace(Some(peer)) {
+            return None;
+        }
+    } else if c.open.len() >= MAX_CONNECTIONS {
+        shared.count(Dropped::ConnectionLimit);
+        if !c.displace(None) {
+            return None;
+        }
+    }
+    let id = c.next;
+    c.next += 1;
+    let asked = Arc::new(AtomicBool::new(false));
+    let close = Arc::new(Notify::new());
+    c.open.insert(
+        id,
+        Conn {
+            peer,
+            asked: asked.clone(),
+            close: close.clone(),
+        },
+    );
+    *c.per_peer.entry(peer).or_default() += 1;
+    Some(Ticket {
+        id,
+        conns: conns.clone(),
+        asked,
+        close,
+    })
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
@@ -51,6 +310,30 @@ pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
         .build()
         .context("starting the async runtime")?;
     rt.block_on(serve(args))
+}
+
+/// Failures in a row of one kind (refreshes, accepts), so that a burst is
+/// logged once when it starts and once when it ends.
+#[derive(Default)]
+struct Burst {
+    failures: u64,
+    since: Option<Instant>,
+}
+
+impl Burst {
+    /// Counts a failure; true for the first of a burst.
+    fn fail(&mut self) -> bool {
+        self.failures += 1;
+        self.since.get_or_insert_with(Instant::now);
+        self.failures == 1
+    }
+
+    /// Ends a burst: its failures and how long it lasted, if there was one.
+    fn end(&mut self) -> Option<(u64, Duration)> {
+        let since = self.since.take()?;
+        let n = std::mem::take(&mut self.failures);
+        Some((n, since.elapsed()))
+    }
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
@@ -76,24 +359,68 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         fault_source: Some(probes.fault_source),
         ..Default::default()
     };
-    let bodies = Arc::new(Mutex::new(Bodies::default()));
-    let mut refresh = |state: &mut State, probes: &mut loader::Loaded| -> anyhow::Result<()> {
+    let render = |state: &mut State,
+                  probes: &mut loader::Loaded,
+                  collector: &mut Collector|
+     -> anyhow::Result<Bodies> {
         state.apply(collector.sample(probes)?);
         state.probes = probes.probes.clone();
-        let b = Bodies {
+        let om = export::render(state, Format::OpenMetrics, args.per_process);
+        let om = om.strip_suffix(OPENMETRICS_EOF).unwrap_or(&om).to_owned();
+        Ok(Bodies {
             prometheus: Bytes::from(export::render(state, Format::Prometheus, args.per_process)),
-            openmetrics: Bytes::from(export::render(state, Format::OpenMetrics, args.per_process)),
-        };
-        if let Ok(mut slot) = bodies.lock() {
-            *slot = b;
-        }
-        Ok(())
+            openmetrics: Bytes::from(om),
+            rendered: Instant::now(),
+        })
     };
-    refresh(&mut state, &mut probes)?;
+    // Without a first good sample there is nothing to serve.
+    let first = render(&mut state, &mut probes, &mut collector)?;
+    let shared = Arc::new(Shared {
+        bodies: Mutex::new(first),
+        refresh_failures: AtomicU64::new(0),
+        dropped: Default::default(),
+    });
+    let mut refresh_burst = Burst::default();
+    let mut refresh = |state: &mut State, probes: &mut loader::Loaded| match render(
+        state,
+        probes,
+        &mut collector,
+    ) {
+        Ok(b) => {
+            if let Some((n, took)) = refresh_burst.end() {
+                eprintln!(
+                    "vmscope serve: refreshing works again after {n} failed refreshes \
+                     over {:.1} s",
+                    took.as_secs_f64()
+                );
+            }
+            if let Ok(mut slot) = shared.bodies.lock() {
+                *slot = b;
+            }
+        }
+        Err(e) => {
+            shared.refresh_failures.fetch_add(1, Ordering::Relaxed);
+            if refresh_burst.fail() {
+                let age = shared
+                    .bodies
+                    .lock()
+                    .map(|b| b.rendered.elapsed().as_secs_f64())
+                    .unwrap_or_default();
+                eprintln!(
+                    "vmscope serve: refreshing the metrics failed: {e:#}; serving the last \
+                     good ones ({age:.1} s old) and retrying every {}",
+                    humantime::format_duration(args.interval)
+                );
+            }
+        }
+    };
     let local: SocketAddr = listener.local_addr().context("reading the bound address")?;
     eprintln!("vmscope serve: listening on http://{local}/metrics");
 
-    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let conns = Arc::new(Mutex::new(Conns::default()));
+    let mut accept_burst = Burst::default();
+    let mut backoff = ACCEPT_BACKOFF_MIN;
+    let mut paused_until: Option<tokio::time::Instant> = None;
     let mut ticker =
         tokio::time::interval_at(tokio::time::Instant::now() + args.interval, args.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -101,32 +428,41 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
     loop {
         tokio::select! {
-            _ = ticker.tick() => refresh(&mut state, &mut probes)?,
-            permit = permits.clone().acquire_owned() => {
-                let Ok(permit) = permit else { break };
-                tokio::select! {
-                    accepted = listener.accept() => {
-                        let Ok((stream, _)) = accepted else { continue };
-                        let bodies = bodies.clone();
-                        tokio::spawn(async move {
-                            let service = hyper::service::service_fn(move |req| {
-                                let bodies = bodies.clone();
-                                async move { Ok::<_, std::convert::Infallible>(respond(&req, &bodies)) }
-                            });
-                            let _ = hyper::server::conn::http1::Builder::new()
-                                .max_buf_size(MAX_HEAD_BYTES)
-                                .timer(TokioTimer::new())
-                                .header_read_timeout(Duration::from_secs(10))
-                                .serve_connection(TokioIo::new(stream), service)
-                                .await;
-                            drop(permit);
-                        });
+            _ = ticker.tick() => refresh(&mut state, &mut probes),
+            accepted = listener.accept(), if paused_until.is_none() => match accepted {
+                Ok((stream, peer)) => {
+                    if let Some((n, took)) = accept_burst.end() {
+                        eprintln!(
+                            "vmscope serve: accepting again after {n} failed accepts over {:.1} s",
+                            took.as_secs_f64()
+                        );
                     }
-                    _ = ticker.tick() => refresh(&mut state, &mut probes)?,
-                    _ = sigterm.recv() => break,
-                    _ = sigint.recv() => break,
+                    backoff = ACCEPT_BACKOFF_MIN;
+                    // Refused: dropped, so closed at once.
+                    if let Some(ticket) = admit(&conns, peer.ip().to_canonical(), &shared) {
+                        tokio::spawn(connection(stream, shared.clone(), ticket));
+                    }
                 }
-            }
+                // The peer gave up before it was accepted: nothing to wait for.
+                Err(e) if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
+                ) => {}
+                Err(e) => {
+                    if accept_burst.fail() {
+                        eprintln!(
+                            "vmscope serve: accepting a connection failed: {e}; retrying after \
+                             {} ms, backing off to {} s",
+                            backoff.as_millis(),
+                            ACCEPT_BACKOFF_MAX.as_secs()
+                        );
+                    }
+                    paused_until = Some(tokio::time::Instant::now() + backoff);
+                    backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                }
+            },
+            () = tokio::time::sleep_until(paused_until.unwrap_or_else(tokio::time::Instant::now)),
+                if paused_until.is_some() => paused_until = None,
             _ = sigterm.recv() => break,
             _ = sigint.recv() => break,
         }
@@ -136,8 +472,59 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+/// Serves one connection until it closes, is displaced, or a response
+/// takes longer than [`WRITE_TIMEOUT`] from its request on.
+async fn connection(stream: tokio::net::TcpStream, shared: Arc<Shared>, ticket: Ticket) {
+    let deadline = Arc::new(Mutex::new(tokio::time::Instant::now() + WRITE_TIMEOUT));
+    let service = {
+        let (shared, deadline, asked) = (shared.clone(), deadline.clone(), ticket.asked.clone());
+        hyper::service::service_fn(move |req| {
+            asked.store(true, Ordering::Relaxed);
+            if let Ok(mut d) = deadline.lock() {
+                *d = tokio::time::Instant::now() + WRITE_TIMEOUT;
+            }
+            let r = respond(&req, &shared);
+            async move { Ok::<_, Infallible>(r) }
+        })
+    };
+    let conn = hyper::server::conn::http1::Builder::new()
+        .max_buf_size(MAX_HEAD_BYTES)
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .serve_connection(TokioIo::new(stream), service);
+    let mut conn = std::pin::pin!(conn);
+    let first = deadline
+        .lock()
+        .map(|d| *d)
+        .unwrap_or_else(|_| tokio::time::Instant::now());
+    let sleep = tokio::time::sleep_until(first);
+    let mut sleep = std::pin::pin!(sleep);
+    loop {
+        tokio::select! {
+            served = conn.as_mut() => {
+                if served.is_err_and(|e| e.is_timeout()) {
+                    shared.count(Dropped::HeadTimeout);
+                }
+                break;
+            }
+            // Displaced by a newer connection (counted there).
+            () = ticket.close.notified() => break,
+            () = sleep.as_mut() => {
+                let now = tokio::time::Instant::now();
+                let d = deadline.lock().map(|d| *d).unwrap_or(now);
+                if d > now {
+                    sleep.as_mut().reset(d);
+                } else {
+                    shared.count(Dropped::WriteTimeout);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<Chunks> {
+    let mut r = Response::new(Chunks::one(Bytes::from_static(body.as_bytes())));
     *r.status_mut() = status;
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -146,7 +533,7 @@ fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
     r
 }
 
-fn respond(req: &Request<Incoming>, bodies: &Mutex<Bodies>) -> Response<Full<Bytes>> {
+fn respond(req: &Request<Incoming>, shared: &Shared) -> Response<Chunks> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD\n");
         r.headers_mut()
@@ -172,12 +559,18 @@ fn respond(req: &Request<Incoming>, bodies: &Mutex<Bodies>) -> Response<Full<Byt
                 .get(header::ACCEPT)
                 .and_then(|v| v.to_str().ok());
             let format = Format::from_accept(accept);
-            let b = bodies.lock().map(|b| b.clone()).unwrap_or_default();
+            let Ok(b) = shared.bodies.lock().map(|b| b.clone()) else {
+                return text(StatusCode::INTERNAL_SERVER_ERROR, "no metrics\n");
+            };
+            let mut own = shared.own_metrics(format, b.rendered);
             let body = match format {
                 Format::Prometheus => b.prometheus,
-                Format::OpenMetrics => b.openmetrics,
+                Format::OpenMetrics => {
+                    own.push_str(OPENMETRICS_EOF);
+                    b.openmetrics
+                }
             };
-            let mut r = Response::new(Full::new(body));
+            let mut r = Response::new(Chunks(VecDeque::from([body, Bytes::from(own)])));
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
                 header::HeaderValue::from_static(format.content_type()),
