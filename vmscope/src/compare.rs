@@ -136,15 +136,39 @@ impl Input {
         recs.into_iter()
             .enumerate()
             .map(|(i, r)| {
-                metrics::run_metrics_with(r, specs).map_err(|e| {
-                    if n > 1 {
-                        format!("run {} of {n}: {e}", i + 1)
-                    } else {
-                        e
-                    }
-                })
+                metrics::run_metrics_with(r, specs)
+                    .and_then(comparable)
+                    .map_err(|e| {
+                        if n > 1 {
+                            format!("run {} of {n}: {e}", i + 1)
+                        } else {
+                            e
+                        }
+                    })
             })
             .collect()
+    }
+}
+
+/// The largest magnitude a metric may have to be compared: far beyond any
+/// measurement (counters are 64-bit), and small enough that the sums of
+/// squares behind a standard deviation stay finite. A value beyond it (or
+/// not finite) is damage, so the file is refused rather than compared
+/// into infinities and NaNs.
+pub const MAX_MAGNITUDE: f64 = 1e100;
+
+/// A run's figures, unless one of them is beyond [`MAX_MAGNITUDE`].
+fn comparable(m: Vec<RunMetric>) -> Result<Vec<RunMetric>, String> {
+    match m
+        .iter()
+        .find(|r| !(r.value.is_finite() && r.value.abs() <= MAX_MAGNITUDE))
+    {
+        Some(r) => Err(format!(
+            "{} is {:e}, beyond what can be compared (at most {MAX_MAGNITUDE:e} in size); \
+             the file looks damaged",
+            r.name, r.value
+        )),
+        None => Ok(m),
     }
 }
 
@@ -185,21 +209,26 @@ pub fn not_a(path: &Path, what: &str, e: &anyhow::Error) -> anyhow::Error {
 /// Reads a recording (JSON or jsonl) or a bench file, telling them apart by
 /// the bench file's `"kind": "vmscope-bench"`.
 pub fn load(path: &Path) -> anyhow::Result<Input> {
-    let shown = path.display();
     let text = std::fs::read_to_string(path)
-        .map_err(|e| bad_input(format!("cannot read {shown}: {e}")))?;
+        .map_err(|e| bad_input(format!("cannot read {}: {e}", path.display())))?;
+    parse(path, &text)
+}
+
+/// [`load`] on the text of the file at `path` (named in messages).
+pub fn parse(path: &Path, text: &str) -> anyhow::Result<Input> {
+    let shown = path.display();
     if text.trim().is_empty() {
         return Err(bad_input(format!(
             "{shown} is empty; give a recording or a bench file"
         )));
     }
-    let is_bench = has_kind(&text, BENCH_KIND);
+    let is_bench = has_kind(text, BENCH_KIND);
     let why = |what: &str, e: anyhow::Error| not_a(path, what, &e);
     if is_bench {
-        let b = bench::from_str(&text).map_err(|e| why("bench file", e))?;
+        let b = bench::from_str(text).map_err(|e| why("bench file", e))?;
         Ok(Input::Bench(Box::new(b)))
     } else {
-        let r = record::from_str(&text).map_err(|e| why("recording", e))?;
+        let r = record::from_str(text).map_err(|e| why("recording", e))?;
         Ok(Input::Recording(Box::new(r)))
     }
 }
@@ -318,7 +347,7 @@ pub fn merged_histograms(input: &Input) -> BTreeMap<String, Summary> {
                 // Bucket b's upper bound is 2^b - 1.
                 let i = b.le_ns.checked_add(1).map_or(64, u64::trailing_zeros) as usize;
                 if let Some(slot) = dense.get_mut(i) {
-                    *slot += b.count;
+                    *slot = slot.saturating_add(b.count);
                 }
             }
         }
@@ -459,6 +488,11 @@ pub fn welch(base: &[f64], new: &[f64]) -> Option<WelchTest> {
     let t = diff / se;
     // Welch–Satterthwaite.
     let df = se2 * se2 / (vb * vb / (nb - 1.0) + vn * vn / (nn - 1.0));
+    // Values too large (or too close) for f64 leave no test to make; the
+    // distribution functions below would panic on NaN.
+    if !(t.is_finite() && df.is_finite() && df > 0.0) {
+        return None;
+    }
     let dist = StudentsT::new(0.0, 1.0, df).ok()?;
     let p = (2.0 * dist.sf(t.abs())).min(1.0);
     let crit = dist.inverse_cdf(1.0 - (1.0 - CONFIDENCE) / 2.0);
@@ -1029,6 +1063,65 @@ mod tests {
 
     fn close(got: f64, want: f64, tol: f64) {
         assert!((got - want).abs() <= tol, "{got} is not {want} ± {tol}");
+    }
+
+    #[test]
+    fn huge_values_are_refused_and_never_reach_the_test() {
+        let rm = |value| RunMetric {
+            name: "x/elapsed_s".into(),
+            unit: "s".into(),
+            better: Better::Lower,
+            value,
+        };
+        assert!(comparable(vec![rm(1e15), rm(-MAX_MAGNITUDE)]).is_ok());
+        for v in [1e308, -1e101, f64::INFINITY, f64::NAN] {
+            let e = comparable(vec![rm(1.0), rm(v)]).expect_err("refused");
+            assert!(e.contains("x/elapsed_s") && !e.contains('\n'), "{e}");
+        }
+        // Were they let through, the t-test would see infinities and NaNs:
+        // it makes no test rather than panic in the distribution functions.
+        for (b, n) in [
+            ([f64::MAX, f64::MAX], [f64::MAX, 1.0]),
+            ([1e200, -1e200], [1e200, 1e200]),
+            ([f64::MAX, -f64::MAX], [0.0, 5e-324]),
+        ] {
+            if let Some(t) = welch(&b, &n) {
+                assert!((0.0..=1.0).contains(&t.p), "{b:?} {n:?}: p {}", t.p);
+            }
+        }
+    }
+
+    #[test]
+    fn merged_bucket_counts_saturate() {
+        let text = include_str!("../tests/fuzz-regressions/recording_reader/ok-document.json");
+        let mut rec = record::from_str(text).expect("the kept recording reads");
+        rec.totals.vm.histograms.insert(
+            "munmap".into(),
+            Summary {
+                count: 7,
+                buckets: vec![
+                    hist::Bucket {
+                        le_ns: 1023,
+                        count: u64::MAX,
+                    },
+                    hist::Bucket {
+                        le_ns: 1023,
+                        count: 5,
+                    },
+                    hist::Bucket {
+                        le_ns: 4095,
+                        count: u64::MAX - 1,
+                    },
+                ],
+                ..Summary::default()
+            },
+        );
+        let m = merged_histograms(&Input::Recording(Box::new(rec)));
+        let s = &m["munmap"];
+        // Wrapping would have made the 1023 bucket 4 and the total 2.
+        assert_eq!(s.count, u64::MAX);
+        assert_eq!(s.buckets[0].count, u64::MAX);
+        assert_eq!(s.p50_ns, Some(1023));
     }
 
     #[test]

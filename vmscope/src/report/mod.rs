@@ -4,8 +4,10 @@
 //! SVG and a PNG file too.
 //!
 //! Nothing is written until every input has been read and every plot drawn
-//! (and, with `--png`, rendered), and each file is written through a
-//! temporary name, so bad input never leaves a half-written page.
+//! (and, with `--png`, rendered). Then every file is written into a staging
+//! directory beside its place and, once all are written, renamed into
+//! place, the page last; so a failure at any point leaves no page, plot or
+//! temporary file behind.
 
 mod bench;
 mod charts;
@@ -51,12 +53,17 @@ fn load(path: &Path) -> anyhow::Result<Source> {
     let shown = path.display();
     let text = std::fs::read_to_string(path)
         .map_err(|e| crate::compare::bad_input(format!("cannot read {shown}: {e}")))?;
-    if is_compare(&text) {
-        let doc = compare::from_str(&text)
+    parse(path, &text)
+}
+
+/// [`load`] on a file's text.
+fn parse(path: &Path, text: &str) -> anyhow::Result<Source> {
+    if is_compare(text) {
+        let doc = compare::from_str(text)
             .map_err(|e| crate::compare::not_a(path, "compare output", &e))?;
         return Ok(Source::Compare(Box::new(doc)));
     }
-    Ok(match crate::compare::load(path)? {
+    Ok(match crate::compare::parse(path, text)? {
         Input::Recording(r) => Source::Recording(r),
         Input::Bench(b) => Source::Bench(b),
     })
@@ -105,6 +112,69 @@ fn check_dir(flag: &str, dir: &Option<PathBuf>) -> anyhow::Result<()> {
     }
 }
 
+/// A report rendered in memory: the page and every plot, ids made safe
+/// file names.
+pub struct Rendered {
+    pub html: String,
+    pub plots: Vec<Plot>,
+}
+
+/// The page and plots of one source.
+fn render(source: Source) -> anyhow::Result<Rendered> {
+    let (title, body, plots) = match source {
+        Source::Recording(rec) => {
+            let mut plots = recording::plots(&rec, "")?;
+            safe_ids(&mut plots);
+            (
+                recording::title(&rec),
+                recording::body(&rec, &plots, 2),
+                plots,
+            )
+        }
+        Source::Bench(b) => {
+            let mut plots = bench::plots(&b)?;
+            safe_ids(
+                plots
+                    .bench
+                    .iter_mut()
+                    .chain(plots.runs.iter_mut().flatten()),
+            );
+            let body = bench::body(&b, &plots);
+            let mut all = plots.bench;
+            all.extend(plots.runs.into_iter().flatten());
+            (bench::title(&b), body, all)
+        }
+        Source::Compare(d) => {
+            let mut plots = compare::plots(&d)?;
+            safe_ids(&mut plots);
+            (compare::title(&d), compare::body(&d, &plots), plots)
+        }
+    };
+    Ok(Rendered {
+        html: page(&title, &body, plots.len()),
+        plots,
+    })
+}
+
+/// `report FILE` on the text of FILE (`path` names it in messages): the
+/// same reading and drawing, nothing written.
+pub fn render_text(path: &Path, text: &str) -> anyhow::Result<Rendered> {
+    render(parse(path, text)?)
+}
+
+/// `report BASE NEW` on the texts of two files: the comparison `compare`
+/// makes, drawn; nothing written.
+pub fn render_pair(
+    (base_path, base): (&Path, &str),
+    (new_path, new): (&Path, &str),
+    threshold: f64,
+) -> anyhow::Result<Rendered> {
+    let b = crate::compare::parse(base_path, base)?;
+    let n = crate::compare::parse(new_path, new)?;
+    let report = crate::compare::build_report((base_path, &b), (new_path, &n), &[], threshold)?;
+    render(Source::Compare(Box::new(compare::from_report(&report)?)))
+}
+
 pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
     let source = match &args.new {
         Some(new) => load_pair(&args.file, new, args.threshold)?,
@@ -119,53 +189,42 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
     check_dir("--svg", &args.svg)?;
     check_dir("--png", &args.png)?;
 
-    let (title, body, plots) = match &source {
-        Source::Recording(rec) => {
-            let plots = recording::plots(rec, "")?;
-            (
-                recording::title(rec),
-                recording::body(rec, &plots, 2),
-                plots,
-            )
-        }
-        Source::Bench(b) => {
-            let plots = bench::plots(b)?;
-            let body = bench::body(b, &plots);
-            let mut all = plots.bench;
-            all.extend(plots.runs.into_iter().flatten());
-            (bench::title(b), body, all)
-        }
-        Source::Compare(d) => {
-            let plots = compare::plots(d)?;
-            (compare::title(d), compare::body(d, &plots), plots)
-        }
-    };
-    let html = page(&title, &body, plots.len());
+    let Rendered { html, plots } = render(source)?;
     // Rendered before anything is written: a missing font fails cleanly.
     let pngs = match &args.png {
         Some(_) => {
             let r = png::Renderer::new()?;
             plots
                 .iter()
-                .map(|p| r.render(&p.svg).map(|b| (p.id.as_str(), b)))
+                .map(|p| r.render(&p.svg))
                 .collect::<anyhow::Result<Vec<_>>>()?
         }
         None => Vec::new(),
     };
 
-    match output {
-        record::Output::Stdout => print!("{html}"),
-        record::Output::File(path) => write_file(&path, html.as_bytes())?,
-    }
+    // The plot files first, the page last: staged, then renamed into place.
+    let mut files: Vec<(PathBuf, &[u8])> = Vec::new();
     if let Some(dir) = &args.svg {
-        for p in &plots {
-            write_file(&dir.join(format!("{}.svg", p.id)), p.svg.as_bytes())?;
-        }
+        files.extend(
+            plots
+                .iter()
+                .map(|p| (dir.join(format!("{}.svg", p.id)), p.svg.as_bytes())),
+        );
     }
     if let Some(dir) = &args.png {
-        for (id, bytes) in &pngs {
-            write_file(&dir.join(format!("{id}.png")), bytes)?;
-        }
+        files.extend(
+            plots
+                .iter()
+                .zip(&pngs)
+                .map(|(p, b)| (dir.join(format!("{}.png", p.id)), b.as_slice())),
+        );
+    }
+    if let record::Output::File(path) = &output {
+        files.push((path.clone(), html.as_bytes()));
+    }
+    write_all(&files)?;
+    if let record::Output::Stdout = output {
+        print!("{html}");
     }
     eprintln!(
         "vmscope report: {} plots written to {}",
@@ -182,6 +241,170 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
         }
     }
     Ok(0)
+}
+
+/// The longest plot id kept (a file name holds 255 bytes, with room for a
+/// `-N` suffix and the extension).
+const MAX_ID: usize = 200;
+
+/// Makes every plot id a safe file name and anchor: only `[A-Za-z0-9._-]`
+/// (anything else becomes `_`, so `dist-lazyfree/elapsed_s` is
+/// `dist-lazyfree_elapsed_s`), not starting with `.`, at most [`MAX_ID`]
+/// bytes, and unique (a repeat gets `-2`, `-3`, ...).
+fn safe_ids<'a>(plots: impl IntoIterator<Item = &'a mut Plot>) {
+    let mut seen = std::collections::HashSet::new();
+    for p in plots {
+        let mut id: String =
+            p.id.chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+        if id.is_empty() || id.starts_with('.') {
+            id.insert(0, '_');
+        }
+        // ASCII only by now, so any byte is a char boundary.
+        id.truncate(MAX_ID);
+        let mut unique = id.clone();
+        let mut n = 2u64;
+        while !seen.insert(unique.clone()) {
+            unique = format!("{id}-{n}");
+            n += 1;
+        }
+        p.id = unique;
+    }
+}
+
+/// Whether an id is what [`safe_ids`] makes.
+pub fn is_safe_id(id: &str) -> bool {
+    !id.is_empty()
+        && !id.starts_with('.')
+        && id.len() <= MAX_ID + 21
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+}
+
+/// The staging directory a report writes into, in the directory of the
+/// files it stages (so that renaming them out of it is atomic); removed,
+/// with whatever is left in it, when dropped.
+fn staging_dir(dir: &Path) -> anyhow::Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(".vmscope-report-")
+        .tempdir_in(dir)
+        .map_err(|e| {
+            exit::failure(
+                exit::FAILURE,
+                format!(
+                    "cannot write into {}: {e}; nothing was written",
+                    dir.display()
+                ),
+            )
+        })
+}
+
+/// One file of a report: where it goes, where it was staged, and where the
+/// file it replaces is kept until every file is in place.
+struct Staged {
+    target: PathBuf,
+    staged: PathBuf,
+    backup: PathBuf,
+}
+
+/// Writes every `(path, bytes)` so that either all of them are in place or
+/// none is: each is written into a staging directory beside its path, and
+/// only when all are written are they renamed into place, in order (so the
+/// page, given last, comes last). A rename that fails puts back what the
+/// earlier ones replaced. Nothing is left behind on failure.
+fn write_all(files: &[(PathBuf, &[u8])]) -> anyhow::Result<()> {
+    let fail = |target: &Path, why: String| {
+        exit::failure(
+            exit::FAILURE,
+            format!(
+                "cannot write {}: {why}; nothing was written",
+                target.display()
+            ),
+        )
+    };
+    let mut targets = std::collections::HashSet::new();
+    for (target, _) in files {
+        if !targets.insert(target) {
+            return Err(fail(
+                target,
+                "the page and a plot file (or two plots) would share this name".into(),
+            ));
+        }
+        if std::fs::symlink_metadata(target).is_ok_and(|m| m.is_dir()) {
+            return Err(fail(target, "a directory is in the way; remove it".into()));
+        }
+    }
+    let mut dirs: Vec<(PathBuf, tempfile::TempDir)> = Vec::new();
+    let mut staged = Vec::with_capacity(files.len());
+    for (i, (target, bytes)) in files.iter().enumerate() {
+        let parent = match target.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let stage = match dirs.iter().find(|(d, _)| *d == parent) {
+            Some((_, t)) => t.path().to_path_buf(),
+            None => {
+                let t = staging_dir(&parent)?;
+                let p = t.path().to_path_buf();
+                dirs.push((parent, t));
+                p
+            }
+        };
+        let name = target
+            .file_name()
+            .ok_or_else(|| fail(target, "no file name".into()))?;
+        let s = Staged {
+            target: target.clone(),
+            staged: stage.join(name),
+            backup: stage.join(format!("replaced-{i}")),
+        };
+        write_file(&s.staged, bytes).map_err(|e| fail(target, format!("{}", e.root_cause())))?;
+        staged.push(s);
+    }
+    // Everything is written: now only renames, each undone on failure.
+    let mut done: Vec<(&Staged, bool)> = Vec::with_capacity(staged.len());
+    for s in &staged {
+        match commit(s) {
+            Ok(replaced) => done.push((s, replaced)),
+            Err(e) => {
+                for (d, replaced) in done.into_iter().rev() {
+                    if replaced {
+                        let _ = std::fs::rename(&d.backup, &d.target);
+                    } else {
+                        let _ = std::fs::remove_file(&d.target);
+                    }
+                }
+                return Err(fail(&s.target, e.to_string()));
+            }
+        }
+    }
+    drop(dirs);
+    Ok(())
+}
+
+/// Renames one staged file into place, keeping the file it replaces (if
+/// any) as its backup. Returns whether one was replaced.
+fn commit(s: &Staged) -> std::io::Result<bool> {
+    let replaced = match std::fs::rename(&s.target, &s.backup) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(e),
+    };
+    if let Err(e) = std::fs::rename(&s.staged, &s.target) {
+        if replaced {
+            let _ = std::fs::rename(&s.backup, &s.target);
+        }
+        return Err(e);
+    }
+    Ok(replaced)
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
@@ -300,6 +523,45 @@ mod tests {
         ));
         assert!(!is_compare(r#"{"kind": "vmscope-bench"}"#));
         assert!(!is_compare("not JSON"));
+    }
+
+    #[test]
+    fn plot_ids_become_safe_unique_file_names() {
+        let mut plots: Vec<Plot> = [
+            "dist-lazyfree/elapsed_s",
+            "dist-lazyfree_elapsed_s",
+            "dist-lazyfree/elapsed_s",
+            "../../etc/passwd",
+            ".hidden",
+            "",
+            "dist-é µs",
+            &"x".repeat(300),
+        ]
+        .iter()
+        .map(|id| Plot {
+            id: (*id).to_owned(),
+            title: String::new(),
+            svg: String::new(),
+        })
+        .collect();
+        safe_ids(&mut plots);
+        let ids: Vec<&str> = plots.iter().map(|p| p.id.as_str()).collect();
+        assert_eq!(
+            ids[..7],
+            [
+                "dist-lazyfree_elapsed_s",
+                "dist-lazyfree_elapsed_s-2",
+                "dist-lazyfree_elapsed_s-3",
+                ".._.._etc_passwd".replacen('.', "_.", 1).as_str(),
+                "_.hidden",
+                "_",
+                "dist-___s",
+            ]
+        );
+        assert_eq!(ids[7].len(), MAX_ID);
+        assert!(ids.iter().all(|id| is_safe_id(id)), "{ids:?}");
+        let unique: std::collections::HashSet<_> = ids.iter().collect();
+        assert_eq!(unique.len(), ids.len());
     }
 
     #[test]
