@@ -123,16 +123,19 @@ pub fn summarize(first: Option<&HistSample>, last: &HistSample) -> Option<Summar
     Some(summary_of(&d, sum_ns))
 }
 
+/// The summary of dense bucket counts. Counts are summed saturating: read
+/// from a file they may be anything, and a wrapped total would put the
+/// percentiles in the wrong buckets.
 pub fn summary_of(d: &[u64], sum_ns: u64) -> Summary {
-    let count: u64 = d.iter().sum();
+    let count = saturating_sum(d.iter().copied());
     let pct = |q: f64| -> Option<u64> {
         if count == 0 {
             return None;
         }
-        let rank = ((q * count as f64).ceil() as u64).max(1);
-        let mut seen = 0;
+        let rank = ((q * count as f64).ceil() as u64).clamp(1, count);
+        let mut seen = 0u64;
         for (b, &c) in d.iter().enumerate() {
-            seen += c;
+            seen = seen.saturating_add(c);
             if seen >= rank {
                 return Some(upper_bound_ns(b as u64));
             }
@@ -159,6 +162,11 @@ pub fn summary_of(d: &[u64], sum_ns: u64) -> Summary {
             })
             .collect(),
     }
+}
+
+/// The sum of `values`, stopping at `u64::MAX` instead of wrapping.
+pub fn saturating_sum(values: impl IntoIterator<Item = u64>) -> u64 {
+    values.into_iter().fold(0, u64::saturating_add)
 }
 
 /// Replays samples (each holding only changed histograms) into the latest
@@ -212,6 +220,27 @@ mod tests {
     fn empty_histogram_has_no_percentiles_not_zero() {
         let s = summarize(None, &hs(&[], 0)).expect("forward");
         assert_eq!((s.count, s.p50_ns, s.max_ns), (0, None, None));
+    }
+
+    #[test]
+    fn huge_counts_saturate_instead_of_wrapping() {
+        assert_eq!(saturating_sum([u64::MAX, 1, 5]), u64::MAX);
+        assert_eq!(saturating_sum([2, 3]), 5);
+        assert_eq!(saturating_sum([]), 0);
+        // Wrapping, these would sum to 1 and put every percentile in the
+        // first bucket.
+        let mut d = [0u64; HIST_BUCKETS as usize];
+        d[3] = 2;
+        d[10] = u64::MAX;
+        let s = summary_of(&d, 0);
+        assert_eq!(s.count, u64::MAX);
+        assert_eq!(s.p50_ns, Some(upper_bound_ns(10)));
+        assert_eq!(s.p99_ns, Some(upper_bound_ns(10)));
+        assert_eq!(s.max_ns, Some(upper_bound_ns(10)));
+        // Every bucket full: still a total and percentiles, no overflow.
+        let s = summary_of(&[u64::MAX; HIST_BUCKETS as usize], u64::MAX);
+        assert_eq!(s.count, u64::MAX);
+        assert_eq!(s.p50_ns, Some(upper_bound_ns(0)));
     }
 
     #[test]

@@ -2,6 +2,12 @@
 //! over time, log2 histograms, run values per run, a metric's run values
 //! with its trimmed mean and median, BASE/NEW bars with error bars, and two
 //! histograms overlaid.
+//!
+//! Input files may hold any finite number, and plotters 0.3 computes its
+//! axis ticks in a loop that never ends on an axis whose width is not
+//! finite (a value near 1e308, padded by 15%, is infinite). So only values
+//! within ±[`MAX_DRAWN`] are drawn; any other is left out and the plot's
+//! caption says how many were, and every axis range goes through [`axis`].
 
 use plotters::prelude::*;
 
@@ -25,6 +31,37 @@ pub const NEW_COLOR: RGBColor = RGBColor(255, 127, 14);
 pub const MEAN_COLOR: RGBColor = RGBColor(200, 0, 0);
 pub const MEDIAN_COLOR: RGBColor = RGBColor(0, 140, 0);
 
+/// The largest magnitude drawn. Far beyond any measurement (counters are
+/// 64-bit), and small enough that sums, differences and padding of such
+/// values stay finite.
+pub const MAX_DRAWN: f64 = 1e100;
+
+/// Whether `v` is drawn.
+pub fn drawable(v: f64) -> bool {
+    v.is_finite() && v.abs() <= MAX_DRAWN
+}
+
+/// `title`, noting the values that were left out.
+fn noted(title: &str, dropped: usize) -> String {
+    match dropped {
+        0 => title.to_owned(),
+        1 => format!("{title} (1 value out of range, not drawn)"),
+        n => format!("{title} ({n} values out of range, not drawn)"),
+    }
+}
+
+/// An axis range plotters can draw: finite ends, `lo < hi`, a finite
+/// width; anything else becomes a unit range around what is usable.
+fn axis(lo: f64, hi: f64) -> std::ops::Range<f64> {
+    if drawable(lo) && drawable(hi) && lo < hi {
+        lo..hi
+    } else if drawable(lo) {
+        lo..lo + lo.abs().max(1.0)
+    } else {
+        0.0..1.0
+    }
+}
+
 fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow::anyhow!("drawing a plot: {e:?}")
 }
@@ -46,14 +83,19 @@ pub fn line_plot(title: &str, unit: &str, points: &[(f64, f64)]) -> anyhow::Resu
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
-        let x_max = points.iter().map(|p| p.0).fold(1.0, f64::max);
-        let y_max = points.iter().map(|p| p.1).fold(0.0, f64::max).max(1.0) * 1.1;
+        let kept: Vec<(f64, f64)> = points
+            .iter()
+            .copied()
+            .filter(|&(x, y)| drawable(x) && drawable(y))
+            .collect();
+        let x_max = kept.iter().map(|p| p.0).fold(1.0, f64::max);
+        let y_max = kept.iter().map(|p| p.1).fold(0.0, f64::max).max(1.0) * 1.1;
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 16))
+            .caption(noted(title, points.len() - kept.len()), ("sans-serif", 16))
             .margin(8)
             .x_label_area_size(28)
             .y_label_area_size(60)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+            .build_cartesian_2d(axis(0.0, x_max), axis(0.0, y_max))
             .map_err(plot_err)?;
         chart
             .configure_mesh()
@@ -64,7 +106,7 @@ pub fn line_plot(title: &str, unit: &str, points: &[(f64, f64)]) -> anyhow::Resu
             .draw()
             .map_err(plot_err)?;
         chart
-            .draw_series(LineSeries::new(points.iter().copied(), &BLUE))
+            .draw_series(LineSeries::new(kept, &BLUE))
             .map_err(plot_err)?;
         root.present().map_err(plot_err)?;
     }
@@ -172,17 +214,20 @@ pub fn per_run_plot(title: &str, unit: &str, series: &[RunSeries]) -> anyhow::Re
             .max()
             .unwrap_or(1)
             .max(1);
-        let y_max = series
-            .iter()
-            .flat_map(|s| s.values.iter().flatten())
-            .fold(0.0, |a: f64, &b| a.max(b));
+        let all = || {
+            series
+                .iter()
+                .flat_map(|s| s.values.iter().flatten().copied())
+        };
+        let dropped = all().filter(|v| !drawable(*v)).count();
+        let y_max = all().filter(|v| drawable(*v)).fold(0.0, f64::max);
         let y_max = if y_max > 0.0 { y_max * 1.15 } else { 1.0 };
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 16))
+            .caption(noted(title, dropped), ("sans-serif", 16))
             .margin(8)
             .x_label_area_size(28)
             .y_label_area_size(60)
-            .build_cartesian_2d(0.5..runs as f64 + 0.5, 0.0..y_max)
+            .build_cartesian_2d(axis(0.5, runs as f64 + 0.5), axis(0.0, y_max))
             .map_err(plot_err)?;
         chart
             .configure_mesh()
@@ -205,7 +250,7 @@ pub fn per_run_plot(title: &str, unit: &str, series: &[RunSeries]) -> anyhow::Re
                 .values
                 .iter()
                 .enumerate()
-                .filter_map(|(i, v)| Some((i as f64 + 1.0, (*v)?)))
+                .filter_map(|(i, v)| Some((i as f64 + 1.0, (*v).filter(|v| drawable(*v))?)))
                 .collect();
             let color = s.color;
             chart
@@ -244,6 +289,13 @@ pub fn strip_plot(
     {
         let root = SVGBackend::with_string(&mut svg, STRIP).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
+        let all = values.len() + 2;
+        let values: Vec<f64> = values.iter().copied().filter(|v| drawable(*v)).collect();
+        let marks: Vec<(f64, RGBColor)> = [(trimmed_mean, MEAN_COLOR), (median, MEDIAN_COLOR)]
+            .into_iter()
+            .filter(|m| drawable(m.0))
+            .collect();
+        let dropped = all - values.len() - marks.len();
         let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let (lo, hi) = if !(lo.is_finite() && hi.is_finite()) {
@@ -256,11 +308,11 @@ pub fn strip_plot(
             (lo - pad, hi + pad)
         };
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 13))
+            .caption(noted(title, dropped), ("sans-serif", 13))
             .margin(6)
             .x_label_area_size(22)
             .y_label_area_size(6)
-            .build_cartesian_2d(lo..hi, 0.0..1.0)
+            .build_cartesian_2d(axis(lo, hi), 0.0..1.0)
             .map_err(plot_err)?;
         chart
             .configure_mesh()
@@ -271,7 +323,7 @@ pub fn strip_plot(
             .light_line_style(WHITE.mix(0.0))
             .draw()
             .map_err(plot_err)?;
-        for (x, color) in [(trimmed_mean, MEAN_COLOR), (median, MEDIAN_COLOR)] {
+        for (x, color) in marks {
             chart
                 .draw_series(std::iter::once(PathElement::new(
                     [(x, 0.05), (x, 0.95)],
@@ -305,36 +357,45 @@ pub struct Bar<'a> {
 /// BASE and NEW side by side: bars of the means, error bars of their 95%
 /// intervals, and the run values as dots.
 pub fn bars_plot(title: &str, unit: &str, bars: &[Bar]) -> anyhow::Result<String> {
+    // What is drawn of each side: its mean, its interval and its runs, each
+    // only when drawable.
+    let mut dropped = 0;
+    let sides: Vec<_> = bars
+        .iter()
+        .map(|b| {
+            let mean = Some(b.mean).filter(|v| drawable(*v));
+            let ci = b.ci.filter(|c| drawable(c.0) && drawable(c.1));
+            let values: Vec<f64> = b.values.iter().copied().filter(|v| drawable(*v)).collect();
+            dropped += usize::from(mean.is_none())
+                + usize::from(b.ci.is_some() && ci.is_none())
+                + (b.values.len() - values.len());
+            (b, mean, ci, values)
+        })
+        .collect();
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, BARS).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
-        let top = bars
-            .iter()
-            .flat_map(|b| {
-                [b.mean, b.ci.map_or(b.mean, |c| c.1)]
-                    .into_iter()
-                    .chain(b.values.iter().copied())
+        let ends = |pick: fn((f64, f64)) -> f64| {
+            sides.iter().flat_map(move |(_, mean, ci, values)| {
+                mean.iter()
+                    .copied()
+                    .chain(ci.map(pick))
+                    .chain(values.iter().copied())
             })
-            .fold(0.0, f64::max);
-        let bottom = bars
-            .iter()
-            .flat_map(|b| {
-                [b.mean, b.ci.map_or(b.mean, |c| c.0)]
-                    .into_iter()
-                    .chain(b.values.iter().copied())
-            })
-            .fold(0.0, f64::min);
+        };
+        let top = ends(|c| c.1).fold(0.0, f64::max);
+        let bottom = ends(|c| c.0).fold(0.0, f64::min);
         let top = if top > 0.0 { top * 1.15 } else { 1.0 };
         let bottom = bottom * 1.15;
         let n = bars.len().max(1);
         let labels: Vec<&str> = bars.iter().map(|b| b.label).collect();
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 14))
+            .caption(noted(title, dropped), ("sans-serif", 14))
             .margin(8)
             .x_label_area_size(24)
             .y_label_area_size(64)
-            .build_cartesian_2d(-0.5..n as f64 - 0.5, bottom..top)
+            .build_cartesian_2d(axis(-0.5, n as f64 - 0.5), axis(bottom, top))
             .map_err(plot_err)?;
         chart
             .configure_mesh()
@@ -345,29 +406,31 @@ pub fn bars_plot(title: &str, unit: &str, bars: &[Bar]) -> anyhow::Result<String
             .light_line_style(WHITE.mix(0.0))
             .draw()
             .map_err(plot_err)?;
-        for (i, b) in bars.iter().enumerate() {
+        for (i, (b, mean, ci, values)) in sides.iter().enumerate() {
             let x = i as f64;
-            chart
-                .draw_series(std::iter::once(Rectangle::new(
-                    [(x - 0.35, 0.0), (x + 0.35, b.mean)],
-                    b.color.mix(0.75).filled(),
-                )))
-                .map_err(plot_err)?;
-            if let Some((lo, hi)) = b.ci {
+            if let Some(mean) = *mean {
                 chart
-                    .draw_series(std::iter::once(ErrorBar::new_vertical(
-                        x,
-                        lo,
-                        b.mean,
-                        hi,
-                        BLACK.stroke_width(2),
-                        12,
+                    .draw_series(std::iter::once(Rectangle::new(
+                        [(x - 0.35, 0.0), (x + 0.35, mean)],
+                        b.color.mix(0.75).filled(),
                     )))
                     .map_err(plot_err)?;
+                if let Some((lo, hi)) = *ci {
+                    chart
+                        .draw_series(std::iter::once(ErrorBar::new_vertical(
+                            x,
+                            lo,
+                            mean,
+                            hi,
+                            BLACK.stroke_width(2),
+                            12,
+                        )))
+                        .map_err(plot_err)?;
+                }
             }
             chart
                 .draw_series(
-                    b.values
+                    values
                         .iter()
                         .map(|&v| Circle::new((x, v), 3, BLACK.filled())),
                 )
@@ -399,7 +462,8 @@ pub fn overlay_plot(title: &str, base: &Summary, new: &Summary) -> anyhow::Resul
             .flat_map(|&le| [share(base, le), share(new, le)])
             .filter(|&v| v > 0.0)
             .fold(100.0, f64::min);
-        let floor = (smallest / 2.0).min(1.0);
+        // Never 0 on the log axis, however small a share a hostile count gives.
+        let floor = (smallest / 2.0).clamp(1e-30, 1.0);
         let labels: Vec<String> = span.iter().map(|&le| format!("≤{}", fmt_ns(le))).collect();
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 16))
@@ -452,12 +516,100 @@ mod tests {
 
     fn summary(buckets: &[(u64, u64)]) -> Summary {
         Summary {
-            count: buckets.iter().map(|b| b.1).sum(),
+            count: crate::hist::saturating_sum(buckets.iter().map(|b| b.1)),
             buckets: buckets
                 .iter()
                 .map(|&(le_ns, count)| Bucket { le_ns, count })
                 .collect(),
             ..Default::default()
+        }
+    }
+
+    /// Runs `f` on a thread; fails if it takes longer than 10 s (plotters
+    /// looping on an infinite axis never returns).
+    fn within_time<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(f()));
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("{what}: still drawing after 10 s"))
+    }
+
+    #[test]
+    fn huge_values_are_left_out_and_said_so_never_hang() {
+        let big = 1.7e308;
+        let svg = within_time("line", move || {
+            line_plot("l", "per second", &[(0.0, 1.0), (1.0, big), (2.0, 3.0)])
+        })
+        .expect("plot");
+        assert!(svg.contains("1 value out of range"), "{svg}");
+        let svg = within_time("strip", move || {
+            strip_plot("s", "s", &[1.0, big, -big, 2.0], big, 1.5)
+        })
+        .expect("plot");
+        assert!(svg.contains("3 values out of range"), "{svg}");
+        assert_eq!(svg.matches("<circle").count(), 2, "{svg}");
+        let svg = within_time("per run", move || {
+            per_run_plot(
+                "p",
+                "s",
+                &[RunSeries {
+                    label: "real",
+                    color: BLUE,
+                    values: vec![Some(big), Some(1.0), None],
+                }],
+            )
+        })
+        .expect("plot");
+        assert!(svg.contains("1 value out of range"), "{svg}");
+        let svg = within_time("bars", move || {
+            let values = [big, 1.0];
+            bars_plot(
+                "b",
+                "s",
+                &[
+                    Bar {
+                        label: "BASE",
+                        color: BASE_COLOR,
+                        mean: big,
+                        ci: Some((-big, big)),
+                        values: &values,
+                    },
+                    Bar {
+                        label: "NEW",
+                        color: NEW_COLOR,
+                        mean: 1.0,
+                        ci: Some((0.5, 1.5)),
+                        values: &[1.0],
+                    },
+                ],
+            )
+        })
+        .expect("plot");
+        assert!(svg.contains("3 values out of range"), "{svg}");
+        // Huge bucket counts and a total that disagrees with them.
+        let h = Summary {
+            count: 1,
+            ..summary(&[(1023, u64::MAX), (4095, u64::MAX - 1)])
+        };
+        let h2 = h.clone();
+        within_time("histogram", move || histogram_plot("h", &h2)).expect("plot");
+        within_time("overlay", move || {
+            overlay_plot("o", &h, &summary(&[(1023, 1)]))
+        })
+        .expect("plot");
+        // Every axis range is one plotters can draw.
+        for (lo, hi) in [
+            (0.0, f64::INFINITY),
+            (-big, big),
+            (f64::NAN, 1.0),
+            (2.0, 2.0),
+            (3.0, 1.0),
+        ] {
+            let r = axis(lo, hi);
+            assert!(
+                r.start < r.end && (r.end - r.start).is_finite(),
+                "{lo}..{hi}: {r:?}"
+            );
         }
     }
 

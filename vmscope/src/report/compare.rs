@@ -61,7 +61,16 @@ pub fn from_str(text: &str) -> anyhow::Result<Doc> {
         ),
         None => anyhow::bail!("no schema_version field"),
     }
-    serde_json::from_value(v).context("fields do not match the compare schema")
+    let doc: Doc = serde_json::from_value(v).context("fields do not match the compare schema")?;
+    // The intervals drawn are Student's t quantiles at this level, which
+    // exist only strictly between 0 and 1.
+    if !(doc.confidence > 0.0 && doc.confidence < 1.0) {
+        anyhow::bail!(
+            "confidence {} is not a probability between 0 and 1",
+            doc.confidence
+        );
+    }
+    Ok(doc)
 }
 
 /// The comparison `vmscope compare` made, in the shape it prints.
