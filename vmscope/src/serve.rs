@@ -10,9 +10,10 @@
 //! - a peer address holds at most [`MAX_PER_PEER`] connections and all
 //!   together at most [`MAX_CONNECTIONS`]; at a limit, the oldest
 //!   connection of that peer (or of anyone, at the total limit) that has
-//!   not sent a request head yet makes room, else the new one is closed at
-//!   once, so connections that never ask for anything only displace each
-//!   other;
+//!   been open for [`DISPLACE_AFTER`] without sending a request head makes
+//!   room, else the new one is closed at once. Connections that never ask
+//!   for anything only displace each other, and a newcomer has that long
+//!   to ask before it can be displaced;
 //! - a failed accept (EMFILE and the like) is retried with backoff, logged
 //!   once per burst;
 //! - a failed refresh is logged once per burst and the last good body is
@@ -62,6 +63,10 @@ const MAX_CONNECTIONS: usize = 512;
 
 /// Connections open at once from one peer address.
 const MAX_PER_PEER: usize = 16;
+
+/// How long a connection that has not sent a request head is safe from
+/// being displaced by a newer one from a peer at its limit.
+const DISPLACE_AFTER: Duration = Duration::from_secs(1);
 
 /// How long a client has to send a whole request head, counted from the
 /// connection (or the previous response) on.
@@ -210,6 +215,7 @@ struct Conns {
 
 struct Conn {
     peer: IpAddr,
+    opened: Instant,
     /// Set once a request head has arrived: no longer displaceable.
     asked: Arc<AtomicBool>,
     close: Arc<Notify>,
@@ -244,12 +250,14 @@ impl Conns {
     }
 
     /// Closes the oldest connection (of `peer`, when given) that has not
-    /// sent a request head yet; false when there is none.
+    /// sent a request head yet, if it has been open for [`DISPLACE_AFTER`];
+    /// false when there is none.
     fn displace(&mut self, peer: Option<IpAddr>) -> bool {
         let victim = self
             .open
             .iter()
             .find(|(_, c)| peer.is_none_or(|p| c.peer == p) && !c.asked.load(Ordering::Relaxed))
+            .filter(|(_, c)| c.opened.elapsed() >= DISPLACE_AFTER)
             .map(|(&id, _)| id);
         match victim.and_then(|id| self.remove(id)) {
             Some(c) => {
@@ -284,6 +292,7 @@ fn admit(conns: &Arc<Mutex<Conns>>, peer: IpAddr, shared: &Shared) -> Option<Tic
         id,
         Conn {
             peer,
+            opened: Instant::now(),
             asked: asked.clone(),
             close: close.clone(),
         },
