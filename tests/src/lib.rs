@@ -7,6 +7,7 @@
 
 pub mod pressure;
 pub mod privilege;
+pub mod serve_fixture;
 
 use std::{
     path::{Path, PathBuf},

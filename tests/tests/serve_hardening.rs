@@ -1,0 +1,670 @@
+//! `vmscope serve` against clients that try to lock it out, run as a real
+//! process over real sockets: a slowloris of 600 connections while a real
+//! Prometheus keeps scraping and another address is served; a client that
+//! stops reading; accept failures (EMFILE, from a lowered RLIMIT_NOFILE);
+//! refreshes that fail (the map reads' bpf(2) calls made to fail by
+//! tracing the server with ptrace); and the default bind being loopback.
+//!
+//! The tests run one at a time (they measure times and CPU).
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+use std::{
+    io::{ErrorKind, Read as _, Write as _},
+    net::{Ipv4Addr, SocketAddr, TcpStream},
+    sync::{Mutex, MutexGuard},
+    time::{Duration, Instant},
+};
+
+use vmscope_tests::{
+    root_or_skip,
+    serve_fixture::{
+        Prometheus, Serve, TCP_ESTABLISHED, connect_from, get_from, metric, tcp_state, tool_or_skip,
+    },
+};
+
+/// The server's limits, as `serve.rs` sets them.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(3);
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+const LOCAL: Ipv4Addr = Ipv4Addr::LOCALHOST;
+/// Another loopback address, standing in for another peer.
+const OTHER: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `GET /metrics` from `from`: the body, and how long the answer took.
+fn scrape_from(from: Ipv4Addr, addr: SocketAddr) -> (String, Duration) {
+    let t = Instant::now();
+    let r = get_from(from, addr, "/metrics").unwrap_or_else(|e| panic!("GET /metrics: {e}"));
+    assert_eq!(r.status, 200, "GET /metrics: {r:?}");
+    (r.body, t.elapsed())
+}
+
+fn dropped(body: &str, reason: &str) -> f64 {
+    let series = format!("vmscope_exporter_connections_dropped_total{{reason=\"{reason}\"}}");
+    metric(body, &series).unwrap_or_else(|| panic!("no {series} in:\n{body}"))
+}
+
+/// Whether the server has closed `s` (EOF or reset); `s` is non-blocking.
+/// Bytes it sent are counted into `got`.
+fn closed(s: &mut TcpStream, got: &mut usize) -> bool {
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(n) => *got += n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
+            Err(_) => return true,
+        }
+    }
+}
+
+/// A slowloris connection: a request head begun and never finished.
+struct Slow {
+    s: TcpStream,
+    opened: Instant,
+}
+
+fn slow(addr: SocketAddr) -> Option<Slow> {
+    let opened = Instant::now();
+    let mut s = connect_from(LOCAL, addr, None).ok()?;
+    // Refused connections may be reset while this is written.
+    let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: vmscope\r\nX-Slow: ");
+    s.set_nonblocking(true).unwrap();
+    Some(Slow { s, opened })
+}
+
+#[test]
+fn slowloris_of_600_leaves_prometheus_and_other_peers_served() {
+    const TEST: &str = "slowloris_of_600_leaves_prometheus_and_other_peers_served";
+    if !root_or_skip(TEST) || !tool_or_skip(TEST, "prometheus") {
+        return;
+    }
+    let _serial = one_at_a_time();
+    const CONNECTIONS: usize = 600;
+    const ATTACK: Duration = Duration::from_secs(12);
+    let serve = Serve::start(&["--listen", "127.0.0.1:0", "-i", "500ms"]);
+    let addr = serve.addr;
+    let prom = Prometheus::start(addr);
+    let t = Instant::now();
+    while prom.value("up") != Some(1.0) {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "Prometheus: up = {:?} after 30 s\n{}",
+            prom.query("up"),
+            prom.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // The attack, from 127.0.0.1 (where Prometheus scrapes from too): 600
+    // connections, each one re-opened whenever the server closes it.
+    let attack_start = Instant::now();
+    let attacker = std::thread::spawn(move || {
+        let mut conns: Vec<Option<Slow>> = (0..CONNECTIONS).map(|_| slow(addr)).collect();
+        let (mut reopened, mut answered) = (0usize, 0usize);
+        while attack_start.elapsed() < ATTACK {
+            std::thread::sleep(Duration::from_millis(500));
+            for c in &mut conns {
+                let gone = match c {
+                    Some(c) => closed(&mut c.s, &mut answered),
+                    None => true,
+                };
+                if gone {
+                    *c = slow(addr);
+                    reopened += 1;
+                }
+            }
+        }
+        (conns, reopened, answered)
+    });
+
+    // Meanwhile another peer asks, twice a second; and fresh connections
+    // from the attacker's own address, which may or may not get in.
+    let mut other = Vec::new();
+    let (mut same_ok, mut same_tried) = (0, 0);
+    std::thread::sleep(Duration::from_millis(1500));
+    while attack_start.elapsed() < ATTACK - Duration::from_millis(500) {
+        other.push(scrape_from(OTHER, addr).1);
+        same_tried += 1;
+        if get_from(LOCAL, addr, "/healthz").is_ok_and(|r| r.status == 200) {
+            same_ok += 1;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Prometheus's scrapes over the attack, its first 1.5 s left out.
+    let window = format!("{}s", (ATTACK.as_secs_f64() - 2.0).floor());
+    let scrapes = prom.value(&format!("count_over_time(up[{window}])"));
+    let min_up = prom.value(&format!("min_over_time(up[{window}])"));
+    let slowest = prom.value(&format!("max_over_time(scrape_duration_seconds[{window}])"));
+    let (mut conns, reopened, answered) = attacker.join().unwrap();
+    let attack_end = Instant::now();
+
+    // No more re-opening: every connection left is closed by the server
+    // within the head timeout (and some slack) of its opening.
+    let mut late = Vec::new();
+    let mut longest = Duration::ZERO;
+    let mut open: Vec<Slow> = conns.iter_mut().filter_map(Option::take).collect();
+    let held = open.len();
+    let mut answered_after = 0;
+    while !open.is_empty() && attack_end.elapsed() < HEAD_TIMEOUT + Duration::from_secs(10) {
+        open.retain_mut(|c| {
+            if closed(&mut c.s, &mut answered_after) {
+                let lived = c.opened.elapsed();
+                longest = longest.max(lived);
+                if lived > HEAD_TIMEOUT + Duration::from_secs(2) {
+                    late.push(lived);
+                }
+                false
+            } else {
+                true
+            }
+        });
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (body, _) = scrape_from(OTHER, addr);
+    let max_other = other.iter().max().copied().unwrap_or_default();
+    eprintln!(
+        "{TEST}: {CONNECTIONS} slow connections from {LOCAL} for {:.1} s, {reopened} re-opened \
+         after the server closed them; Prometheus: {scrapes:?} scrapes in the last {window}, \
+         min up {min_up:?}, slowest {slowest:?} s; {} GETs from {OTHER}: slowest {:.1} ms; \
+         fresh /healthz from {LOCAL}: {same_ok} of {same_tried}; afterwards {} still open \
+         {:.1} s after the attack, the longest-lived closed after {:.2} s; dropped: peer_limit \
+         {}, head_timeout {}",
+        ATTACK.as_secs_f64(),
+        other.len(),
+        max_other.as_secs_f64() * 1e3,
+        open.len(),
+        attack_end.elapsed().as_secs_f64(),
+        longest.as_secs_f64(),
+        dropped(&body, "peer_limit"),
+        dropped(&body, "head_timeout"),
+    );
+    assert_eq!(
+        (answered, answered_after),
+        (0, 0),
+        "the server answered bytes to an unfinished request head"
+    );
+    assert!(
+        reopened > CONNECTIONS,
+        "the attack never reached the server's limits ({reopened} re-opened)"
+    );
+    assert!(
+        dropped(&body, "peer_limit") > 0.0 && dropped(&body, "head_timeout") > 0.0,
+        "the server counted no refusals or head timeouts:\n{body}"
+    );
+    assert_eq!(
+        min_up,
+        Some(1.0),
+        "Prometheus failed a scrape during the attack ({scrapes:?} scrapes)\n{}",
+        prom.log()
+    );
+    assert!(
+        scrapes.is_some_and(|n| n >= 6.0),
+        "only {scrapes:?} Prometheus scrapes in {window} of attack"
+    );
+    assert!(other.len() >= 10, "{} GETs from {OTHER}", other.len());
+    assert!(
+        max_other < Duration::from_secs(1),
+        "a GET from {OTHER} took {max_other:?} during the attack: {other:?}"
+    );
+    assert!(
+        open.is_empty() && late.is_empty(),
+        "{} of the {held} slow connections open at the end are still open; {} closed later than \
+         {HEAD_TIMEOUT:?} + 2 s after opening: {late:?}",
+        open.len(),
+        late.len()
+    );
+}
+
+#[test]
+fn a_client_that_stops_reading_is_dropped_after_the_write_timeout() {
+    const TEST: &str = "a_client_that_stops_reading_is_dropped_after_the_write_timeout";
+    if !root_or_skip(TEST) {
+        return;
+    }
+    let _serial = one_at_a_time();
+    const STALLED: usize = 4;
+    const PIPELINED: usize = 2000;
+    let serve = Serve::start(&["--listen", "127.0.0.1:0", "-i", "500ms"]);
+    let addr = serve.addr;
+    let (before, _) = scrape_from(OTHER, addr);
+    let size = before.len();
+
+    // Clients with a 1 KiB receive buffer that ask for /metrics 2000 times
+    // on one connection each (pipelined) and never read.
+    let requests = "GET /metrics HTTP/1.1\r\nHost: vmscope\r\n\r\n".repeat(PIPELINED);
+    let stalled: Vec<(TcpStream, Instant)> = (0..STALLED)
+        .map(|_| {
+            let mut s = connect_from(LOCAL, addr, Some(1024)).unwrap();
+            s.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
+            let t = Instant::now();
+            // The server stops reading too once its answers back up.
+            let _ = s.write_all(requests.as_bytes());
+            (s, t)
+        })
+        .collect();
+
+    let mut closed_after: Vec<Option<Duration>> = vec![None; STALLED];
+    let mut others = Vec::new();
+    let t = Instant::now();
+    let mut open_at_half = None;
+    while t.elapsed() < WRITE_TIMEOUT + Duration::from_secs(6) && closed_after.contains(&None) {
+        for (i, (s, start)) in stalled.iter().enumerate() {
+            if closed_after[i].is_none() && tcp_state(s) != TCP_ESTABLISHED {
+                closed_after[i] = Some(start.elapsed());
+            }
+        }
+        if open_at_half.is_none() && t.elapsed() >= WRITE_TIMEOUT / 2 {
+            open_at_half = Some(closed_after.iter().filter(|c| c.is_none()).count());
+        }
+        others.push(scrape_from(OTHER, addr).1);
+        others.push(scrape_from(LOCAL, addr).1);
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let (body, _) = scrape_from(OTHER, addr);
+    let slowest = others.iter().max().copied().unwrap_or_default();
+    eprintln!(
+        "{TEST}: {STALLED} clients sent {PIPELINED} pipelined requests for a {size}-byte body \
+         and read nothing; still open after {:?}: {open_at_half:?}; closed after {:?}; \
+         meanwhile {} scrapes by others, slowest {:.1} ms; write_timeout drops: {}",
+        WRITE_TIMEOUT / 2,
+        closed_after,
+        others.len(),
+        slowest.as_secs_f64() * 1e3,
+        dropped(&body, "write_timeout"),
+    );
+    assert_eq!(
+        open_at_half,
+        Some(STALLED),
+        "a stalled client was dropped before the write timeout"
+    );
+    for (i, c) in closed_after.iter().enumerate() {
+        let c = c.unwrap_or_else(|| {
+            panic!(
+                "stalled client {i} still connected {:?} after its requests",
+                WRITE_TIMEOUT + Duration::from_secs(6)
+            )
+        });
+        assert!(
+            c >= WRITE_TIMEOUT - Duration::from_millis(500)
+                && c <= WRITE_TIMEOUT + Duration::from_secs(4),
+            "stalled client {i} dropped after {c:?}, not about {WRITE_TIMEOUT:?}"
+        );
+    }
+    assert!(
+        dropped(&body, "write_timeout") >= STALLED as f64,
+        "the server counted fewer write timeouts than stalled clients:\n{body}"
+    );
+    assert!(
+        slowest < Duration::from_secs(1),
+        "a scrape by another client took {slowest:?} while the stalled ones were held"
+    );
+}
+
+/// The socket inodes `pid` holds.
+fn socket_inodes(pid: u32) -> Vec<u64> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| {
+            let target = std::fs::read_link(e.ok()?.path()).ok()?;
+            let t = target.to_str()?;
+            t.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
+        })
+        .collect()
+}
+
+/// The local addresses (as /proc/net/tcp* writes them) of the listening
+/// sockets among `inodes`.
+fn listening(table: &str, inodes: &[u64]) -> Vec<String> {
+    std::fs::read_to_string(table)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let inode: u64 = f.get(9)?.parse().ok()?;
+            (f.get(3) == Some(&"0A") && inodes.contains(&inode)).then(|| f[1].to_string())
+        })
+        .collect()
+}
+
+/// This host's IPv4 addresses other than loopback.
+fn other_ipv4_addresses() -> Vec<Ipv4Addr> {
+    let mut out = Vec::new();
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list`, walked read-only and freed once.
+    unsafe {
+        if libc::getifaddrs(&mut list) != 0 {
+            return out;
+        }
+        let mut p = list;
+        while !p.is_null() {
+            let a = (*p).ifa_addr;
+            if !a.is_null() && i32::from((*a).sa_family) == libc::AF_INET {
+                let sin = &*(a.cast::<libc::sockaddr_in>());
+                let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+                if !ip.is_loopback() {
+                    out.push(ip);
+                }
+            }
+            p = (*p).ifa_next;
+        }
+        libc::freeifaddrs(list);
+    }
+    out
+}
+
+#[test]
+fn the_default_bind_is_loopback() {
+    const TEST: &str = "the_default_bind_is_loopback";
+    if !root_or_skip(TEST) {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let serve = Serve::start(&["-i", "500ms"]);
+    assert_eq!(
+        serve.addr,
+        SocketAddr::from(([127, 0, 0, 1], 9464)),
+        "without --listen"
+    );
+    let r = get_from(LOCAL, serve.addr, "/healthz").unwrap();
+    assert_eq!((r.status, r.body.trim()), (200, "ok"));
+    let inodes = socket_inodes(serve.pid());
+    let v4 = listening("/proc/net/tcp", &inodes);
+    let v6 = listening("/proc/net/tcp6", &inodes);
+    // 127.0.0.1 in the kernel's byte order, port 9464 in hex.
+    assert_eq!(v4, ["0100007F:24F8"], "listening sockets (IPv6: {v6:?})");
+    assert!(v6.is_empty(), "also listening on IPv6: {v6:?}");
+    let others = other_ipv4_addresses();
+    for ip in &others {
+        let to = SocketAddr::from((*ip, 9464));
+        let e = TcpStream::connect_timeout(&to, Duration::from_secs(2));
+        assert!(e.is_err(), "{to} accepted a connection");
+    }
+    eprintln!(
+        "{TEST}: listens on {v4:?} only (/proc/net/tcp); connecting to port 9464 on {others:?} \
+         refused"
+    );
+}
+
+/// Makes every bpf(2) call of thread `tid` fail with EIO for `window`, by
+/// tracing it (ptrace) and skipping the call; returns how many it failed.
+#[cfg(target_arch = "x86_64")]
+fn fail_bpf_calls(tid: i32, window: Duration) -> Result<u64, String> {
+    use std::ffi::c_void;
+    const PTRACE_GET_SYSCALL_INFO: libc::c_uint = 0x420e;
+    const PTRACE_EVENT_STOP: i32 = 128;
+    const OP_ENTRY: u8 = 1;
+    const OP_EXIT: u8 = 2;
+    /// `struct ptrace_syscall_info`, as far as it is read here.
+    #[repr(C)]
+    struct Info {
+        op: u8,
+        _reserved: u8,
+        _flags: u16,
+        _arch: u32,
+        _ip: u64,
+        _sp: u64,
+        nr: u64,
+        _args: [u64; 6],
+    }
+    let os = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
+    let null = std::ptr::null_mut::<c_void>();
+    // SAFETY: ptrace and waitpid on a process of ours; every buffer passed
+    // is a local of the size given.
+    unsafe {
+        if libc::ptrace(
+            libc::PTRACE_SEIZE,
+            tid,
+            null,
+            libc::PTRACE_O_TRACESYSGOOD as usize as *mut c_void,
+        ) != 0
+        {
+            return Err(os("PTRACE_SEIZE"));
+        }
+        if libc::ptrace(libc::PTRACE_INTERRUPT, tid, null, null) != 0 {
+            return Err(os("PTRACE_INTERRUPT"));
+        }
+        let mut status = 0;
+        if libc::waitpid(tid, &mut status, libc::__WALL) != tid {
+            return Err(os("waitpid"));
+        }
+        let end = Instant::now() + window;
+        let (mut failed, mut skipping, mut signal) = (0u64, false, 0usize);
+        loop {
+            if !skipping && Instant::now() >= end {
+                libc::ptrace(libc::PTRACE_DETACH, tid, null, signal as *mut c_void);
+                return Ok(failed);
+            }
+            if libc::ptrace(libc::PTRACE_SYSCALL, tid, null, signal as *mut c_void) != 0 {
+                return Err(os("PTRACE_SYSCALL"));
+            }
+            signal = 0;
+            if libc::waitpid(tid, &mut status, libc::__WALL) != tid {
+                return Err(os("waitpid"));
+            }
+            if libc::WIFEXITED(status) || libc::WIFSIGNALED(status) {
+                return Err(format!("the traced server ended: status {status:#x}"));
+            }
+            if !libc::WIFSTOPPED(status) {
+                continue;
+            }
+            let stop = libc::WSTOPSIG(status);
+            if stop == libc::SIGTRAP | 0x80 {
+                let mut info: Info = std::mem::zeroed();
+                libc::ptrace(
+                    PTRACE_GET_SYSCALL_INFO,
+                    tid,
+                    std::mem::size_of::<Info>() as *mut c_void,
+                    (&mut info as *mut Info).cast::<c_void>(),
+                );
+                let mut regs: libc::user_regs_struct = std::mem::zeroed();
+                let regs_p = (&mut regs as *mut libc::user_regs_struct).cast::<c_void>();
+                match info.op {
+                    OP_ENTRY if info.nr == libc::SYS_bpf as u64 => {
+                        libc::ptrace(libc::PTRACE_GETREGS, tid, null, regs_p);
+                        // No such call: the kernel skips it.
+                        regs.orig_rax = u64::MAX;
+                        libc::ptrace(libc::PTRACE_SETREGS, tid, null, regs_p);
+                        skipping = true;
+                    }
+                    OP_EXIT if skipping => {
+                        libc::ptrace(libc::PTRACE_GETREGS, tid, null, regs_p);
+                        regs.rax = (-libc::EIO) as i64 as u64;
+                        libc::ptrace(libc::PTRACE_SETREGS, tid, null, regs_p);
+                        skipping = false;
+                        failed += 1;
+                    }
+                    _ => {}
+                }
+            } else if status >> 16 != PTRACE_EVENT_STOP {
+                // A signal for the server: delivered on resuming.
+                signal = stop as usize;
+            }
+        }
+    }
+}
+
+/// x86-64 only: the failures are injected through its registers.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn failed_refreshes_serve_the_last_body_with_its_age() {
+    const TEST: &str = "failed_refreshes_serve_the_last_body_with_its_age";
+    if !root_or_skip(TEST) {
+        return;
+    }
+    let _serial = one_at_a_time();
+    const FAILING: Duration = Duration::from_secs(4);
+    let age = |b: &str| metric(b, "vmscope_exporter_body_age_seconds").unwrap();
+    let failures = |b: &str| metric(b, "vmscope_exporter_refresh_failures_total").unwrap();
+    let serve = Serve::start(&["--listen", "127.0.0.1:0", "-i", "300ms"]);
+    let addr = serve.addr;
+    std::thread::sleep(Duration::from_millis(1000));
+    let (body, _) = scrape_from(OTHER, addr);
+    let (age0, failures0) = (age(&body), failures(&body));
+    let threads = std::fs::read_dir(format!("/proc/{}/task", serve.pid()))
+        .unwrap()
+        .count();
+
+    // The refreshes run on the main thread (a current-thread runtime).
+    let pid = serve.pid() as i32;
+    let injector = std::thread::spawn(move || fail_bpf_calls(pid, FAILING));
+    let mut during = Vec::new();
+    let t = Instant::now();
+    std::thread::sleep(Duration::from_millis(300));
+    while t.elapsed() < FAILING - Duration::from_millis(300) {
+        let (b, took) = scrape_from(OTHER, addr);
+        let faults = b.contains("vmscope_page_faults_total{");
+        during.push((age(&b), failures(&b), faults, took));
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    let failed_calls = injector.join().unwrap().unwrap_or_else(|e| panic!("{e}"));
+    std::thread::sleep(Duration::from_millis(1500));
+    let (after1, _) = scrape_from(OTHER, addr);
+    std::thread::sleep(Duration::from_millis(1000));
+    let (after2, _) = scrape_from(OTHER, addr);
+    let stderr = serve.stderr();
+    let max_age = during.iter().map(|d| d.0).fold(0.0, f64::max);
+    let max_failures = during.iter().map(|d| d.1).fold(0.0, f64::max);
+    eprintln!(
+        "{TEST}: {threads} server threads; bpf(2) failed {failed_calls} times over {FAILING:?}; \
+         before: age {age0} s, failures {failures0}; during (age, failures, has faults, took): \
+         {during:?}; after: age {} s then {} s, failures {} then {}; stderr:\n{stderr}",
+        age(&after1),
+        age(&after2),
+        failures(&after1),
+        failures(&after2),
+    );
+    assert!(
+        age0 < 1.0 && failures0 == 0.0,
+        "before: age {age0}, failures {failures0}"
+    );
+    assert!(failed_calls > 0, "no bpf(2) call was made to fail");
+    assert!(
+        during.iter().all(|d| d.2),
+        "a scrape while refreshes failed lacked the page-fault series: {during:?}"
+    );
+    assert!(
+        max_age >= 2.0 && max_failures >= 3.0,
+        "while bpf(2) failed for {FAILING:?}: the body's age reached only {max_age} s and \
+         {max_failures} refresh failures were counted: {during:?}"
+    );
+    assert!(
+        age(&after1) < 1.0 && age(&after2) < 1.0,
+        "the body did not get fresh again after the failures stopped: ages {} and {}",
+        age(&after1),
+        age(&after2)
+    );
+    assert!(
+        failures(&after1) >= max_failures && failures(&after2) == failures(&after1),
+        "refresh failures after the failing window: {} then {}",
+        failures(&after1),
+        failures(&after2)
+    );
+    let count = |s: &str| stderr.lines().filter(|l| l.contains(s)).count();
+    assert_eq!(
+        (
+            count("refreshing the metrics failed"),
+            count("refreshing works again")
+        ),
+        (1, 1),
+        "want the failures logged once, and the recovery once:\n{stderr}"
+    );
+}
+
+#[test]
+fn accept_errors_back_off_instead_of_spinning() {
+    const TEST: &str = "accept_errors_back_off_instead_of_spinning";
+    if !root_or_skip(TEST) {
+        return;
+    }
+    let _serial = one_at_a_time();
+    const STARVED: Duration = Duration::from_secs(3);
+    let serve = Serve::start(&["--listen", "127.0.0.1:0", "-i", "500ms"]);
+    let addr = serve.addr;
+    let pid = serve.pid() as libc::pid_t;
+    let open_fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count() as u64;
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain syscall with valid pointers.
+    let r = unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, std::ptr::null(), &mut old) };
+    assert_eq!(r, 0, "prlimit: {}", std::io::Error::last_os_error());
+    // The soft limit at what is open: no descriptor left for a connection.
+    let none_left = libc::rlimit {
+        rlim_cur: open_fds,
+        rlim_max: old.rlim_max,
+    };
+    // SAFETY: as above.
+    let r = unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, &none_left, std::ptr::null_mut()) };
+    assert_eq!(r, 0, "prlimit: {}", std::io::Error::last_os_error());
+    let cpu_before = serve.cpu_time();
+    // Queued by the kernel, never accepted while no descriptor is left.
+    let waiting: Vec<TcpStream> = (0..20)
+        .map(|_| connect_from(Ipv4Addr::new(127, 0, 0, 3), addr, None).unwrap())
+        .collect();
+    std::thread::sleep(STARVED);
+    let cpu = serve.cpu_time() - cpu_before;
+    drop(waiting);
+    // SAFETY: as above.
+    let r = unsafe { libc::prlimit(pid, libc::RLIMIT_NOFILE, &old, std::ptr::null_mut()) };
+    assert_eq!(r, 0, "prlimit: {}", std::io::Error::last_os_error());
+    let t = Instant::now();
+    let r = get_from(Ipv4Addr::new(127, 0, 0, 4), addr, "/healthz");
+    let back = t.elapsed();
+    std::thread::sleep(Duration::from_millis(300));
+    let stderr = serve.stderr();
+    let failed: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("accepting a connection failed"))
+        .collect();
+    let again: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("accepting again after"))
+        .collect();
+    eprintln!(
+        "{TEST}: RLIMIT_NOFILE {open_fds} (all in use) for {STARVED:?} with 20 connections \
+         waiting: {:.0} ms of CPU; served again {:.0} ms after the limit was raised; log: \
+         {failed:?} {again:?}",
+        cpu.as_secs_f64() * 1e3,
+        back.as_secs_f64() * 1e3
+    );
+    assert!(
+        r.as_ref().is_ok_and(|r| r.status == 200),
+        "/healthz after the limit was raised: {r:?}"
+    );
+    assert!(
+        back < Duration::from_millis(1500),
+        "served only {back:?} after descriptors were available again"
+    );
+    assert!(
+        failed.len() == 1 && failed[0].contains("Too many open files"),
+        "want one log line for the burst of EMFILE:\n{stderr}"
+    );
+    assert_eq!(
+        again.len(),
+        1,
+        "want one line at the end of the burst:\n{stderr}"
+    );
+    let n: u64 = again[0]
+        .split("after ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {:?}", again[0]));
+    assert!(
+        n <= 20,
+        "{n} accept attempts in {STARVED:?}: not backing off"
+    );
+    assert!(
+        cpu < Duration::from_millis(300),
+        "{cpu:?} of CPU in {STARVED:?} of failing accepts: spinning"
+    );
+}
