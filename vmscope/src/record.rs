@@ -125,36 +125,141 @@ pub enum Line {
 /// `tail -f` sees every interval as it ends.
 pub struct JsonlWriter {
     out: Box<dyn std::io::Write + Send>,
+    /// The file itself (not stdout): a line that fails half-way is cut off
+    /// again, so the stream only ever holds whole lines.
+    file: Option<std::fs::File>,
+    /// Where the last whole line ends.
+    whole: u64,
     what: String,
 }
 
 impl JsonlWriter {
-    /// Creates (truncates) the file, or uses stdout. The stream is written
-    /// in place, not renamed: it is meant to be read while it grows.
+    /// Opens the file, or uses stdout. The stream is written in place, not
+    /// renamed: it is meant to be read while it grows.
+    ///
+    /// The path is opened without following a symbolic link (one planted
+    /// there is refused with one line, its target untouched). A regular file
+    /// is truncated, as before, unless it has other hard links; a device or
+    /// FIFO (`/dev/null`) is written as it is. Under sudo the file belongs
+    /// to the invoking user.
     pub fn create(output: &Output) -> anyhow::Result<Self> {
         Ok(match output {
             Output::Stdout => Self {
                 out: Box::new(std::io::stdout()),
+                file: None,
+                whole: 0,
                 what: "stdout".into(),
             },
-            Output::File(path) => Self {
-                out: Box::new(
-                    std::fs::File::create(path)
-                        .with_context(|| format!("creating {}", path.display()))?,
-                ),
-                what: path.display().to_string(),
-            },
+            Output::File(path) => {
+                let f = open_stream(path)?;
+                let out = f
+                    .try_clone()
+                    .with_context(|| format!("opening {}", path.display()))?;
+                Self {
+                    out: Box::new(out),
+                    file: Some(f),
+                    whole: 0,
+                    what: path.display().to_string(),
+                }
+            }
         })
     }
 
     pub fn line(&mut self, line: &Line) -> anyhow::Result<()> {
         let mut buf = serde_json::to_vec(line).context("encoding a line")?;
         buf.push(b'\n');
-        self.out
-            .write_all(&buf)
-            .and_then(|()| self.out.flush())
-            .with_context(|| format!("writing {}", self.what))
+        match self.out.write_all(&buf).and_then(|()| self.out.flush()) {
+            Ok(()) => {
+                self.whole += buf.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                self.cut_partial();
+                Err(e).with_context(|| format!("writing {}", self.what))
+            }
+        }
     }
+
+    /// Removes what a failed write left of its line (truncating needs no
+    /// space), so the next line starts where the last whole one ended.
+    fn cut_partial(&mut self) {
+        use std::io::Seek as _;
+        if let Some(f) = &mut self.file
+            && f.metadata().is_ok_and(|m| m.is_file())
+        {
+            let _ = f.set_len(self.whole);
+            let _ = f.seek(std::io::SeekFrom::Start(self.whole));
+        }
+    }
+
+    /// Whether this stream goes to a file (which may take a final line after
+    /// a failure) rather than stdout.
+    pub fn is_file(&self) -> bool {
+        self.file.is_some()
+    }
+}
+
+/// Opens a jsonl destination: never through a symbolic link, never a
+/// regular file that has other names.
+fn open_stream(path: &Path) -> anyhow::Result<std::fs::File> {
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, OpenOptionsExt as _};
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o666)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY)
+        .open(path);
+    let f = match f {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            anyhow::bail!(
+                "refusing to write {}: it is a symbolic link; remove it or choose another -o",
+                path.display()
+            );
+        }
+        Err(e) => return Err(e).with_context(|| format!("creating {}", path.display())),
+    };
+    let meta = f
+        .metadata()
+        .with_context(|| format!("examining {}", path.display()))?;
+    if meta.file_type().is_block_device() || meta.file_type().is_socket() {
+        anyhow::bail!("refusing to write {}: not a regular file", path.display());
+    }
+    if meta.is_file() {
+        if meta.nlink() > 1 {
+            anyhow::bail!(
+                "refusing to write {}: it has {} hard links, so truncating it would change \
+                 another file; remove it or choose another -o",
+                path.display(),
+                meta.nlink()
+            );
+        }
+        f.set_len(0)
+            .with_context(|| format!("truncating {}", path.display()))?;
+        give_to_invoker(&f).with_context(|| format!("creating {}", path.display()))?;
+    }
+    Ok(f)
+}
+
+/// Who owns the files vmscope writes: under sudo (root with `SUDO_UID` and
+/// `SUDO_GID` set), the invoking user; otherwise whoever runs vmscope.
+pub fn output_owner() -> Option<(u32, u32)> {
+    if !rustix::process::geteuid().is_root() {
+        return None;
+    }
+    let uid: u32 = std::env::var("SUDO_UID").ok()?.parse().ok()?;
+    let gid: u32 = std::env::var("SUDO_GID").ok()?.parse().ok()?;
+    (uid != 0 || gid != 0).then_some((uid, gid))
+}
+
+/// Hands a regular file vmscope has just written to the invoking user
+/// under sudo.
+fn give_to_invoker(f: &std::fs::File) -> anyhow::Result<()> {
+    if let Some((uid, gid)) = output_owner() {
+        std::os::unix::fs::fchown(f, Some(uid), Some(gid))
+            .with_context(|| format!("giving it to uid {uid} gid {gid} (SUDO_UID/SUDO_GID)"))?;
+    }
+    Ok(())
 }
 
 /// The published JSON Schema of a recording (`vmscope/schema/`).
@@ -250,31 +355,99 @@ impl Output {
     }
 }
 
-/// Writes a file through a temporary sibling and a rename.
+/// Writes a file through a temporary sibling and a rename: created with
+/// `O_EXCL` under an unpredictable name (`.NAME.XXXXXX.tmp`) in the target's
+/// directory, filled, flushed, synced, given to the invoking user under
+/// sudo, and renamed over `path` (a symbolic link there is replaced, its
+/// target untouched). On any failure the temporary file is removed.
 pub fn write_atomic(
     path: &Path,
     fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
-    let name = path
-        .file_name()
-        .with_context(|| format!("{} has no file name", path.display()))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".tmp-{}", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
+    use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
     let result = (|| -> anyhow::Result<()> {
-        let f =
-            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        match std::fs::symlink_metadata(path).map(|m| m.file_type()) {
+            Ok(t) if t.is_symlink() => {
+                // Replaced, never written through, unless it leads to
+                // something no file should replace (`/dev/stdout`).
+                if let Ok(m) = std::fs::metadata(path)
+                    && !m.is_file()
+                {
+                    let to = std::fs::read_link(path).unwrap_or_default();
+                    anyhow::bail!(
+                        "refusing to replace the symbolic link {} (to {}, not a regular file); \
+                         use - for stdout or choose another path",
+                        path.display(),
+                        to.display()
+                    );
+                }
+            }
+            // `/dev/null`, a FIFO: written as they are.
+            Ok(t) if t.is_char_device() || t.is_fifo() => return write_special(path, fill),
+            Ok(t) if t.is_block_device() || t.is_socket() => {
+                anyhow::bail!("refusing to write {}: not a regular file", path.display())
+            }
+            _ => {}
+        }
+        let name = path
+            .file_name()
+            .with_context(|| format!("{} has no file name", path.display()))?;
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let mut prefix = std::ffi::OsString::from(".");
+        prefix.push(name);
+        prefix.push(".");
+        let tmp = tempfile::Builder::new()
+            .prefix(&prefix)
+            .suffix(".tmp")
+            // What File::create gives (less the umask), not tempfile's 0600.
+            .permissions(std::fs::Permissions::from_mode(0o666))
+            .tempfile_in(dir)
+            .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+        // The path is removed when `tmp_path` drops, unless persisted.
+        let (f, tmp_path) = tmp.into_parts();
         let mut w = std::io::BufWriter::new(f);
         fill(&mut w)?;
         let f = w.into_inner().context("flushing")?;
+        give_to_invoker(&f)?;
         f.sync_all().context("syncing")?;
-        std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
+        drop(f);
+        tmp_path
+            .persist(path)
+            .map_err(|e| e.error)
+            .with_context(|| format!("renaming to {}", path.display()))?;
+        // The rename itself, durable: best effort.
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
     })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
     result.with_context(|| format!("writing {}", path.display()))
+}
+
+/// Writes into a character device or FIFO already at `path`.
+fn write_special(
+    path: &Path,
+    fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    let t = f.metadata().context("examining it")?.file_type();
+    anyhow::ensure!(
+        t.is_char_device() || t.is_fifo(),
+        "{} changed while being opened",
+        path.display()
+    );
+    let mut w = std::io::BufWriter::new(f);
+    fill(&mut w)?;
+    w.into_inner().context("flushing")?;
+    Ok(())
 }
 
 /// Reads a recording (a JSON document or a `--format jsonl` stream),
