@@ -46,7 +46,29 @@ pub struct ChildReport {
     /// the command wrote to its standard output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<CapturedOutput>,
+    /// The signals vmscope sent the command, in order: forwarded ones, and
+    /// its own when `-d` ran out or vmscope failed (SIGTERM, then SIGKILL to
+    /// the command's tree if it still runs 2 s later).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signals_sent: Vec<SignalSent>,
 }
+
+/// One signal vmscope sent the wrapped command.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SignalSent {
+    /// For example "SIGTERM".
+    pub signal: String,
+    /// "forwarded" (vmscope received it), "duration" (`-d` ran out),
+    /// "error" (vmscope failed mid-run) or "grace" (still running 2 s
+    /// after vmscope's SIGTERM).
+    pub reason: String,
+    /// When, since the command was released.
+    pub after_ns: u64,
+}
+
+/// How long a command has to exit after vmscope's own SIGTERM before its
+/// tree is sent SIGKILL.
+pub const GRACE: Duration = Duration::from_secs(2);
 
 /// The last [`TAIL_MAX`] bytes of the command's standard output.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -169,6 +191,7 @@ pub fn resolve(name: &str) -> anyhow::Result<PathBuf> {
 pub struct Gated {
     pub pid: u32,
     gate: OwnedFd,
+    handle: Handle,
 }
 
 /// Forks a child that waits for [`Gated::release`] and then execs `argv`
@@ -205,6 +228,15 @@ pub fn spawn_gated(
     // AmbientCapabilities=) would pass to the command through exec: it runs
     // as the caller, without them.
     let clear_ambient = !rustix::process::geteuid().is_root();
+    // The caller's own limits (vmscope raised RLIMIT_MEMLOCK for its maps)
+    // and, when dropping to the sudo caller, that user's groups as a login
+    // shell would have them.
+    let limits: Vec<(libc::__rlimit_resource_t, libc::rlimit)> =
+        ORIGINAL_LIMITS.get().cloned().unwrap_or_default();
+    let groups: Vec<libc::gid_t> = match run_as {
+        Some((uid, gid)) => groups_of(uid, gid),
+        None => Vec::new(),
+    };
     let (gate_r, gate_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .context("creating the start gate pipe")?;
     // SAFETY: the child branch only calls async-signal-safe functions on
@@ -233,8 +265,19 @@ pub fn spawn_gated(
             {
                 libc::_exit(exit::WRAPPER_FAILED.into());
             }
+            // Rust ignores SIGPIPE in vmscope; the command gets the default,
+            // and no signal blocked.
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+            for (resource, lim) in &limits {
+                if libc::setrlimit(*resource, lim) != 0 {
+                    libc::_exit(exit::WRAPPER_FAILED.into());
+                }
+            }
             if let Some((uid, gid)) = run_as
-                && (libc::setgroups(0, std::ptr::null()) != 0
+                && (libc::setgroups(groups.len(), groups.as_ptr()) != 0
                     || libc::setgid(gid) != 0
                     || libc::setuid(uid) != 0)
             {
@@ -262,19 +305,232 @@ pub fn spawn_gated(
     }
     drop(gate_r);
     drop(stdout);
+    // Our own unreaped child: its pid cannot be reused yet, so the pidfd
+    // is certainly this process. Kernels before 5.3 have none.
+    let pidfd = rustix::process::Pid::from_raw(pid)
+        .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok());
     Ok(Gated {
         pid: pid as u32,
         gate: gate_w,
+        handle: Handle {
+            pid: pid as u32,
+            pidfd: pidfd.map(std::sync::Arc::new),
+            gone: std::sync::Arc::new(std::sync::Mutex::new(false)),
+        },
     })
 }
 
 impl Gated {
-    /// Lets the child exec. Returns the instant its wall clock starts.
-    pub fn release(self) -> anyhow::Result<Instant> {
+    /// Lets the child exec. Returns the instant its wall clock starts and
+    /// the handle to signal and wait for it.
+    pub fn release(self) -> anyhow::Result<(Instant, Handle)> {
         let start = Instant::now();
         rustix::io::write(&self.gate, &[1]).context("releasing the wrapped command")?;
-        Ok(start)
+        Ok((start, self.handle))
     }
+
+    /// The handle, for a child that may still be waiting at the gate.
+    pub fn handle(&self) -> Handle {
+        self.handle.clone()
+    }
+}
+
+/// Signals and waits for the wrapped command. Signals go through a pidfd
+/// (or, before Linux 5.3, by pid while the process is known unreaped), so
+/// a reused pid never receives one.
+#[derive(Clone)]
+pub struct Handle {
+    pub pid: u32,
+    pidfd: Option<std::sync::Arc<OwnedFd>>,
+    /// Set, under the lock, once the child has exited and is about to be
+    /// reaped: no signal is sent by pid after that.
+    gone: std::sync::Arc<std::sync::Mutex<bool>>,
+}
+
+impl Handle {
+    /// Sends `sig`. False when the command is already gone.
+    pub fn signal(&self, sig: i32) -> bool {
+        let gone = self
+            .gone
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *gone {
+            return false;
+        }
+        match &self.pidfd {
+            Some(fd) => pidfd_signal(fd, sig),
+            // SAFETY: plain syscall; the pid is our unreaped child (`gone`
+            // is false under the lock), so it cannot have been reused.
+            None => unsafe { libc::kill(self.pid as i32, sig) == 0 },
+        }
+    }
+
+    /// SIGKILL to the command and every descendant it has now, each
+    /// through its own pidfd (checked to be the process listed), then to
+    /// the command. Returns how many descendants were killed.
+    pub fn kill_tree(&self) -> usize {
+        let mut killed = 0;
+        for (pid, start) in descendants(self.pid) {
+            let Some(p) = rustix::process::Pid::from_raw(pid as i32) else {
+                continue;
+            };
+            let Ok(fd) = rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty())
+            else {
+                continue;
+            };
+            // The pid could have been reused between the listing and the
+            // open: the pidfd is the listed process only if it started then.
+            if proc_stat(pid).map(|s| s.2) != Some(start) {
+                continue;
+            }
+            if pidfd_signal(&fd, libc::SIGKILL) {
+                killed += 1;
+            }
+        }
+        self.signal(libc::SIGKILL);
+        killed
+    }
+
+    /// Waits for the command (blocking) and collects its rusage.
+    pub fn wait(&self, started: Instant) -> anyhow::Result<ChildReport> {
+        let pid = self.pid;
+        // First wait without reaping: the pid stays ours while `gone` is set.
+        loop {
+            // SAFETY: zeroed siginfo is a valid value for waitid to fill.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: valid pointer to a local.
+            let r =
+                unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT) };
+            if r == 0 {
+                break;
+            }
+            let err = std::io::Error::last_os_error();
+            if err.kind() != std::io::ErrorKind::Interrupted {
+                return Err(err).with_context(|| format!("waiting for pid {pid}"));
+            }
+        }
+        *self
+            .gone
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+        wait(pid, started)
+    }
+}
+
+fn pidfd_signal(fd: &OwnedFd, sig: i32) -> bool {
+    // SAFETY: plain syscall on a pidfd we own, with no siginfo.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        ) == 0
+    }
+}
+
+/// The original limits the wrapped command gets back.
+static ORIGINAL_LIMITS: std::sync::OnceLock<Vec<(libc::__rlimit_resource_t, libc::rlimit)>> =
+    std::sync::OnceLock::new();
+
+/// Saves vmscope's limits as the caller gave them (RLIMIT_MEMLOCK, which
+/// loading raises, and RLIMIT_NOFILE), so the wrapped command runs with
+/// those. Call it before anything raises them; later calls keep the first.
+pub fn save_original_limits() {
+    ORIGINAL_LIMITS.get_or_init(|| {
+        [libc::RLIMIT_MEMLOCK, libc::RLIMIT_NOFILE]
+            .into_iter()
+            .filter_map(|r| {
+                let mut lim = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                // SAFETY: valid pointer to a local.
+                (unsafe { libc::getrlimit(r, &mut lim) } == 0).then_some((r, lim))
+            })
+            .collect()
+    });
+}
+
+/// The groups `uid` has at login (its supplementary groups and `gid`), as
+/// `initgroups` would set them; just `gid` for a uid with no passwd entry.
+pub fn groups_of(uid: u32, gid: u32) -> Vec<libc::gid_t> {
+    let mut buf = vec![0 as libc::c_char; 16 << 10];
+    // SAFETY: zeroed passwd is a valid value for getpwuid_r to fill.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: valid pointers to locals; buf outlives the use of pw's fields.
+    let r = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut found) };
+    if r != 0 || found.is_null() {
+        return vec![gid];
+    }
+    let mut n: libc::c_int = 64;
+    loop {
+        let mut groups = vec![0 as libc::gid_t; n as usize];
+        let want = n;
+        // SAFETY: pw_name is a NUL-terminated string in buf; groups holds n.
+        let r = unsafe { libc::getgrouplist(pw.pw_name, gid, groups.as_mut_ptr(), &mut n) };
+        if r >= 0 {
+            groups.truncate(n.max(0) as usize);
+            return groups;
+        }
+        if n <= want {
+            n = want.saturating_mul(2);
+        }
+        if n > 1 << 16 {
+            return vec![gid];
+        }
+    }
+}
+
+/// `(pid, ppid, start time)` from /proc/PID/stat.
+fn proc_stat(pid: u32) -> Option<(u32, u32, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields follow the
+    // last ')'.
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After ')': state(3) ppid(4) ... starttime(22), so indices 0, 1, 19.
+    Some((pid, f.get(1)?.parse().ok()?, f.get(19)?.parse().ok()?))
+}
+
+/// Every live descendant of `root`, with its start time.
+fn descendants(root: u32) -> Vec<(u32, u64)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let all: Vec<(u32, u32, u64)> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(proc_stat)
+        .collect();
+    let mut out: Vec<(u32, u64)> = Vec::new();
+    let mut parents = vec![root];
+    while let Some(p) = parents.pop() {
+        for &(pid, ppid, start) in &all {
+            if ppid == p && pid != root && !out.iter().any(|&(q, _)| q == pid) {
+                out.push((pid, start));
+                parents.push(pid);
+            }
+        }
+    }
+    out
+}
+
+/// A signal's name ("SIGTERM"), or "signal N".
+pub fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGUSR2 => "SIGUSR2",
+        _ => return format!("signal {sig}"),
+    };
+    name.into()
 }
 
 /// Waits for `pid` (blocking) and collects its rusage.
@@ -310,6 +566,7 @@ pub fn wait(pid: u32, started: Instant) -> anyhow::Result<ChildReport> {
         signal,
         rusage: rusage_from(&ru, wall),
         output: None,
+        signals_sent: Vec::new(),
     })
 }
 
@@ -339,7 +596,9 @@ fn rusage_from(ru: &libc::rusage, wall: Duration) -> Rusage {
     }
 }
 
-/// Sends `sig` to `pid`; errors (already gone) are ignored.
+/// Sends `sig` to `pid` by number; errors (already gone) are ignored. Only
+/// for a process known not to be reaped yet: the wrapped command is
+/// signalled through [`Handle::signal`], which cannot reach a reused pid.
 pub fn forward_signal(pid: u32, sig: i32) {
     // SAFETY: plain syscall.
     unsafe { libc::kill(pid as i32, sig) };
@@ -400,8 +659,8 @@ mod tests {
             unsafe { libc::waitpid(pid as i32, &mut st, libc::WNOHANG) },
             0
         );
-        let start = g.release().expect("release");
-        let r = wait(pid, start).expect("wait");
+        let (start, h) = g.release().expect("release");
+        let r = h.wait(start).expect("wait");
         assert_eq!((r.exit_status, r.exit_code), (Some(3), 3));
     }
 
@@ -415,9 +674,71 @@ mod tests {
             None,
         )
         .expect("fork");
-        let pid = g.pid;
-        let r = wait(pid, g.release().expect("release")).expect("wait");
+        let (start, h) = g.release().expect("release");
+        let r = h.wait(start).expect("wait");
         assert_eq!((r.signal, r.exit_code), (Some(9), 137));
+    }
+
+    #[test]
+    fn no_signal_reaches_a_reaped_pid() {
+        let sh = resolve("sh").expect("sh");
+        let g = spawn_gated(
+            &sh,
+            &["sh".into(), "-c".into(), "exit 0".into()],
+            None,
+            None,
+        )
+        .expect("fork");
+        let (start, h) = g.release().expect("release");
+        assert_eq!(h.wait(start).expect("wait").exit_code, 0);
+        assert!(!h.signal(libc::SIGTERM), "signal sent after the reap");
+    }
+
+    #[test]
+    fn kill_tree_takes_descendants_that_ignore_term() {
+        let sh = resolve("sh").expect("sh");
+        let g = spawn_gated(
+            &sh,
+            &[
+                "sh".into(),
+                "-c".into(),
+                "trap '' TERM; sleep 60 & sleep 60 & wait".into(),
+            ],
+            None,
+            None,
+        )
+        .expect("fork");
+        let (start, h) = g.release().expect("release");
+        let t0 = Instant::now();
+        while descendants(h.pid).len() < 2 && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let kids = descendants(h.pid);
+        assert_eq!(kids.len(), 2, "{kids:?}");
+        assert!(h.signal(libc::SIGTERM));
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(h.kill_tree(), 2);
+        let r = h.wait(start).expect("wait");
+        assert_eq!(r.signal, Some(libc::SIGKILL));
+        // Each is gone, or a zombie about to be reaped by init.
+        let alive = |pid: u32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|t| !t.contains(") Z "))
+        };
+        let t0 = Instant::now();
+        while kids.iter().any(|&(p, _)| alive(p)) && t0.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(
+            !kids.iter().any(|&(p, _)| alive(p)),
+            "{kids:?} still running"
+        );
+    }
+
+    #[test]
+    fn root_has_its_own_groups() {
+        let g = groups_of(0, 0);
+        assert!(g.contains(&0), "{g:?}");
+        assert_eq!(groups_of(4_000_000_000, 7), vec![7]);
     }
 
     #[test]

@@ -78,6 +78,12 @@ pub struct Recording {
     pub duration_ns: u64,
     /// Set when the recording ended on a signal (e.g. "SIGINT").
     pub interrupted_by: Option<String>,
+    /// Set when vmscope itself failed mid-run (a write error such as ENOSPC,
+    /// a failed read of the maps): the reason. The command was stopped
+    /// (SIGTERM, then SIGKILL after a grace period) and the recording ends
+    /// there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
     pub child: Option<ChildReport>,
     pub totals: Totals,
     /// At most `processes_limit` rows.

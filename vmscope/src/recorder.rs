@@ -19,6 +19,8 @@ use crate::{
 };
 
 pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
+    // Before loading raises RLIMIT_MEMLOCK: the command gets the caller's.
+    child::save_original_limits();
     // Everything that can be checked before anything runs is checked first.
     let output = Output::prepare(&args.output)?;
     if args.interval.is_zero() {
@@ -71,6 +73,13 @@ async fn record(
     for &pid in &pids {
         probes.track(pid)?;
     }
+    // Opened before the command exists, so a refused path never leaves it
+    // waiting.
+    let mut stream = match args.format {
+        Format::Json => None,
+        Format::Jsonl => Some(JsonlWriter::create(&output)?),
+    };
+    let wraps = resolved.is_some();
     let mut tap = None;
     let gated = match &resolved {
         Some(path) => {
@@ -112,24 +121,22 @@ async fn record(
             .map(|k| vmscope_common::fault_class_name(k).to_string())
             .collect(),
     };
-    let mut stream = match args.format {
-        Format::Json => None,
-        Format::Jsonl => {
-            let mut w = JsonlWriter::create(&output)?;
-            w.line(&Line::Header(Box::new(header.clone())))?;
-            Some(w)
-        }
-    };
+    if let Some(w) = stream.as_mut() {
+        w.line(&Line::Header(Box::new(header.clone())))?;
+    }
     let mut collector = Collector::new(start);
     let mut samples: Vec<Sample> = Vec::new();
-    let mut take = |s: Sample| -> anyhow::Result<()> {
+    // A stream keeps only the samples it could write, so its lines and its
+    // final recording agree.
+    let mut take = |s: anyhow::Result<Sample>| -> anyhow::Result<()> {
+        let s = s?;
         if let Some(w) = stream.as_mut() {
             w.line(&Line::Sample(Box::new(s.clone())))?;
         }
         samples.push(s);
         Ok(())
     };
-    take(collector.sample(&mut probes)?)?;
+    take(collector.sample(&mut probes))?;
 
     let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
@@ -137,11 +144,12 @@ async fn record(
 
     let mut waiter = match gated {
         Some(g) => {
-            let pid = g.pid;
-            let started = g.release()?;
+            let (started, handle) = g.release()?;
+            let h = handle.clone();
             Some((
-                pid,
-                tokio::task::spawn_blocking(move || child::wait(pid, started)),
+                handle,
+                started,
+                tokio::task::spawn_blocking(move || h.wait(started)),
             ))
         }
         None => None,
@@ -152,7 +160,37 @@ async fn record(
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
     let mut interrupted_by: Option<&'static str> = None;
+    // vmscope's own failure mid-run: the recording ends, marked incomplete.
+    let mut failure: Option<anyhow::Error> = None;
+    // When the command gets SIGKILL, after vmscope's own SIGTERM.
+    let mut kill_at: Option<tokio::time::Instant> = None;
+    let mut sent: Vec<child::SignalSent> = Vec::new();
     let mut child_report = None;
+    let send = |sent: &mut Vec<child::SignalSent>,
+                handle: &child::Handle,
+                started: Instant,
+                signo: i32,
+                reason: &str| {
+        log::info!(
+            "{reason}: sending {} to the command (pid {})",
+            child::signal_name(signo),
+            handle.pid
+        );
+        let delivered = if signo == libc::SIGKILL {
+            let n = handle.kill_tree();
+            log::info!("SIGKILL also sent to {n} descendants");
+            true
+        } else {
+            handle.signal(signo)
+        };
+        if delivered {
+            sent.push(child::SignalSent {
+                signal: child::signal_name(signo),
+                reason: reason.into(),
+                after_ns: nanos(started.elapsed()),
+            });
+        }
+    };
     loop {
         let dl = deadline;
         let until_deadline = async move {
@@ -161,24 +199,51 @@ async fn record(
                 None => std::future::pending().await,
             }
         };
+        let ka = kill_at;
+        let until_kill = async move {
+            match ka {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
         let child_done = async {
             match waiter.as_mut() {
-                Some((_, h)) => h.await,
+                Some((_, _, h)) => h.await,
                 None => std::future::pending().await,
             }
         };
         let sig = tokio::select! {
-            _ = ticker.tick() => {
-                take(collector.sample(&mut probes)?)?;
-                None
+            _ = ticker.tick(), if failure.is_none() => {
+                match take(collector.sample(&mut probes)) {
+                    Ok(()) => None,
+                    Err(e) => {
+                        log::debug!("recording failed: {e:#}");
+                        failure = Some(e);
+                        Some(("error", libc::SIGTERM))
+                    }
+                }
             }
             r = child_done => {
-                let mut report: child::ChildReport = r.context("waiting for the command")??;
-                if let Some(t) = tap.take() {
-                    report.output = Some(t.finish(Duration::from_secs(1)));
+                match r.context("waiting for the command").and_then(|r| r) {
+                    Ok(mut report) => {
+                        if let Some(t) = tap.take() {
+                            report.output = Some(t.finish(Duration::from_secs(1)));
+                        }
+                        report.signals_sent = std::mem::take(&mut sent);
+                        child_report = Some(report);
+                    }
+                    Err(e) => {
+                        failure.get_or_insert(e);
+                    }
                 }
-                child_report = Some(report);
                 break;
+            }
+            () = until_kill => {
+                kill_at = None;
+                if let Some((handle, started, _)) = &waiter {
+                    send(&mut sent, handle, *started, libc::SIGKILL, "grace");
+                }
+                continue;
             }
             () = until_deadline => Some(("duration", libc::SIGTERM)),
             _ = sigint.recv() => Some(("SIGINT", libc::SIGINT)),
@@ -186,22 +251,36 @@ async fn record(
             _ = sighup.recv() => Some(("SIGHUP", libc::SIGHUP)),
         };
         let Some((why, signo)) = sig else { continue };
-        if why == "duration" {
-            deadline = None;
-        } else {
-            interrupted_by.get_or_insert(why);
+        match why {
+            "duration" => deadline = None,
+            "error" => deadline = None,
+            _ => {
+                interrupted_by.get_or_insert(why);
+            }
         }
         match &waiter {
             // Forward and keep sampling until it exits: the document is
-            // written once the command is gone, so nothing is lost.
-            Some((pid, _)) => {
-                log::info!("{why}: sending signal {signo} to the command (pid {pid})");
-                child::forward_signal(*pid, signo);
+            // written once the command is gone, so nothing is lost. vmscope's
+            // own SIGTERM (duration, failure) is followed by SIGKILL to the
+            // command's tree if it is still running after the grace period.
+            Some((handle, started, _)) => {
+                let reason = if matches!(why, "duration" | "error") {
+                    if kill_at.is_none() {
+                        kill_at = Some(tokio::time::Instant::now() + child::GRACE);
+                    }
+                    why
+                } else {
+                    "forwarded"
+                };
+                send(&mut sent, handle, *started, signo, reason);
             }
             None => break,
         }
     }
-    take(collector.sample(&mut probes)?)?;
+    // The last sample, unless sampling itself is what failed.
+    if let Err(e) = take(collector.sample(&mut probes)) {
+        failure.get_or_insert(e);
+    }
     let end_wall = SystemTime::now();
     let duration = start.elapsed();
 
@@ -235,6 +314,7 @@ async fn record(
         end_time: timefmt::rfc3339(end_wall),
         duration_ns: nanos(duration),
         interrupted_by: interrupted_by.map(str::to_string),
+        incomplete: failure.as_ref().map(|e| format!("{e:#}")),
         child: child_report.clone(),
         totals: Totals {
             system_faults,
@@ -253,15 +333,51 @@ async fn record(
         }),
         samples,
     };
-    match stream.as_mut() {
+    let written = match stream.as_mut() {
         Some(w) => {
             rec.samples = Vec::new();
-            w.line(&Line::Recording(Box::new(rec)))?;
+            // A broken stdout takes nothing more; a file may, once the
+            // command is gone (it may have freed the space it took).
+            if failure.is_some() && !w.is_file() {
+                Err(anyhow::anyhow!("not written"))
+            } else {
+                w.line(&Line::Recording(Box::new(rec)))
+            }
         }
-        None => output.write(&rec)?,
-    }
+        None => output.write(&rec),
+    };
     // The document is out: detach without making the user wait for it.
     crate::teardown::release(probes);
+    if let Some(e) = failure {
+        let stopped = match &child_report {
+            Some(c) if !c.signals_sent.is_empty() => {
+                let names: Vec<&str> = c.signals_sent.iter().map(|s| s.signal.as_str()).collect();
+                format!(
+                    "; the command (pid {}) was stopped with {}",
+                    c.pid,
+                    names.join(" then ")
+                )
+            }
+            _ => String::new(),
+        };
+        let doc = match (&written, &output) {
+            (Ok(()), Output::File(p)) => {
+                format!("; an incomplete recording is in {}", p.display())
+            }
+            (Ok(()), Output::Stdout) => "; an incomplete recording went to stdout".into(),
+            (Err(_), _) => "; no recording was written".into(),
+        };
+        let code = if wraps {
+            exit::WRAPPER_FAILED
+        } else {
+            exit::FAILURE
+        };
+        return Err(exit::failure(
+            exit::code_of(&e, code),
+            format!("{}{stopped}{doc}", exit::message_of(&e)),
+        ));
+    }
+    written?;
     Ok(match (&child_report, interrupted_by) {
         (Some(c), _) => u8::try_from(c.exit_code).unwrap_or(exit::WRAPPER_FAILED),
         (None, Some(_)) => 0,
