@@ -7,8 +7,10 @@
 //! - a request head must arrive within [`HEAD_TIMEOUT`] (an idle keep-alive
 //!   connection too), and a response must be sent within [`WRITE_TIMEOUT`]
 //!   of its request, or the connection is dropped;
-//! - a peer address holds at most [`MAX_PER_PEER`] connections and all
-//!   together at most [`MAX_CONNECTIONS`]; at a limit, the oldest
+//! - a peer address is served [`SERVED_PER_PEER`] connections at a time,
+//!   its others wait their turn (within the head timeout), and it holds at
+//!   most [`MAX_PER_PEER`] connections, all together at most
+//!   [`MAX_CONNECTIONS`]; at a limit, the oldest
 //!   connection of that peer (or of anyone, at the total limit) that has
 //!   been open for [`DISPLACE_AFTER`] without sending a request head makes
 //!   room, else the new one is closed at once. Connections that never ask
@@ -61,15 +63,20 @@ pub const MAX_HEAD_BYTES: usize = 8192;
 /// Connections open at once, from all peers.
 const MAX_CONNECTIONS: usize = 512;
 
-/// Connections open at once from one peer address.
-const MAX_PER_PEER: usize = 16;
+/// Connections served at once for one peer address; its others wait.
+const SERVED_PER_PEER: usize = 16;
+
+/// Connections open at once from one peer address, served or waiting (a
+/// burst of scrapes from one host waits rather than being refused).
+const MAX_PER_PEER: usize = 256;
 
 /// How long a connection that has not sent a request head is safe from
 /// being displaced by a newer one from a peer at its limit.
 const DISPLACE_AFTER: Duration = Duration::from_secs(1);
 
 /// How long a client has to send a whole request head, counted from the
-/// connection (or the previous response) on.
+/// connection's acceptance (or the previous response) on, its wait for a
+/// turn included.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// How long the answer to a request may take to be sent, counted from the
@@ -88,7 +95,8 @@ const OPENMETRICS_EOF: &str = "# EOF\n";
 #[derive(Clone, Copy)]
 enum Dropped {
     /// Refused, or closed before its request head to make room, because
-    /// its peer had [`MAX_PER_PEER`] connections.
+    /// its peer had [`MAX_PER_PEER`] connections; or its turn among the
+    /// peer's [`SERVED_PER_PEER`] did not come within the head timeout.
     PeerLimit,
     /// The same at [`MAX_CONNECTIONS`].
     ConnectionLimit,
@@ -209,8 +217,14 @@ impl Body for Chunks {
 #[derive(Default)]
 struct Conns {
     open: BTreeMap<u64, Conn>,
-    per_peer: HashMap<IpAddr, usize>,
+    per_peer: HashMap<IpAddr, Peer>,
     next: u64,
+}
+
+struct Peer {
+    open: usize,
+    /// [`SERVED_PER_PEER`] turns, taken in arrival order.
+    turns: Arc<tokio::sync::Semaphore>,
 }
 
 struct Conn {
@@ -227,6 +241,7 @@ struct Ticket {
     conns: Arc<Mutex<Conns>>,
     asked: Arc<AtomicBool>,
     close: Arc<Notify>,
+    turns: Arc<tokio::sync::Semaphore>,
 }
 
 impl Drop for Ticket {
@@ -240,9 +255,9 @@ impl Drop for Ticket {
 impl Conns {
     fn remove(&mut self, id: u64) -> Option<Conn> {
         let conn = self.open.remove(&id)?;
-        if let Some(n) = self.per_peer.get_mut(&conn.peer) {
-            *n -= 1;
-            if *n == 0 {
+        if let Some(p) = self.per_peer.get_mut(&conn.peer) {
+            p.open -= 1;
+            if p.open == 0 {
                 self.per_peer.remove(&conn.peer);
             }
         }
@@ -273,7 +288,7 @@ impl Conns {
 /// says which limit refused it.
 fn admit(conns: &Arc<Mutex<Conns>>, peer: IpAddr, shared: &Shared) -> Option<Ticket> {
     let mut c = conns.lock().ok()?;
-    if c.per_peer.get(&peer).copied().unwrap_or(0) >= MAX_PER_PEER {
+    if c.per_peer.get(&peer).map_or(0, |p| p.open) >= MAX_PER_PEER {
         shared.count(Dropped::PeerLimit);
         if !c.displace(Some(peer)) {
             return None;
@@ -297,12 +312,18 @@ fn admit(conns: &Arc<Mutex<Conns>>, peer: IpAddr, shared: &Shared) -> Option<Tic
             close: close.clone(),
         },
     );
-    *c.per_peer.entry(peer).or_default() += 1;
+    let p = c.per_peer.entry(peer).or_insert_with(|| Peer {
+        open: 0,
+        turns: Arc::new(tokio::sync::Semaphore::new(SERVED_PER_PEER)),
+    });
+    p.open += 1;
+    let turns = p.turns.clone();
     Some(Ticket {
         id,
         conns: conns.clone(),
         asked,
         close,
+        turns,
     })
 }
 
@@ -484,7 +505,24 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
 /// Serves one connection until it closes, is displaced, or a response
 /// takes longer than [`WRITE_TIMEOUT`] from its request on.
 async fn connection(stream: tokio::net::TcpStream, shared: Arc<Shared>, ticket: Ticket) {
-    let deadline = Arc::new(Mutex::new(tokio::time::Instant::now() + WRITE_TIMEOUT));
+    // Until the first request head: the head timeout, from acceptance on.
+    let deadline = Arc::new(Mutex::new(tokio::time::Instant::now() + HEAD_TIMEOUT));
+    let first = deadline
+        .lock()
+        .map(|d| *d)
+        .unwrap_or_else(|_| tokio::time::Instant::now());
+    // This peer's turn; held until the connection ends.
+    let _turn = tokio::select! {
+        turn = ticket.turns.clone().acquire_owned() => match turn {
+            Ok(t) => t,
+            Err(_) => return,
+        },
+        () = tokio::time::sleep_until(first) => {
+            shared.count(Dropped::PeerLimit);
+            return;
+        }
+        () = ticket.close.notified() => return,
+    };
     let service = {
         let (shared, deadline, asked) = (shared.clone(), deadline.clone(), ticket.asked.clone());
         hyper::service::service_fn(move |req| {
@@ -502,10 +540,6 @@ async fn connection(stream: tokio::net::TcpStream, shared: Arc<Shared>, ticket: 
         .header_read_timeout(HEAD_TIMEOUT)
         .serve_connection(TokioIo::new(stream), service);
     let mut conn = std::pin::pin!(conn);
-    let first = deadline
-        .lock()
-        .map(|d| *d)
-        .unwrap_or_else(|_| tokio::time::Instant::now());
     let sleep = tokio::time::sleep_until(first);
     let mut sleep = std::pin::pin!(sleep);
     loop {
@@ -524,7 +558,11 @@ async fn connection(stream: tokio::net::TcpStream, shared: Arc<Shared>, ticket: 
                 if d > now {
                     sleep.as_mut().reset(d);
                 } else {
-                    shared.count(Dropped::WriteTimeout);
+                    shared.count(if ticket.asked.load(Ordering::Relaxed) {
+                        Dropped::WriteTimeout
+                    } else {
+                        Dropped::HeadTimeout
+                    });
                     break;
                 }
             }
