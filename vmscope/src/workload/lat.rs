@@ -217,6 +217,12 @@ pub fn run(args: &LatArgs) -> anyhow::Result<u8> {
             ),
         ));
     }
+    // The timings of a figure (two lists at most) and the mapped file's
+    // contents are held in memory.
+    let n_u64 = args.iterations as u64;
+    let timings = super::product(&[("--iterations", n_u64), ("", 16)])?;
+    super::fits_memory(&[("--iterations", n_u64)], timings)?;
+    super::fits_memory(&[("--file-size", args.file_size)], args.file_size)?;
     let dir = tempfile::Builder::new()
         .prefix("vmscope-lat")
         .tempdir_in(args.dir.as_deref().unwrap_or(&std::env::temp_dir()))

@@ -25,7 +25,7 @@ use anyhow::Context as _;
 
 use super::AnonMap;
 use crate::{
-    cli::{FreeMode, LazyfreeArgs},
+    cli::{FreeMode, LazyfreeArgs, LazyfreeWork},
     exit,
 };
 
@@ -62,7 +62,11 @@ impl Seq {
 /// One thread's records. Returns how many words matched the keys (so the
 /// search is not optimised away, and the same for every run).
 fn worker(index: usize, args: &LazyfreeArgs, chunk: usize, start: &Barrier) -> anyhow::Result<u64> {
-    let pool = AnonMap::new(chunk * args.work.chunks)?;
+    // `check` made sure this fits (and memory holds it).
+    let len = chunk
+        .checked_mul(args.work.chunks)
+        .context("--chunks × --chunk-size overflows")?;
+    let pool = AnonMap::new(len)?;
     let mut seq = Seq(0x9e37_79b9_7f4a_7c15 ^ (index as u64 + 1));
     let words = chunk / 8;
     let source: Vec<u64> = (0..words).map(|_| seq.next() % 1024).collect();
@@ -92,34 +96,74 @@ fn worker(index: usize, args: &LazyfreeArgs, chunk: usize, start: &Barrier) -> a
     Ok(std::hint::black_box(matched))
 }
 
-pub fn run(args: &LazyfreeArgs) -> anyhow::Result<u8> {
+/// What `workload lazyfree` runs with, checked.
+pub struct Plan {
+    pub threads: usize,
+    /// Bytes of one chunk.
+    pub chunk: usize,
+    /// Records in all.
+    pub records: u64,
+}
+
+/// Checks the settings (also `lab lazyfree`, before its runs): every count
+/// at least 1, whole pages, and a pool per thread (plus its source buffer)
+/// that fits in 64 bits and, over all threads, in this machine's memory.
+/// Usage errors (exit 2), one line naming the arguments.
+pub fn check(work: &LazyfreeWork) -> anyhow::Result<Plan> {
     let page = rustix::param::page_size();
-    let chunk = usize::try_from(args.work.chunk_size).unwrap_or(usize::MAX);
-    let threads = args.work.threads.unwrap_or_else(|| {
+    let threads = work.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
     });
-    if threads == 0 || args.work.records == 0 || args.work.chunks == 0 {
+    if threads == 0 || work.records == 0 || work.chunks == 0 {
         return Err(exit::failure(
             exit::USAGE,
             "--threads, --records and --chunks must be at least 1",
         ));
     }
+    let chunk = usize::try_from(work.chunk_size).unwrap_or(usize::MAX);
     if chunk < page || chunk % page != 0 {
         return Err(exit::failure(
             exit::USAGE,
             format!(
                 "--chunk-size {} is not a whole number of pages; give a multiple of {page}",
-                args.work.chunk_size
+                work.chunk_size
             ),
         ));
     }
+    let (threads_n, chunks_n) = (threads as u64, work.chunks as u64);
+    let pool = [("--chunks", chunks_n), ("--chunk-size", work.chunk_size)];
+    super::product(&pool)?;
+    let all = [
+        ("--threads", threads_n),
+        ("--chunks", chunks_n),
+        ("--chunk-size", work.chunk_size),
+    ];
+    // Each thread also holds one chunk's worth of source buffer.
+    let bytes = super::product(&all)?.saturating_add(threads_n.saturating_mul(work.chunk_size));
+    super::fits_memory(&all, bytes)?;
+    let records = super::product(&[("--threads", threads_n), ("--records", work.records)])?;
+    Ok(Plan {
+        threads,
+        chunk,
+        records,
+    })
+}
+
+pub fn run(args: &LazyfreeArgs) -> anyhow::Result<u8> {
+    let Plan {
+        threads,
+        chunk,
+        records,
+    } = check(&args.work)?;
     let start = Arc::new(Barrier::new(threads + 1));
-    let handles: Vec<_> = (0..threads)
+    let handles = (0..threads)
         .map(|i| {
             let (args, start) = (args.clone(), Arc::clone(&start));
-            std::thread::spawn(move || worker(i, &args, chunk, &start))
+            std::thread::Builder::new()
+                .spawn(move || worker(i, &args, chunk, &start))
+                .with_context(|| format!("starting worker thread {} (fewer --threads?)", i + 1))
         })
-        .collect();
+        .collect::<anyhow::Result<Vec<_>>>()?;
     start.wait();
     let t = Instant::now();
     let mut matched = 0;
@@ -135,7 +179,6 @@ pub fn run(args: &LazyfreeArgs) -> anyhow::Result<u8> {
     if let Some(e) = failed {
         return Err(e);
     }
-    let records = threads as u64 * args.work.records;
     let rate = records as f64 / elapsed;
     let mut out = std::io::stdout().lock();
     writeln!(

@@ -7,7 +7,7 @@ pub mod rmap;
 
 use anyhow::Context as _;
 
-use crate::cli::Workload;
+use crate::{cli::Workload, exit};
 
 /// An anonymous private read-write mapping, unmapped on drop.
 pub struct AnonMap {
@@ -47,10 +47,115 @@ impl Drop for AnonMap {
     }
 }
 
+/// Bytes of physical memory, or `u64::MAX` when the system does not say.
+pub fn physical_memory() -> u64 {
+    // SAFETY: sysconf has no side effects.
+    let pages = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
+    u64::try_from(pages)
+        .ok()
+        .and_then(|p| p.checked_mul(rustix::param::page_size() as u64))
+        .unwrap_or(u64::MAX)
+}
+
+/// A size in binary units, e.g. `3.8 GiB`.
+pub fn fmt_bytes(b: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if b < 1024 {
+        return format!("{b} B");
+    }
+    let mut v = b as f64 / 1024.0;
+    let mut unit = UNITS[0];
+    for u in &UNITS[1..] {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    format!("{v:.1} {unit}")
+}
+
+/// How named arguments multiply, for messages: `--chunks 4 × --chunk-size 4096`.
+fn named(args: &[(&str, u64)]) -> String {
+    args.iter()
+        .map(|(name, v)| format!("{name} {v}"))
+        .collect::<Vec<_>>()
+        .join(" × ")
+}
+
+/// The product of argument values (and plain factors named ""), or a usage
+/// error naming the arguments when it does not fit in 64 bits.
+pub fn product(args: &[(&str, u64)]) -> anyhow::Result<u64> {
+    args.iter()
+        .try_fold(1u64, |acc, (_, v)| acc.checked_mul(*v))
+        .ok_or_else(|| {
+            let shown: Vec<(&str, u64)> =
+                args.iter().copied().filter(|a| !a.0.is_empty()).collect();
+            exit::failure(
+                exit::USAGE,
+                format!("{} overflows 64 bits; give smaller values", named(&shown)),
+            )
+        })
+}
+
+/// A usage error when `bytes`, what the named arguments ask for, is more
+/// than this machine's memory.
+pub fn fits_memory(args: &[(&str, u64)], bytes: u64) -> anyhow::Result<()> {
+    let have = physical_memory();
+    if bytes <= have {
+        return Ok(());
+    }
+    Err(exit::failure(
+        exit::USAGE,
+        format!(
+            "{} needs {} of memory, more than this machine's {}; give smaller values",
+            named(args),
+            fmt_bytes(bytes),
+            fmt_bytes(have)
+        ),
+    ))
+}
+
 pub fn run(w: &Workload) -> anyhow::Result<u8> {
     match w {
         Workload::Lat(a) => lat::run(a),
         Workload::Lazyfree(a) => lazyfree::run(a),
         Workload::Rmap(a) => rmap::run(a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn products_that_overflow_are_usage_errors_naming_the_arguments() {
+        assert_eq!(
+            product(&[("--chunks", 4), ("--chunk-size", 4096)]).ok(),
+            Some(16384)
+        );
+        let e = product(&[("--chunks", 4_503_599_627_370_497), ("--chunk-size", 4096)])
+            .expect_err("2^64 + 4096");
+        assert_eq!(exit::code_of(&e, 0), exit::USAGE);
+        let msg = exit::message_of(&e);
+        assert!(
+            msg.starts_with("--chunks 4503599627370497 × --chunk-size 4096 overflows")
+                && !msg.contains('\n'),
+            "{msg}"
+        );
+        // Plain factors are not named.
+        let e = product(&[("--threads", 2), ("", u64::MAX)]).expect_err("overflows");
+        assert!(exit::message_of(&e).starts_with("--threads 2 overflows"));
+    }
+
+    #[test]
+    fn more_than_physical_memory_is_a_usage_error() {
+        assert!(fits_memory(&[("--size", 4096)], 4096).is_ok());
+        let e = fits_memory(&[("--size", u64::MAX)], u64::MAX - 1).expect_err("too much");
+        assert_eq!(exit::code_of(&e, 0), exit::USAGE);
+        let msg = exit::message_of(&e);
+        assert!(msg.contains("--size") && msg.contains("16.0 EiB"), "{msg}");
+        assert_eq!(fmt_bytes(1023), "1023 B");
+        assert_eq!(fmt_bytes(3 << 29), "1.5 GiB");
     }
 }

@@ -26,7 +26,7 @@ use anyhow::Context as _;
 
 use super::AnonMap;
 use crate::{
-    cli::RmapArgs,
+    cli::{RmapArgs, RmapWork},
     exit,
     pressure::{self, MemCgroup},
 };
@@ -138,29 +138,72 @@ impl Drop for Sharers {
     }
 }
 
-pub fn run(args: &RmapArgs) -> anyhow::Result<u8> {
+/// The kernel's limit on process ids, which bounds how many sharers can
+/// exist at once.
+fn pid_max() -> u64 {
+    std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1 << 22)
+}
+
+/// Checks the settings (also `lab rmap`, before its runs): whole pages, at
+/// least 16 of them and no more than this machine's memory, a limit below
+/// the size, sharers the kernel can have, and a cgroup room that fits in 64
+/// bits. Returns the size in bytes and the cgroup's first limit. Usage
+/// errors (exit 2), one line naming the argument.
+pub fn check(sharers: usize, work: &RmapWork) -> anyhow::Result<(usize, u64)> {
     let page = rustix::param::page_size();
-    let size = usize::try_from(args.work.size).unwrap_or(usize::MAX);
+    let size = usize::try_from(work.size).unwrap_or(usize::MAX);
     if size < 16 * page || size % page != 0 {
         return Err(exit::failure(
             exit::USAGE,
             format!(
                 "--size {} is too small or not a whole number of pages; give at least 16 pages",
-                args.work.size
+                work.size
             ),
         ));
     }
-    if let Some(limit) = args.work.memory_limit
-        && (limit == 0 || limit >= args.work.size)
+    super::fits_memory(&[("--size", work.size)], work.size)?;
+    if let Some(limit) = work.memory_limit
+        && (limit == 0 || limit >= work.size)
     {
         return Err(exit::failure(
             exit::USAGE,
             format!(
                 "--memory-limit {limit} must be above 0 and below --size {}",
-                args.work.size
+                work.size
             ),
         ));
     }
+    let max = pid_max();
+    let sharers_n = sharers as u64;
+    if sharers_n >= max {
+        return Err(exit::failure(
+            exit::USAGE,
+            format!("--sharers {sharers} is more processes than the kernel allows (pid_max {max})"),
+        ));
+    }
+    // Room for the memory, and for the sharers' page tables and stacks.
+    let room = super::product(&[("--size", work.size), ("", 2)])?.checked_add(super::product(&[
+        ("--sharers", sharers_n.saturating_add(1)),
+        ("", 1 << 20),
+    ])?);
+    let room = room.ok_or_else(|| {
+        exit::failure(
+            exit::USAGE,
+            format!(
+                "--size {} with --sharers {sharers} overflows 64 bits; give smaller values",
+                work.size
+            ),
+        )
+    })?;
+    Ok((size, room))
+}
+
+pub fn run(args: &RmapArgs) -> anyhow::Result<u8> {
+    let page = rustix::param::page_size();
+    let (size, room) = check(args.sharers, &args.work)?;
     // SAFETY: no arguments, no side effects.
     if unsafe { libc::geteuid() } != 0 {
         return Err(exit::failure(
@@ -178,8 +221,6 @@ pub fn run(args: &RmapArgs) -> anyhow::Result<u8> {
         ));
     }
     let held = HeldSignals::hold()?;
-    // Room for the memory, and for the sharers' page tables and stacks.
-    let room = args.work.size * 2 + (args.sharers as u64 + 1) * (1 << 20);
     let cg = MemCgroup::new("vmscope-rmap", room)?;
     let outcome = measure(args, &cg, size, page);
     // Back to where it came from before the cgroup goes.
