@@ -16,11 +16,21 @@
 //!   rmap method in use), memcg reclaim latency, pages swapped out, fork and
 //!   exit time per sharer. Needs swap: with `--setup-zram SIZE` the lab
 //!   adds a zram swap device for its runs and removes it afterwards.
+//!
+//! SIGINT, SIGTERM and SIGHUP are held off while a lab runs: one is passed
+//! on to the run under way (whose `record` passes it to the workload, which
+//! removes its cgroup), then the lab removes its zram device, any cgroup a
+//! killed workload left, and its temporary files, and exits 128+N. Every
+//! error path does the same cleanup.
 
 use std::{
     fmt::Write as _,
     io::IsTerminal as _,
     path::{Path, PathBuf},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicI32, Ordering},
+    },
     time::Duration,
 };
 
@@ -57,15 +67,207 @@ fn ev(label: &'static str, metric: &str) -> Evidence {
     }
 }
 
+/// The signals a lab holds off and turns into a clean exit.
+const STOP: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// The signal that asked the lab to stop (0: none yet).
+static STOPPED_BY: AtomicI32 = AtomicI32::new(0);
+
+/// The signal that asked the lab to stop, if one did.
+fn stopped_by() -> Option<i32> {
+    match STOPPED_BY.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        _ => "a signal",
+    }
+}
+
+/// The error that ends a lab stopped by `sig`: exit 128+N.
+fn stopped(sig: i32) -> anyhow::Error {
+    exit::failure(
+        u8::try_from(128 + sig).unwrap_or(exit::FAILURE),
+        format!(
+            "lab stopped by {}; its runs were discarded and what it set up removed",
+            signal_name(sig)
+        ),
+    )
+}
+
+/// SIGINT, SIGTERM and SIGHUP blocked in this thread (and every thread it
+/// starts), and a thread that takes them with `sigtimedwait`: it records
+/// the signal and passes it on to this process's children, so that the run
+/// under way ends and the lab unwinds through its cleanup. Commands started
+/// with `std::process::Command` begin with an empty signal mask. Dropping
+/// it stops the thread and unblocks the signals.
+struct SignalGuard {
+    set: libc::sigset_t,
+    done: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SignalGuard {
+    fn install() -> anyhow::Result<Self> {
+        // SAFETY: sigset operations on a local set, and pthread_sigmask on
+        // the calling thread.
+        let set = unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in STOP {
+                libc::sigaddset(&mut set, s);
+            }
+            let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            if rc != 0 {
+                return Err(std::io::Error::from_raw_os_error(rc)).context("blocking signals");
+            }
+            set
+        };
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&done);
+        let me = std::process::id();
+        let thread = std::thread::Builder::new()
+            .name("lab-signals".into())
+            .spawn(move || {
+                let timeout = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 100_000_000,
+                };
+                while !flag.load(Ordering::SeqCst) {
+                    // SAFETY: waits for a signal of the blocked set; no
+                    // siginfo is asked for.
+                    let sig = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &timeout) };
+                    if sig > 0 {
+                        let _ =
+                            STOPPED_BY.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+                        for pid in children_of(me) {
+                            // SAFETY: a plain syscall; a child gone
+                            // meanwhile makes it fail with ESRCH.
+                            unsafe { libc::kill(pid as libc::pid_t, sig) };
+                        }
+                    }
+                }
+            })
+            .context("starting the signal thread")?;
+        Ok(Self {
+            set,
+            done,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for SignalGuard {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        // SAFETY: unblocks the set blocked in `install`, in the same thread.
+        unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &self.set, std::ptr::null_mut()) };
+    }
+}
+
+/// The processes whose parent is `pid` (from `/proc/*/stat`).
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|stat| parent_of(&stat))
+                == Some(pid)
+        })
+        .collect()
+}
+
+/// The parent pid in a `/proc/PID/stat` line: the field after the state,
+/// which follows the command name's closing parenthesis.
+fn parent_of(stat: &str) -> Option<u32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The cgroups `workload rmap` makes are named `vmscope-rmap-PID-N`.
+const RMAP_CGROUP: &str = "vmscope-rmap-";
+
+/// Removes the memory cgroups `workload rmap` left behind when it was
+/// killed before it could remove them itself: those whose process is gone
+/// and that hold no task. Others (a live workload's) are left alone.
+fn remove_stale_cgroups() {
+    let Ok((root, _)) = pressure::memory_controller() else {
+        return;
+    };
+    let Ok(dir) = std::fs::read_dir(&root) else {
+        return;
+    };
+    for entry in dir.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(RMAP_CGROUP))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let path = entry.path();
+        let empty =
+            std::fs::read_to_string(path.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty());
+        if !empty {
+            continue;
+        }
+        // A cgroup whose last task just exited can be busy for a moment.
+        for _ in 0..40 {
+            match std::fs::remove_dir(&path) {
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    eprintln!("vmscope: removing cgroup {}: {e}", path.display());
+                    break;
+                }
+                _ => break,
+            }
+        }
+    }
+}
+
 pub fn run(lab: &Lab) -> anyhow::Result<u8> {
     Privileges::current().require_bpf()?;
-    match lab {
+    let guard = SignalGuard::install()?;
+    let result = match lab {
         Lab::Lazyfree(a) => lazyfree(a),
         Lab::Rmap(a) => rmap(a),
+    };
+    // The zram device and the temporary runs are gone by now, whatever
+    // happened; so is the workload's own cgroup, unless it was killed.
+    if matches!(lab, Lab::Rmap(_)) {
+        remove_stale_cgroups();
+    }
+    let sig = stopped_by();
+    drop(guard);
+    match sig {
+        Some(sig) => Err(stopped(sig)),
+        None => result,
     }
 }
 
 fn lazyfree(a: &LazyfreeLabArgs) -> anyhow::Result<u8> {
+    // Bad sizes are refused now, not as a failed first run.
+    crate::workload::lazyfree::check(&a.work)?;
     let common = [
         vec!["workload".to_string(), "lazyfree".into()],
         a.work.argv(),
@@ -109,6 +311,7 @@ fn rmap(a: &RmapLabArgs) -> anyhow::Result<u8> {
             ),
         ));
     }
+    crate::workload::rmap::check(a.sharers, &a.work)?;
     // Swap first: without it there is nothing to measure.
     let _zram = match a.setup_zram {
         Some(size) => {
@@ -174,12 +377,7 @@ fn experiment(
         .output_dir
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("vmscope-lab-{lab}")));
-    std::fs::create_dir_all(&dir).with_context(|| {
-        format!(
-            "creating {} (choose another place with -o DIR)",
-            dir.display()
-        )
-    })?;
+    let _made = MadeDir::create(&dir)?;
     let me = std::env::current_exe().context("finding vmscope's own binary")?;
     let bench_args = |v: &Variant| BenchArgs {
         runs: c.runs,
@@ -211,12 +409,23 @@ fn experiment(
     });
     for i in 0..c.runs {
         for (k, args) in sides.iter().enumerate() {
+            if let Some(sig) = stopped_by() {
+                return Err(stopped(sig));
+            }
             let name = args.name.as_deref().unwrap_or(lab);
             if let Some(b) = &bar {
                 b.set_prefix(name.to_string());
             }
             let path = tmp.path().join(format!("{name}-{i}.json"));
-            let (code, rec) = bench::record_run(args, &path)?;
+            let run = bench::record_run(args, &path);
+            // A run ended by the signal is no failure of its own.
+            if let Some(sig) = stopped_by() {
+                if let Some(b) = &bar {
+                    b.abandon();
+                }
+                return Err(stopped(sig));
+            }
+            let (code, rec) = run?;
             if code != 0 {
                 if let Some(b) = &bar {
                     b.abandon();
@@ -246,6 +455,9 @@ fn experiment(
     }
     if let Some(b) = &bar {
         b.finish_and_clear();
+    }
+    if let Some(sig) = stopped_by() {
+        return Err(stopped(sig));
     }
     let [base_recs, new_recs] = recs;
     let [base_codes, new_codes] = codes;
@@ -302,6 +514,32 @@ fn experiment(
     Ok(0)
 }
 
+/// The output directory, removed again if the lab made it and leaves it
+/// empty (a lab that failed or was stopped before writing anything).
+struct MadeDir(Option<PathBuf>);
+
+impl MadeDir {
+    fn create(dir: &Path) -> anyhow::Result<Self> {
+        let made = !dir.exists();
+        std::fs::create_dir_all(dir).with_context(|| {
+            format!(
+                "creating {} (choose another place with -o DIR)",
+                dir.display()
+            )
+        })?;
+        Ok(Self(made.then(|| dir.to_path_buf())))
+    }
+}
+
+impl Drop for MadeDir {
+    fn drop(&mut self) {
+        if let Some(d) = &self.0 {
+            // Fails, as it should, when the lab wrote its files there.
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
 fn file_name(p: &Path) -> String {
     p.file_name()
         .map_or_else(|| p.display().to_string(), |f| f.to_string_lossy().into())
@@ -346,4 +584,38 @@ fn evidence_text(r: &Report, evidence: &[Evidence], format: CompareFormat) -> St
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_parent_is_read_past_the_command_name() {
+        assert_eq!(parent_of("42 (sh) S 7 42 42 0 -1"), Some(7));
+        // A name with spaces and parentheses of its own.
+        assert_eq!(parent_of("42 (a) b (c) R 9 42 42 0 -1"), Some(9));
+        assert_eq!(parent_of("42 (sh"), None);
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep runs");
+        let found = children_of(std::process::id()).contains(&child.id());
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(found, "sleep {} not found among the children", child.id());
+    }
+
+    #[test]
+    fn a_stop_is_128_plus_the_signal() {
+        for (sig, code) in [
+            (libc::SIGINT, 130),
+            (libc::SIGTERM, 143),
+            (libc::SIGHUP, 129),
+        ] {
+            let e = stopped(sig);
+            assert_eq!(exit::code_of(&e, 0), code);
+            assert!(exit::message_of(&e).contains(signal_name(sig)));
+        }
+    }
 }
