@@ -167,7 +167,16 @@ pub mod off {
     /// for the BTF write-back program: a folio without it is file-backed.
     pub const FOLIO_FLAGS: usize = 41;
     pub const PG_SWAPBACKED: usize = 42;
-    pub const COUNT: usize = 43;
+    /// BTF: `task_struct.signal` and `signal_struct.live` (the exit hook
+    /// tells a process's last thread from the others by `live == 0`).
+    pub const TASK_SIGNAL: usize = 43;
+    pub const SIGNAL_LIVE: usize = 44;
+    /// BTF: `task_struct.group_leader` and `task_struct.start_time`: an
+    /// exited process's entry older than the current process's start
+    /// belongs to an earlier process under the same pid.
+    pub const TASK_GROUP_LEADER: usize = 45;
+    pub const TASK_START_TIME: usize = 46;
+    pub const COUNT: usize = 47;
 }
 
 /// The syscalls followed through the raw `sys_enter`/`sys_exit` BTF
@@ -238,13 +247,22 @@ pub mod counter {
     pub const SWAP_UNSIZED: u32 = 37;
     /// New entries created in the per-mm map (for eviction accounting).
     pub const MM_INSERTS: u32 = 38;
+    /// Processes whose last thread exited (`sched_process_exit` with the
+    /// thread group dead); user space then prunes their entries.
+    pub const PROC_EXITS: u32 = 39;
 
     /// madvise per behaviour slot: calls, bytes, errors.
     pub const MADVISE_CALLS_BASE: u32 = 40;
     pub const MADVISE_BYTES_BASE: u32 = MADVISE_CALLS_BASE + crate::madvise::SLOTS;
     pub const MADVISE_ERRORS_BASE: u32 = MADVISE_BYTES_BASE + crate::madvise::SLOTS;
+    /// A process found an exited process's entry under its reused pid
+    /// before user space pruned it: the entry was started afresh, and the
+    /// exited process's counts since the previous read were dropped.
+    pub const PROC_REUSED: u32 = MADVISE_ERRORS_BASE + crate::madvise::SLOTS;
+    /// Entries taken out of the followed set as their task exited.
+    pub const TRACKED_REMOVED: u32 = PROC_REUSED + 1;
     /// Number of slots in the array.
-    pub const COUNT: u32 = MADVISE_ERRORS_BASE + crate::madvise::SLOTS;
+    pub const COUNT: u32 = TRACKED_REMOVED + 1;
 }
 
 /// Fault counts of the process last seen faulting on one CPU, not yet added
@@ -363,11 +381,17 @@ pub struct ProcStats {
     /// Faults the kernel accounted to the process's tasks (`min_flt +
     /// maj_flt`), every path included: exception and get_user_pages.
     pub accounted_faults: u64,
+    /// When the entry was created (`bpf_ktime_get_ns`): tells one process
+    /// from a later one under the same (reused) pid.
+    pub born_ns: u64,
+    /// When the process's last thread exited, 0 while it lives. User space
+    /// reads such an entry a last time and deletes it.
+    pub exited_ns: u64,
     /// The task name (`comm`), refreshed on exec.
     pub comm: [u8; 16],
 }
 
-const _: () = assert!(core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 9) + 16);
+const _: () = assert!(core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 11) + 16);
 
 #[cfg(feature = "user")]
 mod pod {

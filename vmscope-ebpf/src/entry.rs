@@ -166,6 +166,18 @@ pub fn sched_process_fork(ctx: TracePointContext) -> u32 {
 }
 
 #[tracepoint]
+pub fn sched_process_exit(_ctx: TracePointContext) -> u32 {
+    crate::filter::on_exit();
+    0
+}
+
+#[btf_tracepoint(function = "sched_process_exit")]
+pub fn sched_process_exit_btf(_ctx: BtfTracePointContext) -> i32 {
+    crate::filter::on_exit();
+    0
+}
+
+#[tracepoint]
 pub fn sched_process_exec(_ctx: TracePointContext) -> u32 {
     crate::faults::on_exec();
     0

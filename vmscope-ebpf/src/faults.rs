@@ -84,17 +84,7 @@ unsafe fn switch(c: *mut FaultCache, tgid: u32) {
     // SAFETY (all): `c` is this CPU's cache slot.
     unsafe {
         (*c).generation += 1;
-        if (*c).flags & cache_flags::IN_SCOPE != 0
-            && let Some(p) = maps::proc_entry((*c).tgid)
-        {
-            let n = FAULT_CLASSES;
-            for k in 0..n {
-                add_nonzero(&raw mut (*p).user_faults[k], (*c).counts[k]);
-                add_nonzero(&raw mut (*p).kernel_faults[k], (*c).counts[n + k]);
-            }
-            add_nonzero(&raw mut (*p).unclassified_faults, (*c).counts[UNCLASSIFIED]);
-        }
-        (*c).counts = [0; 2 * FAULT_CLASSES + 1];
+        move_counts(c);
         (*c).tgid = tgid;
         // Read before the lookup below, so an addition racing it changes
         // the epoch after this read and is looked at on the next fault.
@@ -106,6 +96,55 @@ unsafe fn switch(c: *mut FaultCache, tgid: u32) {
         } else {
             cache_flags::VALID
         };
+        (*c).generation += 1;
+    }
+}
+
+/// Adds the cached counts to their process's entry and zeroes them. Nothing
+/// is looked up when there is nothing to move, so a cache left holding an
+/// exited process's pid never recreates its entry.
+#[inline(always)]
+unsafe fn move_counts(c: *mut FaultCache) {
+    // SAFETY (all): `c` is this CPU's cache slot.
+    unsafe {
+        if (*c).flags & cache_flags::IN_SCOPE == 0 {
+            return;
+        }
+        let mut any = 0;
+        for v in (*c).counts {
+            any |= v;
+        }
+        if any == 0 {
+            return;
+        }
+        if let Some(p) = maps::proc_entry((*c).tgid) {
+            let n = FAULT_CLASSES;
+            for k in 0..n {
+                add_nonzero(&raw mut (*p).user_faults[k], (*c).counts[k]);
+                add_nonzero(&raw mut (*p).kernel_faults[k], (*c).counts[n + k]);
+            }
+            add_nonzero(&raw mut (*p).unclassified_faults, (*c).counts[UNCLASSIFIED]);
+        }
+        (*c).counts = [0; 2 * FAULT_CLASSES + 1];
+    }
+}
+
+/// The process `tgid` has exited: if this CPU's cache holds its counts,
+/// they go to its entry now and the cache is emptied, so user space can
+/// prune the entry at its next read.
+#[inline(always)]
+pub fn flush_exiting(tgid: u32) {
+    let Some(c) = FAULT_CACHE.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: this CPU's slot (see `count_for_process`).
+    unsafe {
+        if (*c).tgid != tgid || (*c).flags & cache_flags::VALID == 0 {
+            return;
+        }
+        (*c).generation += 1;
+        move_counts(c);
+        (*c).flags = 0;
         (*c).generation += 1;
     }
 }

@@ -57,3 +57,58 @@ fn follow_child<C: EbpfContext>(ctx: &C, child: i32) {
         maps::atomic_inc(e);
     }
 }
+
+/// `sched_process_exit`: the current task is exiting (after its mm is gone,
+/// so it takes no more faults). A thread's followed-set entry goes at once;
+/// when it is the process's last thread, the process's too, and its
+/// statistics entry is marked exited for user space to read a last time and
+/// delete (`maps::current_proc` still finds it for the task's last context
+/// switch). Followed or not, entries are bounded by the processes alive.
+#[inline(always)]
+pub fn on_exit() {
+    let id = aya_ebpf::helpers::bpf_get_current_pid_tgid();
+    let (tgid, tid) = ((id >> 32) as u32, id as u32);
+    let filtering = maps::filter_enabled();
+    if filtering && tid != tgid && maps::TRACKED.remove(&tid).is_ok() {
+        maps::count(counter::TRACKED_REMOVED);
+    }
+    if !group_dead(tid == tgid) {
+        return;
+    }
+    maps::count(counter::PROC_EXITS);
+    crate::faults::flush_exiting(tgid);
+    if let Some(p) = maps::PROCS.get_ptr_mut(tgid) {
+        // SAFETY: a map value.
+        unsafe { (*p).exited_ns = maps::now() };
+    }
+    if filtering && maps::TRACKED.remove(&tgid).is_ok() {
+        maps::count(counter::TRACKED_REMOVED);
+    }
+}
+
+/// Whether the exiting task is its process's last: `signal->live`, which
+/// `do_exit` has decremented by now, is 0. Without the BTF offsets, the
+/// group leader's exit stands for the process's.
+#[inline(always)]
+fn group_dead(leader: bool) -> bool {
+    let (sig_at, live_at) = (
+        maps::offset(vmscope_common::off::TASK_SIGNAL),
+        maps::offset(vmscope_common::off::SIGNAL_LIVE),
+    );
+    if sig_at == 0 || live_at == 0 {
+        return leader;
+    }
+    // SAFETY (both): kernel reads through the helper, which checks them.
+    let task = unsafe { aya_ebpf::helpers::bpf_get_current_task() } as usize;
+    let Ok(signal) =
+        (unsafe { aya_ebpf::helpers::bpf_probe_read_kernel((task + sig_at) as *const u64) })
+    else {
+        return leader;
+    };
+    match unsafe {
+        aya_ebpf::helpers::bpf_probe_read_kernel((signal as usize + live_at) as *const i32)
+    } {
+        Ok(live) => live == 0,
+        Err(_) => leader,
+    }
+}

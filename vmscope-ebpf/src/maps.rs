@@ -162,20 +162,68 @@ pub fn current_tgid() -> u32 {
 pub fn current_proc() -> Option<*mut ProcStats> {
     let tgid = current_tgid();
     if filter_enabled() && TRACKED.get_ptr(tgid).is_none() {
-        return None;
+        // A followed process leaves the followed set at its exit (so that
+        // an unrelated process taking its pid is not followed), but its
+        // last context switch still brings its books up to date.
+        return match PROCS.get_ptr_mut(tgid) {
+            // SAFETY: a map value.
+            Some(p)
+                if unsafe { (*p).exited_ns } != 0 && !started_after(unsafe { (*p).born_ns }) =>
+            {
+                Some(p)
+            }
+            _ => None,
+        };
     }
+    let mut flags = 1; // BPF_NOEXIST
     if let Some(p) = PROCS.get_ptr_mut(tgid) {
-        return Some(p);
+        // SAFETY: a map value.
+        if unsafe { (*p).exited_ns } == 0 || !started_after(unsafe { (*p).born_ns }) {
+            // Alive, or exiting still (its last context switch comes
+            // after the exit hook).
+            return Some(p);
+        }
+        // An exited process's entry, not yet pruned, under a reused pid:
+        // this process starts from zero, with its own name.
+        count(counter::PROC_REUSED);
+        flags = 0; // BPF_ANY
     }
-    let mut fresh = ProcStats::default();
+    let mut fresh = ProcStats {
+        born_ns: now(),
+        ..ProcStats::default()
+    };
     if let Ok(comm) = aya_ebpf::helpers::bpf_get_current_comm() {
         fresh.comm = comm;
     }
     // BPF_NOEXIST: another CPU may have created it meanwhile; then use theirs.
-    if PROCS.insert(tgid, fresh, 1).is_ok() {
+    if PROCS.insert(tgid, fresh, flags).is_ok() {
         count(counter::PROC_INSERTS);
     }
     PROCS.get_ptr_mut(tgid)
+}
+
+/// Whether the current process started after `t` (`bpf_ktime_get_ns`
+/// time): its group leader's `start_time`, the same clock. False when the
+/// BTF offsets are unknown.
+#[inline(always)]
+fn started_after(t: u64) -> bool {
+    let (leader_at, start_at) = (offset(off::TASK_GROUP_LEADER), offset(off::TASK_START_TIME));
+    if leader_at == 0 || start_at == 0 {
+        return false;
+    }
+    // SAFETY (both): kernel reads through the helper, which checks them.
+    let task = unsafe { aya_ebpf::helpers::bpf_get_current_task() } as usize;
+    let Ok(leader) =
+        (unsafe { aya_ebpf::helpers::bpf_probe_read_kernel((task + leader_at) as *const u64) })
+    else {
+        return false;
+    };
+    match unsafe {
+        aya_ebpf::helpers::bpf_probe_read_kernel((leader as usize + start_at) as *const u64)
+    } {
+        Ok(start) => start > t,
+        Err(_) => false,
+    }
 }
 
 /// The statistics entry of `tgid`, created (without a name) if it was
@@ -185,7 +233,11 @@ pub fn proc_entry(tgid: u32) -> Option<*mut ProcStats> {
     if let Some(p) = PROCS.get_ptr_mut(tgid) {
         return Some(p);
     }
-    if PROCS.insert(tgid, ProcStats::default(), 1).is_ok() {
+    let fresh = ProcStats {
+        born_ns: now(),
+        ..ProcStats::default()
+    };
+    if PROCS.insert(tgid, fresh, 1).is_ok() {
         count(counter::PROC_INSERTS);
     }
     PROCS.get_ptr_mut(tgid)

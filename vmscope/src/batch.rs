@@ -6,8 +6,10 @@ use std::os::fd::{AsFd as _, AsRawFd as _};
 
 use aya::{Pod, maps::MapData};
 
-/// `bpf(2)` command number of `BPF_MAP_LOOKUP_BATCH`.
+/// `bpf(2)` command numbers of `BPF_MAP_LOOKUP_BATCH` and
+/// `BPF_MAP_LOOKUP_AND_DELETE_BATCH`.
 const BPF_MAP_LOOKUP_BATCH: libc::c_long = 24;
+const BPF_MAP_LOOKUP_AND_DELETE_BATCH: libc::c_long = 25;
 
 /// The kernel's ENOTSUPP (not ENOTSUP), returned for map types without
 /// batch operations.
@@ -40,9 +42,26 @@ pub fn lookup_all<K: Pod, V: Pod>(
     map: &MapData,
     chunk: usize,
 ) -> std::io::Result<Option<Vec<(K, V)>>> {
+    entries(map, chunk, BPF_MAP_LOOKUP_BATCH)
+}
+
+/// Like [`lookup_all`], deleting what it read (`BPF_MAP_LOOKUP_AND_DELETE_BATCH`):
+/// a hash map drained in a few calls, each bucket under its lock.
+pub fn take_all<K: Pod, V: Pod>(
+    map: &MapData,
+    chunk: usize,
+) -> std::io::Result<Option<Vec<(K, V)>>> {
+    entries(map, chunk, BPF_MAP_LOOKUP_AND_DELETE_BATCH)
+}
+
+fn entries<K: Pod, V: Pod>(
+    map: &MapData,
+    chunk: usize,
+    cmd: libc::c_long,
+) -> std::io::Result<Option<Vec<(K, V)>>> {
     let stride = std::mem::size_of::<V>();
     Ok(
-        lookup_raw(map, std::mem::size_of::<K>(), stride, chunk)?.map(|(keys, values)| {
+        lookup_raw(map, std::mem::size_of::<K>(), stride, chunk, cmd)?.map(|(keys, values)| {
             keys.chunks_exact(std::mem::size_of::<K>())
                 .zip(values.chunks_exact(stride))
                 // SAFETY: each chunk holds one `K` or `V` as the kernel wrote
@@ -74,20 +93,22 @@ pub fn lookup_all_percpu<V: Pod>(
     }
     let cpus = aya::util::nr_cpus().map_err(|(_, e)| e)?;
     let stride = size * cpus;
-    Ok(lookup_raw(map, 4, stride, chunk)?.map(|(keys, values)| {
-        keys.chunks_exact(4)
-            .zip(values.chunks_exact(stride))
-            .map(|(k, v)| {
-                let key = u32::from_ne_bytes([k[0], k[1], k[2], k[3]]);
-                let per_cpu = v
-                    .chunks_exact(size)
-                    // SAFETY: as in `lookup_all`.
-                    .map(|c| unsafe { std::ptr::read_unaligned(c.as_ptr().cast::<V>()) })
-                    .collect();
-                (key, per_cpu)
-            })
-            .collect()
-    }))
+    Ok(
+        lookup_raw(map, 4, stride, chunk, BPF_MAP_LOOKUP_BATCH)?.map(|(keys, values)| {
+            keys.chunks_exact(4)
+                .zip(values.chunks_exact(stride))
+                .map(|(k, v)| {
+                    let key = u32::from_ne_bytes([k[0], k[1], k[2], k[3]]);
+                    let per_cpu = v
+                        .chunks_exact(size)
+                        // SAFETY: as in `lookup_all`.
+                        .map(|c| unsafe { std::ptr::read_unaligned(c.as_ptr().cast::<V>()) })
+                        .collect();
+                    (key, per_cpu)
+                })
+                .collect()
+        }),
+    )
 }
 
 /// The keys and values, as the kernel wrote them, `key_size` and
@@ -97,6 +118,7 @@ fn lookup_raw(
     key_size: usize,
     value_stride: usize,
     chunk: usize,
+    cmd: libc::c_long,
 ) -> std::io::Result<Option<(Vec<u8>, Vec<u8>)>> {
     let fd = map.fd().as_fd().as_raw_fd();
     let mut chunk = chunk.max(1);
@@ -123,7 +145,7 @@ fn lookup_raw(
         let ret = unsafe {
             libc::syscall(
                 libc::SYS_bpf,
-                BPF_MAP_LOOKUP_BATCH,
+                cmd,
                 &raw mut attr,
                 std::mem::size_of::<BatchAttr>(),
             )

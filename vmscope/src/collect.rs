@@ -46,6 +46,8 @@ pub const NAMED_COUNTERS: &[(&str, u32)] = &[
     ("inflight_dropped", counter::INFLIGHT_FULL),
     ("major_faults", counter::MAJOR_FAULTS),
     ("swap_unsized_changes", counter::SWAP_UNSIZED),
+    ("process_exits", counter::PROC_EXITS),
+    ("process_pid_reuses", counter::PROC_REUSED),
 ];
 
 /// Counters summed from the per-mm swap map (scope-filtered when scoped),
@@ -73,6 +75,8 @@ pub fn counter_probe(name: &str) -> &'static str {
         crate::loader::MAJOR_FAULTS_PROBE
     } else if name.starts_with("swap_") {
         "kmem:rss_stat"
+    } else if name.starts_with("process_") && name != "process_madvise_errors" {
+        "sched:sched_process_exit"
     } else {
         "always"
     }
@@ -169,6 +173,10 @@ pub struct Sample {
     pub proc_inserts: u64,
     /// Children not followed because the followed set was full.
     pub tracked_full: u64,
+    /// Entries in the followed set (tasks added, less those that exited);
+    /// 0 when not following a tree.
+    #[serde(default)]
+    pub tracked_entries: u64,
     /// Live entries in the per-mm swap map, and entries ever created.
     #[serde(default)]
     pub mm_entries: u64,
@@ -192,6 +200,39 @@ pub struct Sample {
     /// sampler is not attached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rmap: Option<crate::rmap::RmapSample>,
+    /// Processes that had ended by the previous sample: their values up to
+    /// there are final. Readers forget them before applying `procs`, where
+    /// one of these pids is a new process under a reused pid.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exited: Vec<u32>,
+    /// Per-process entries deleted after their process exited, ever
+    /// (`proc_inserts - proc_entries - proc_pruned` were evicted).
+    #[serde(default)]
+    pub proc_pruned: u64,
+    /// Per-mm swap entries deleted after their owner exited, ever.
+    #[serde(default)]
+    pub mm_pruned: u64,
+}
+
+/// Replays sparse samples into each process's last values: one entry per
+/// process, so the processes that ended under a pid (`Sample::exited`)
+/// and the one that holds it now are each listed. In pid order, a pid's
+/// earlier processes first.
+pub fn latest_per_process(samples: &[Sample]) -> Vec<&ProcSample> {
+    let mut live: BTreeMap<u32, &ProcSample> = BTreeMap::new();
+    let mut ended: Vec<&ProcSample> = Vec::new();
+    for s in samples {
+        for pid in &s.exited {
+            ended.extend(live.remove(pid));
+        }
+        for p in &s.procs {
+            live.insert(p.pid, p);
+        }
+    }
+    ended.extend(live.into_values());
+    // Stable: a pid's ended processes stay ahead of its live one.
+    ended.sort_by_key(|p| p.pid);
+    ended
 }
 
 /// Reads samples from loaded probes.
@@ -199,9 +240,23 @@ pub struct Collector {
     start: Instant,
     page_size: u64,
     last: HashMap<u32, ProcSample>,
+    /// Each pid's entry's creation time, which tells a reused pid's new
+    /// process from the old one.
+    born: HashMap<u32, u64>,
+    /// Pids whose entries were read a last time and deleted: the next
+    /// sample's `exited`.
+    ended: Vec<u32>,
+    /// Pids whose entries were marked exited at the previous read (with
+    /// the entry's birth): pruned at this one.
+    exiting: HashMap<u32, u64>,
+    proc_pruned: u64,
     /// The largest get_user_pages fault count derived so far, per process
     /// and (key `u32::MAX`) system-wide: see `gup_faults`.
     gup_floor: HashMap<u32, u64>,
+    /// The per-mm swap map as last read, and what entries that have since
+    /// gone (evicted, or deleted at their owner's exit) had counted: the
+    /// sums stay monotonic whatever the map drops.
+    mm: MmBooks,
     /// `/proc/vmstat` pgfault and the exception path's system-wide count at
     /// the first sample.
     system_base: Option<(u64, u64)>,
@@ -214,7 +269,12 @@ impl Collector {
             start,
             page_size: page_size(),
             last: HashMap::new(),
+            born: HashMap::new(),
+            ended: Vec::new(),
+            exiting: HashMap::new(),
+            proc_pruned: 0,
             gup_floor: HashMap::new(),
+            mm: MmBooks::default(),
             system_base: None,
             last_hists: HashMap::new(),
         }
@@ -229,19 +289,66 @@ impl Collector {
             );
         }
         let counters = read_counters(probes)?;
-        let swap = self.read_mms(probes)?;
-        let (table, entries) = read_procs(probes)?;
+        let (table, entries, cached) = read_procs(probes)?;
+        let mut exited = std::mem::take(&mut self.ended);
+        // Exited processes whose last counts are in `table`: read a last
+        // time below, then deleted. One still held in a CPU's fault cache
+        // waits for the next read (a dead process takes no faults, so no
+        // cache can take it up again).
+        // Only those already exited at the previous read: the exit hook
+        // runs before the task's last context switch, whose fault books
+        // still land in the entry.
+        let ending: std::collections::HashSet<u32> = table
+            .iter()
+            .filter(|(pid, st)| {
+                st.exited_ns != 0
+                    && !cached.contains(pid)
+                    && self.exiting.get(pid) == Some(&st.born_ns)
+            })
+            .map(|(&pid, _)| pid)
+            .collect();
+        self.exiting = table
+            .iter()
+            .filter(|(pid, st)| st.exited_ns != 0 && !ending.contains(pid))
+            .map(|(&pid, st)| (pid, st.born_ns))
+            .collect();
+        let swap = self.read_mms(probes, &ending)?;
         let accounted = crate::loader::probe_usable(&probes.probes, crate::loader::ACCOUNT_PROBE);
         let mut procs = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for (pid, stats) in table {
             seen.insert(pid);
+            if stats.born_ns != 0 {
+                match self.born.insert(pid, stats.born_ns) {
+                    // The pid's process exited and another took the pid
+                    // before its entry was pruned: the old one's values
+                    // are final, the new one starts from zero.
+                    Some(b) if b != stats.born_ns => {
+                        self.forget(pid);
+                        self.born.insert(pid, stats.born_ns);
+                        if !exited.contains(&pid) {
+                            exited.push(pid);
+                        }
+                    }
+                    _ => {}
+                }
+            }
             let (out, inn) = swap.by_tgid.get(&pid).copied().unwrap_or_default();
             let mut p = proc_sample(pid, comm_string(&stats.comm), &stats, out, inn);
             if accounted {
                 p.faults.gup = self.gup_faults(pid, stats.accounted_faults, p.faults.exception());
             }
             self.push_changed(&mut procs, p);
+            if ending.contains(&pid) {
+                // Gone already is fine: another read raced this one.
+                let _ = probes.procs.remove(&pid);
+                self.proc_pruned += 1;
+                self.forget(pid);
+                self.ended.push(pid);
+            }
+        }
+        if let Some(s) = probes.rmap.as_mut() {
+            s.forget(&exited);
         }
         // Processes with swap traffic but no other activity while recorded.
         for (&pid, &(out, inn)) in &swap.by_tgid {
@@ -305,12 +412,27 @@ impl Collector {
             timestamp: timefmt::rfc3339(SystemTime::now()),
             faults,
             procs,
-            proc_entries: entries,
+            // After this read's deletions, like `proc_pruned`.
+            proc_entries: entries - ending.len() as u64,
             proc_inserts: c(counter::PROC_INSERTS),
             tracked_full: c(counter::TRACKED_FULL),
+            tracked_entries: probes
+                .tracked_added()
+                .saturating_sub(c(counter::TRACKED_REMOVED)),
             mm_entries: swap.entries,
             mm_inserts: c(counter::MM_INSERTS),
+            exited,
+            proc_pruned: self.proc_pruned,
+            mm_pruned: self.mm.pruned,
         })
+    }
+
+    /// Drops what is kept about `pid`'s process, which has ended.
+    fn forget(&mut self, pid: u32) {
+        self.last.remove(&pid);
+        self.born.remove(&pid);
+        self.gup_floor.remove(&pid);
+        self.mm.gone.by_tgid.remove(&pid);
     }
 }
 
@@ -319,7 +441,14 @@ impl Collector {
 /// map when another process faults there; reading the caches before and
 /// after the map and comparing their generations tells whether a move
 /// happened meanwhile (then the read is retried, a few times at most).
-fn read_procs(probes: &Loaded) -> anyhow::Result<(BTreeMap<u32, ProcStats>, u64)> {
+#[allow(clippy::type_complexity)]
+fn read_procs(
+    probes: &Loaded,
+) -> anyhow::Result<(
+    BTreeMap<u32, ProcStats>,
+    u64,
+    std::collections::HashSet<u32>,
+)> {
     let read_cache = || -> anyhow::Result<Vec<FaultCache>> {
         Ok(probes
             .fault_cache
@@ -357,7 +486,12 @@ fn read_procs(probes: &Loaded) -> anyhow::Result<(BTreeMap<u32, ProcStats>, u64)
             }
             let entries = table.len() as u64;
             merge_fault_caches(&mut table, &after);
-            return Ok((table, entries));
+            let cached = after
+                .iter()
+                .filter(|c| c.flags & cache_flags::VALID != 0 && c.counts.iter().any(|&v| v > 0))
+                .map(|c| c.tgid)
+                .collect();
+            return Ok((table, entries, cached));
         }
     }
 }
@@ -380,7 +514,7 @@ pub fn merge_fault_caches(table: &mut BTreeMap<u32, ProcStats>, caches: &[FaultC
 }
 
 /// The per-mm swap map, summed.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct SwapSums {
     /// tgid -> (swapped-out pages, swapped-in pages).
     by_tgid: HashMap<u32, (u64, u64)>,
@@ -393,9 +527,13 @@ struct SwapSums {
 }
 
 impl Collector {
-    fn read_mms(&self, probes: &Loaded) -> anyhow::Result<SwapSums> {
-        let mut s = SwapSums::default();
-        let pages = |b: u64| b / self.page_size;
+    /// The per-mm swap map summed, plus what gone entries had counted;
+    /// the entries of `ending` processes are deleted after this read.
+    fn read_mms(
+        &mut self,
+        probes: &mut Loaded,
+        ending: &std::collections::HashSet<u32>,
+    ) -> anyhow::Result<SwapSums> {
         let map = aya::maps::IterableMap::<u64, MmSwap>::map(&probes.mms);
         let all = match crate::batch::lookup_all::<u64, MmSwap>(map, 256)
             .context("reading the per-mm swap map")?
@@ -407,22 +545,12 @@ impl Collector {
                 .collect::<Result<Vec<_>, _>>()
                 .context("reading the per-mm swap map")?,
         };
-        for (_, mm) in all {
-            s.entries += 1;
-            let (out, inn) = (pages(mm.out_bytes), pages(mm.in_bytes));
-            s.out += out;
-            s.inn += inn;
-            s.freed += pages(mm.freed_bytes);
-            s.copied += pages(mm.copied_bytes);
-            if mm.tgid == 0 {
-                s.unowned_out += out;
-            } else if out > 0 || inn > 0 {
-                let e = s.by_tgid.entry(mm.tgid).or_default();
-                e.0 += out;
-                e.1 += inn;
-            }
+        let (sums, doomed) = self.mm.update(all, ending, self.page_size);
+        for key in doomed {
+            // Gone already is fine: evicted meanwhile.
+            let _ = probes.mms.remove(&key);
         }
-        Ok(s)
+        Ok(sums)
     }
 
     /// The faults the kernel accounted beyond the exception path's:
@@ -496,6 +624,100 @@ impl Collector {
         }
         Ok(out)
     }
+}
+
+/// The per-mm swap map across reads: the entries as last read, and what
+/// entries that have since gone (evicted, deleted at their owner's exit,
+/// or replaced by a new mm at the same address) had counted, so that the
+/// sums never decrease whatever the map drops.
+#[derive(Default)]
+struct MmBooks {
+    last: HashMap<u64, MmSwap>,
+    gone: SwapSums,
+    pruned: u64,
+}
+
+impl MmBooks {
+    /// Takes a fresh read of the map: the sums, and the keys to delete
+    /// now (the mms of `ending` processes, counted as pruned).
+    fn update(
+        &mut self,
+        all: Vec<(u64, MmSwap)>,
+        ending: &std::collections::HashSet<u32>,
+        page_size: u64,
+    ) -> (SwapSums, Vec<u64>) {
+        let pages = |b: u64| b / page_size.max(1);
+        let add_to = |s: &mut SwapSums, mm: &MmSwap, per_process: bool| {
+            let (out, inn) = (pages(mm.out_bytes), pages(mm.in_bytes));
+            s.out += out;
+            s.inn += inn;
+            s.freed += pages(mm.freed_bytes);
+            s.copied += pages(mm.copied_bytes);
+            if mm.tgid == 0 {
+                s.unowned_out += out;
+            } else if per_process && (out > 0 || inn > 0) {
+                let e = s.by_tgid.entry(mm.tgid).or_default();
+                e.0 += out;
+                e.1 += inn;
+            }
+        };
+        let mut live = SwapSums::default();
+        let mut now: HashMap<u64, MmSwap> = HashMap::with_capacity(all.len());
+        for (key, mm) in all {
+            live.entries += 1;
+            add_to(&mut live, &mm, true);
+            // The same key with an owner or counts that do not follow on
+            // is a new mm at a reused address: the old one has gone.
+            if let Some(old) = self.last.remove(&key)
+                && !follows(&old, &mm)
+            {
+                add_to(&mut self.gone, &old, true);
+            }
+            now.insert(key, mm);
+        }
+        // Entries no longer in the map keep what they had counted.
+        for old in std::mem::replace(&mut self.last, now).into_values() {
+            add_to(&mut self.gone, &old, true);
+        }
+        let mut s = live;
+        let g = &self.gone;
+        s.out += g.out;
+        s.inn += g.inn;
+        s.freed += g.freed;
+        s.copied += g.copied;
+        s.unowned_out += g.unowned_out;
+        for (&tgid, &(out, inn)) in &g.by_tgid {
+            let e = s.by_tgid.entry(tgid).or_default();
+            e.0 += out;
+            e.1 += inn;
+        }
+        let doomed: Vec<u64> = self
+            .last
+            .iter()
+            .filter(|(_, mm)| mm.tgid != 0 && ending.contains(&mm.tgid))
+            .map(|(&k, _)| k)
+            .collect();
+        for key in &doomed {
+            self.pruned += 1;
+            s.entries -= 1;
+            // System-wide only: the owner's per-process figures end with it
+            // (a later process under its pid starts from zero).
+            if let Some(old) = self.last.remove(key) {
+                add_to(&mut self.gone, &old, false);
+            }
+        }
+        (s, doomed)
+    }
+}
+
+/// Whether `new` is `old` read again later: the same owner (or the owner
+/// learned since) and no counter lower.
+fn follows(old: &MmSwap, new: &MmSwap) -> bool {
+    (old.tgid == new.tgid || old.tgid == 0)
+        && new.out_bytes >= old.out_bytes
+        && new.in_bytes >= old.in_bytes
+        && new.freed_bytes >= old.freed_bytes
+        && new.copied_bytes >= old.copied_bytes
 }
 
 fn proc_sample(pid: u32, comm: String, st: &ProcStats, swap_out: u64, swap_in: u64) -> ProcSample {
@@ -583,6 +805,83 @@ mod tests {
         assert_eq!(table[&7].unclassified_faults, 3);
         assert!(!table.contains_key(&8));
         assert_eq!(table[&9].user_faults[2], 5);
+    }
+
+    fn mm(tgid: u32, out_pages: u64, in_pages: u64) -> MmSwap {
+        MmSwap {
+            tgid,
+            sized: 1,
+            out_bytes: out_pages * 4096,
+            in_bytes: in_pages * 4096,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn swap_sums_never_decrease_when_entries_go() {
+        let none = std::collections::HashSet::new();
+        let mut b = MmBooks::default();
+        let (s, _) = b.update(vec![(1, mm(10, 100, 5)), (2, mm(11, 50, 0))], &none, 4096);
+        assert_eq!((s.out, s.inn, s.entries), (150, 5, 2));
+        // Entry 2 evicted: its counts stay, system-wide and per process.
+        let (s, _) = b.update(vec![(1, mm(10, 120, 5))], &none, 4096);
+        assert_eq!((s.out, s.entries), (170, 1));
+        assert_eq!(s.by_tgid[&11], (50, 0));
+        // Address 1 reused by another process's mm: the old one's counts
+        // stay, the new one's add.
+        let (s, _) = b.update(vec![(1, mm(12, 3, 0))], &none, 4096);
+        assert_eq!(s.out, 173);
+        assert_eq!(s.by_tgid[&10], (120, 5));
+        assert_eq!(s.by_tgid[&12], (3, 0));
+    }
+
+    #[test]
+    fn an_ended_owners_mms_are_deleted_and_still_counted_system_wide() {
+        let mut b = MmBooks::default();
+        let ending: std::collections::HashSet<u32> = [10].into();
+        let (s, doomed) = b.update(vec![(1, mm(10, 100, 5)), (2, mm(0, 7, 0))], &ending, 4096);
+        assert_eq!(doomed, vec![1]);
+        assert_eq!(b.pruned, 1);
+        // This read still shows the owner's final figures.
+        assert_eq!(s.by_tgid[&10], (100, 5));
+        assert_eq!((s.out, s.entries, s.unowned_out), (107, 1, 7));
+        // The next read (entry 1 deleted): same sums, no per-process left
+        // for pid 10 (a new process under it starts from zero).
+        let none = std::collections::HashSet::new();
+        let (s, doomed) = b.update(vec![(2, mm(0, 7, 0))], &none, 4096);
+        assert!(doomed.is_empty());
+        assert_eq!((s.out, s.inn), (107, 5));
+        assert!(!s.by_tgid.contains_key(&10));
+    }
+
+    #[test]
+    fn latest_per_process_lists_each_process_under_a_reused_pid() {
+        let p = |pid: u32, comm: &str, n: u64| ProcSample {
+            pid,
+            comm: comm.into(),
+            madvise_calls: n,
+            ..Default::default()
+        };
+        let samples = vec![
+            Sample {
+                procs: vec![p(5, "alpha", 1), p(6, "other", 9)],
+                ..Default::default()
+            },
+            Sample {
+                procs: vec![p(5, "alpha", 3)],
+                ..Default::default()
+            },
+            Sample {
+                exited: vec![5],
+                procs: vec![p(5, "beta", 2)],
+                ..Default::default()
+            },
+        ];
+        let rows: Vec<(u32, &str, u64)> = latest_per_process(&samples)
+            .into_iter()
+            .map(|p| (p.pid, p.comm.as_str(), p.madvise_calls))
+            .collect();
+        assert_eq!(rows, vec![(5, "alpha", 3), (5, "beta", 2), (6, "other", 9)]);
     }
 
     #[test]

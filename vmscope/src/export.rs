@@ -86,6 +86,11 @@ impl State {
         for h in s.hists {
             self.hists.insert(h.name.clone(), h);
         }
+        // Ended processes' series go (Prometheus marks them stale); a
+        // later process under the pid starts its own from zero.
+        for pid in &s.exited {
+            self.procs.remove(pid);
+        }
         for p in s.procs {
             self.procs.insert(p.pid, p);
         }

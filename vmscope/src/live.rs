@@ -131,6 +131,11 @@ impl Live {
 
     /// Takes the next sample; the first one only sets the baseline.
     pub fn push(&mut self, s: Sample) -> Option<View> {
+        // Ended processes go (a pid's next process then counts from zero).
+        for pid in &s.exited {
+            self.procs.remove(pid);
+            self.prev_procs.remove(pid);
+        }
         for p in &s.procs {
             self.procs.insert(p.pid, p.clone());
         }

@@ -136,6 +136,13 @@ impl Loaded {
             .context("bumping the followed set's epoch")
     }
 
+    /// Tasks ever added to the followed set, by the fork hook and by
+    /// [`Self::track`].
+    pub fn tracked_added(&self) -> u64 {
+        let slot = |i| self.track_epoch.get(&i, 0).unwrap_or(0);
+        slot(0) + slot(1)
+    }
+
     /// Attaches the deferred swap probe once a swap device is active.
     /// Returns whether it attached now.
     pub fn poll_swap(&mut self) -> bool {
@@ -312,6 +319,7 @@ const SPECS: &[Spec] = &[
         btf_prog: Some("sched_process_fork_btf"),
     },
     spec("sched", &["sched_process_exec"], &[]).btf("sched_process_exec_btf"),
+    spec("sched", &["sched_process_exit"], &[]).btf("sched_process_exit_btf"),
     spec(
         "syscalls",
         &["sys_enter_madvise"],
@@ -678,6 +686,31 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         offsets[off::TASK_FLT] = Some(t.flt);
         offsets[off::TASK_FLAGS] = Some(t.flags);
         offsets[off::VMA_FILE] = Some(t.vma_file);
+    }
+    // The exit hook tells a process's last thread by `signal->live`; both
+    // of its programs read it from the current task (without BTF, the
+    // leader's exit stands for the process's).
+    if let Ok(btf) = crate::kernel::btf::Btf::vmlinux()
+        && let (Ok(sig), Ok(live)) = (
+            btf.field("task_struct", "signal"),
+            btf.field("signal_struct", "live"),
+        )
+        && live.size == 4
+    {
+        offsets[off::TASK_SIGNAL] = Some(sig.offset);
+        offsets[off::SIGNAL_LIVE] = Some(live.offset);
+    }
+    // And a reused pid's process by its start: after the old entry's birth.
+    if let Ok(btf) = crate::kernel::btf::Btf::vmlinux()
+        && let (Ok(leader), Ok(start)) = (
+            btf.field("task_struct", "group_leader"),
+            btf.field("task_struct", "start_time"),
+        )
+        && leader.size == 8
+        && start.size == 8
+    {
+        offsets[off::TASK_GROUP_LEADER] = Some(leader.offset);
+        offsets[off::TASK_START_TIME] = Some(start.offset);
     }
     let btf_tracepoints = btf_tracepoints_usable(&disabled);
     // The BTF fork program reads the child's pid from its task_struct.

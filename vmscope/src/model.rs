@@ -166,14 +166,8 @@ pub fn process_totals(
     samples: &[Sample],
     limit: usize,
 ) -> Vec<ProcessTotal> {
-    let mut latest: BTreeMap<u32, &crate::collect::ProcSample> = BTreeMap::new();
-    for s in samples {
-        for p in &s.procs {
-            latest.insert(p.pid, p);
-        }
-    }
-    let mut rows: Vec<ProcessTotal> = latest
-        .into_values()
+    let mut rows: Vec<ProcessTotal> = crate::collect::latest_per_process(samples)
+        .into_iter()
         .map(|p| ProcessTotal {
             pid: p.pid,
             comm: p.comm.clone(),
@@ -196,14 +190,9 @@ pub fn process_totals(
 
 /// Sum of per-process totals for a set of pids (e.g. a wrapped command's tree).
 pub fn tree_faults(source: FaultSource, gup: bool, samples: &[Sample]) -> FaultTotals {
-    let mut latest: BTreeMap<u32, &FaultCounters> = BTreeMap::new();
-    for s in samples {
-        for p in &s.procs {
-            latest.insert(p.pid, &p.faults);
-        }
-    }
     let mut sum = FaultCounters::default();
-    for f in latest.values() {
+    for p in crate::collect::latest_per_process(samples) {
+        let f = &p.faults;
         sum.unclassified += f.unclassified;
         sum.gup += f.gup;
         for k in 0..FAULT_CLASSES {
@@ -228,9 +217,15 @@ pub struct Lost {
 
 pub fn lost(last: Option<&Sample>) -> Lost {
     last.map_or_else(Lost::default, |s| Lost {
-        proc_evictions: s.proc_inserts.saturating_sub(s.proc_entries),
+        proc_evictions: s
+            .proc_inserts
+            .saturating_sub(s.proc_entries)
+            .saturating_sub(s.proc_pruned),
         untracked_children: s.tracked_full,
-        mm_evictions: s.mm_inserts.saturating_sub(s.mm_entries),
+        mm_evictions: s
+            .mm_inserts
+            .saturating_sub(s.mm_entries)
+            .saturating_sub(s.mm_pruned),
     })
 }
 

@@ -51,6 +51,11 @@ pub fn series(samples: &[Sample], available: impl Fn(&str) -> bool) -> Series {
     let mut per_pid: HashMap<u32, u64> = HashMap::new();
     let mut scope_total = 0u64;
     let mut replay = |smp: &Sample| {
+        // An ended process's counts stay in the total; a later process
+        // under its pid counts from zero.
+        for pid in &smp.exited {
+            per_pid.remove(pid);
+        }
         for p in &smp.procs {
             let now = p.faults.total();
             let before = per_pid.insert(p.pid, now).unwrap_or(0);

@@ -211,6 +211,14 @@ impl Rmap {
             Rmap::Direct(d) => d.read(),
         }
     }
+
+    /// Forgets processes that have ended (direct timing keeps nothing per
+    /// process).
+    pub fn forget(&mut self, pids: &[u32]) {
+        if let Rmap::Sampling(s) = self {
+            s.forget(pids);
+        }
+    }
 }
 
 pub fn online_cpus() -> u32 {
@@ -360,11 +368,21 @@ pub fn interval(a: &RmapSample, b: &RmapSample) -> Option<IntervalCounts> {
     })
 }
 
-fn proc_map<'a>(samples: impl Iterator<Item = &'a RmapSample>) -> BTreeMap<u32, RmapProc> {
+/// Each process's latest counts, keyed by pid and how many processes had
+/// ended under that pid before it (`Sample::exited`): a reused pid's
+/// processes are told apart.
+fn proc_map<'a>(
+    samples: impl Iterator<Item = &'a crate::collect::Sample>,
+) -> BTreeMap<(u32, u32), RmapProc> {
     let mut m = BTreeMap::new();
+    let mut ended: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
     for s in samples {
-        for p in &s.procs {
-            m.insert(p.pid, p.clone());
+        for &pid in &s.exited {
+            *ended.entry(pid).or_default() += 1;
+        }
+        for p in s.rmap.iter().flat_map(|r| &r.procs) {
+            let n = ended.get(&p.pid).copied().unwrap_or(0);
+            m.insert((p.pid, n), p.clone());
         }
     }
     m
@@ -435,12 +453,13 @@ pub fn totals(
         })
         .collect();
     let lost = |s: &RmapSample| s.lost_stack + s.lost_key + s.unresolved;
-    let at_first = proc_map(with.iter().take(1).copied());
-    let at_last = proc_map(with.iter().copied());
+    let with_rmap = samples.iter().filter(|s| s.rmap.is_some());
+    let at_first = proc_map(with_rmap.clone().take(1));
+    let at_last = proc_map(with_rmap);
     let mut processes: Vec<RmapProcTotal> = at_last
-        .values()
-        .filter_map(|p| {
-            let f = at_first.get(&p.pid).cloned().unwrap_or_default();
+        .iter()
+        .filter_map(|(key, p)| {
+            let f = at_first.get(key).cloned().unwrap_or_default();
             let n = p.samples.checked_sub(f.samples)?;
             (n > 0).then(|| RmapProcTotal {
                 pid: p.pid,

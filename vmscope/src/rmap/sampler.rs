@@ -60,7 +60,16 @@ pub struct Sampler {
     /// Symbolized frames per stack, kept only when dumping.
     frames: HashMap<i32, Vec<String>>,
     comms: HashMap<u32, String>,
-    last_procs: HashMap<u32, RmapProc>,
+    /// The counts are drained from the kernel at every read (so its map
+    /// never fills on a long run) and summed here: by category and
+    /// context, per process, and per key while dumping.
+    totals: BTreeMap<String, BTreeMap<String, u64>>,
+    unresolved: u64,
+    procs: HashMap<u32, RmapProc>,
+    dumped: HashMap<SampleKey, u64>,
+    /// Stored stacks are deleted once they fill most of their map (see
+    /// `rotate`); how often that happened.
+    rotations: u64,
     hz: u32,
     period_ns: u64,
     cpus: u32,
@@ -73,7 +82,6 @@ pub struct Sampler {
 }
 
 struct Baseline {
-    keys: HashMap<SampleKey, u64>,
     samples: u64,
     lost_stack: u64,
     lost_key: u64,
@@ -151,7 +159,11 @@ fn try_attach(ebpf: &mut Ebpf, hz: u32) -> Result<Sampler, String> {
         classes: HashMap::new(),
         frames: HashMap::new(),
         comms: HashMap::new(),
-        last_procs: HashMap::new(),
+        totals: BTreeMap::new(),
+        unresolved: 0,
+        procs: HashMap::new(),
+        dumped: HashMap::new(),
+        rotations: 0,
         hz,
         period_ns,
         cpus: u32::try_from(cpus).unwrap_or(u32::MAX),
@@ -165,17 +177,7 @@ impl Sampler {
     /// `procs` holds only processes whose counts changed since the
     /// previous read.
     pub fn read(&mut self) -> anyhow::Result<RmapSample> {
-        let map = aya::maps::IterableMap::<SampleKey, u64>::map(&self.counts);
-        let keys = match crate::batch::lookup_all::<SampleKey, u64>(map, 256)
-            .context("reading the sample counts")?
-        {
-            Some(keys) => keys,
-            None => self
-                .counts
-                .iter()
-                .collect::<Result<Vec<_>, _>>()
-                .context("reading the sample counts")?,
-        };
+        let keys = self.drain()?;
         let mut out = RmapSample {
             rate_hz: self.hz,
             period_ns: self.period_ns,
@@ -207,8 +209,8 @@ impl Sampler {
             stat(stat::LOST_KEY)?,
         );
         let Some(base) = &self.baseline else {
+            // What was counted before the first read is not the run's.
             self.baseline = Some(Baseline {
-                keys: keys.into_iter().collect(),
                 samples,
                 lost_stack,
                 lost_key,
@@ -218,24 +220,23 @@ impl Sampler {
         out.samples = samples.saturating_sub(base.samples);
         out.lost_stack = lost_stack.saturating_sub(base.lost_stack);
         out.lost_key = lost_key.saturating_sub(base.lost_key);
-        let keys: Vec<(SampleKey, u64)> = keys
-            .into_iter()
-            .map(|(k, n)| (k, n.saturating_sub(base.keys.get(&k).copied().unwrap_or(0))))
-            .filter(|&(_, n)| n > 0)
-            .collect();
-        let mut procs: BTreeMap<u32, RmapProc> = BTreeMap::new();
+        let mut changed = std::collections::BTreeSet::new();
         for &(k, n) in &keys {
+            if self.dump.is_some() {
+                *self.dumped.entry(k).or_default() += n;
+            }
             let Some((cat, ctx)) = self.class_of(k) else {
-                out.unresolved += n;
+                self.unresolved += n;
                 continue;
             };
-            *out.counts
+            *self
+                .totals
                 .entry(cat.name().to_string())
                 .or_default()
                 .entry(ctx.name().to_string())
                 .or_default() += n;
             let comm = self.comm(k.tgid);
-            let p = procs.entry(k.tgid).or_insert_with(|| RmapProc {
+            let p = self.procs.entry(k.tgid).or_insert_with(|| RmapProc {
                 pid: k.tgid,
                 comm,
                 ..Default::default()
@@ -246,20 +247,77 @@ impl Sampler {
                 Category::RmapMaintenance => p.rmap_maintenance += n,
                 _ => {}
             }
+            changed.insert(k.tgid);
         }
-        for (pid, p) in procs {
-            if self.last_procs.get(&pid) != Some(&p) {
-                self.last_procs.insert(pid, p.clone());
-                out.procs.push(p);
-            }
-        }
+        out.counts = self.totals.clone();
+        out.unresolved = self.unresolved;
+        out.procs = changed
+            .into_iter()
+            .filter_map(|pid| self.procs.get(&pid).cloned())
+            .collect();
         if let Some(path) = self.dump.clone() {
-            let text = self.dump_text(&keys);
+            let all: Vec<(SampleKey, u64)> = self.dumped.iter().map(|(&k, &n)| (k, n)).collect();
+            let text = self.dump_text(&all);
             if let Err(e) = std::fs::write(&path, text) {
                 log::warn!("writing stacks to {}: {e}", path.display());
             }
+        } else {
+            self.rotate();
         }
         Ok(out)
+    }
+
+    /// Every (process, stack) count since the previous read, deleted from
+    /// the kernel's map as it is read.
+    fn drain(&mut self) -> anyhow::Result<Vec<(SampleKey, u64)>> {
+        let map = aya::maps::IterableMap::<SampleKey, u64>::map(&self.counts);
+        if let Some(keys) = crate::batch::take_all::<SampleKey, u64>(map, 256)
+            .context("reading the sample counts")?
+        {
+            return Ok(keys);
+        }
+        // Without batched deletes: key by key (a sample landing between a
+        // key's read and its delete is lost).
+        let keys: Vec<SampleKey> = self
+            .counts
+            .keys()
+            .collect::<Result<_, _>>()
+            .context("reading the sample counts")?;
+        let mut out = Vec::with_capacity(keys.len());
+        for k in keys {
+            if let Ok(n) = self.counts.get(&k, 0) {
+                let _ = self.counts.remove(&k);
+                out.push((k, n));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes the stored stacks once they fill three quarters of their
+    /// map, so new stacks keep finding room on a long run; their
+    /// classifications go too (a stack id can then name another stack).
+    /// Counts drained but not yet read are lost as `unresolved`; there are
+    /// none here, as this runs right after a read.
+    fn rotate(&mut self) {
+        if self.classes.len() < (MAX_STACKS as usize) * 3 / 4 {
+            return;
+        }
+        for id in self.classes.keys() {
+            if let Ok(id) = u32::try_from(*id) {
+                let _ = self.stacks.remove(&id);
+            }
+        }
+        self.classes.clear();
+        self.rotations += 1;
+        log::debug!("stack map rotated ({} times)", self.rotations);
+    }
+
+    /// Forgets processes that have ended (their pids may be reused).
+    pub fn forget(&mut self, pids: &[u32]) {
+        for pid in pids {
+            self.comms.remove(pid);
+            self.procs.remove(pid);
+        }
     }
 
     fn class_of(&mut self, k: SampleKey) -> Option<Class> {
