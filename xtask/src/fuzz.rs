@@ -1,9 +1,14 @@
 //! `cargo xtask fuzz`: runs the fuzz targets in vmscope/fuzz with cargo-fuzz
 //! on the nightly toolchain, each for a fixed time.
 //!
+//! Each input gets at most [`INPUT_SECS`] seconds (libFuzzer's `-timeout`):
+//! one that takes longer, such as a plot whose axis never ends, is a crash.
+//!
 //! Before a target runs, its corpus (vmscope/fuzz/corpus/<target>, not
 //! tracked) is seeded with the inputs kept in the tree: the tracefs format
-//! fixtures for `format_parser`, and for every target the inputs under
+//! fixtures for `format_parser`; for `compare` and `report` the accepted
+//! recordings kept for `recording_reader` and the lab's bench and compare
+//! files in tests/fixtures; and for every target the inputs under
 //! vmscope/tests/fuzz-regressions/<target>, which the `fuzz_regressions`
 //! test also runs. A crash leaves its input in
 //! vmscope/fuzz/artifacts/<target>; the summary says how to minimize it and
@@ -23,7 +28,14 @@ use crate::{
 };
 
 /// The fuzz targets, in the order `fuzz` without a target runs them.
-pub const TARGETS: &[&str] = &["format_parser", "recording_reader"];
+pub const TARGETS: &[&str] = &["format_parser", "recording_reader", "compare", "report"];
+
+/// The longest one input may take, in seconds.
+pub const INPUT_SECS: u64 = 10;
+
+/// Recordings, bench and compare files kept for the end-to-end tests, which
+/// seed `compare` and `report`.
+const DOCUMENT_FIXTURES: &str = "tests/fixtures";
 
 /// How long each target runs unless `--time` says otherwise.
 pub const DEFAULT_SECS: u64 = 120;
@@ -66,6 +78,7 @@ pub fn fuzz(ws: &Workspace, secs: u64, target: Option<&str>) -> Result<()> {
             .arg(&corpus)
             .arg("--")
             .arg(format!("-max_total_time={secs}"))
+            .arg(format!("-timeout={INPUT_SECS}"))
             // The targets parse text; they never load eBPF programs, so the
             // build needs no bpf-linker.
             .env("AYA_BUILD_SKIP", "1");
@@ -125,6 +138,21 @@ fn seed_corpus(ws: &Workspace, target: &str) -> Result<PathBuf> {
             files_under(&ws.root.join(FORMAT_FIXTURES))?
                 .into_iter()
                 .filter(|p| p.extension().is_some_and(|e| e == "format")),
+        );
+    }
+    if target == "compare" || target == "report" {
+        seeds.extend(
+            files_under(&ws.root.join(REGRESSIONS_DIR).join("recording_reader"))?
+                .into_iter()
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("ok-"))
+                }),
+        );
+        seeds.extend(
+            files_under(&ws.root.join(DOCUMENT_FIXTURES))?
+                .into_iter()
+                .filter(|p| p.extension().is_some_and(|e| e == "json" || e == "jsonl")),
         );
     }
     for seed in seeds {
