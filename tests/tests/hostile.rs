@@ -556,3 +556,19 @@ fn lab_rmap_stopped_by_ctrl_c_removes_its_zram_and_cgroups() {
     // the lab, its record and the workload at once.
     stop_lab_rmap(libc::SIGINT, true);
 }
+
+#[test]
+fn a_page_on_a_closed_pipe_is_no_panic() {
+    // `report FILE -o - | head -c 10`: the reader goes away early.
+    let mut child = Command::new(vmscope_bin())
+        .args(["report", path_str(&fixture("dontneed.json")), "-o", "-"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(o.status.code(), Some(0), "{err}");
+}

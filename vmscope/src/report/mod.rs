@@ -20,6 +20,8 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use anyhow::Context as _;
+
 use crate::{
     bench::BenchFile,
     cli::ReportArgs,
@@ -224,7 +226,13 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
     }
     write_all(&files)?;
     if let record::Output::Stdout = output {
-        print!("{html}");
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        match out.write_all(html.as_bytes()).and_then(|()| out.flush()) {
+            // A reader that stopped early (`| head`) wanted no more.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(0),
+            r => r.context("writing the page to stdout")?,
+        }
     }
     eprintln!(
         "vmscope report: {} plots written to {}",
