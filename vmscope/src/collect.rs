@@ -214,27 +214,6 @@ pub struct Sample {
     pub mm_pruned: u64,
 }
 
-/// Replays sparse samples into each process's last values: one entry per
-/// process, so the processes that ended under a pid (`Sample::exited`)
-/// and the one that holds it now are each listed. In pid order, a pid's
-/// earlier processes first.
-pub fn latest_per_process(samples: &[Sample]) -> Vec<&ProcSample> {
-    let mut live: BTreeMap<u32, &ProcSample> = BTreeMap::new();
-    let mut ended: Vec<&ProcSample> = Vec::new();
-    for s in samples {
-        for pid in &s.exited {
-            ended.extend(live.remove(pid));
-        }
-        for p in &s.procs {
-            live.insert(p.pid, p);
-        }
-    }
-    ended.extend(live.into_values());
-    // Stable: a pid's ended processes stay ahead of its live one.
-    ended.sort_by_key(|p| p.pid);
-    ended
-}
-
 /// Reads samples from loaded probes.
 pub struct Collector {
     start: Instant,
@@ -852,36 +831,6 @@ mod tests {
         assert!(doomed.is_empty());
         assert_eq!((s.out, s.inn), (107, 5));
         assert!(!s.by_tgid.contains_key(&10));
-    }
-
-    #[test]
-    fn latest_per_process_lists_each_process_under_a_reused_pid() {
-        let p = |pid: u32, comm: &str, n: u64| ProcSample {
-            pid,
-            comm: comm.into(),
-            madvise_calls: n,
-            ..Default::default()
-        };
-        let samples = vec![
-            Sample {
-                procs: vec![p(5, "alpha", 1), p(6, "other", 9)],
-                ..Default::default()
-            },
-            Sample {
-                procs: vec![p(5, "alpha", 3)],
-                ..Default::default()
-            },
-            Sample {
-                exited: vec![5],
-                procs: vec![p(5, "beta", 2)],
-                ..Default::default()
-            },
-        ];
-        let rows: Vec<(u32, &str, u64)> = latest_per_process(&samples)
-            .into_iter()
-            .map(|p| (p.pid, p.comm.as_str(), p.madvise_calls))
-            .collect();
-        assert_eq!(rows, vec![(5, "alpha", 3), (5, "beta", 2), (6, "other", 9)]);
     }
 
     #[test]

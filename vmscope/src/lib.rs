@@ -14,6 +14,7 @@ pub mod collect;
 pub mod compare;
 pub mod exit;
 pub mod export;
+pub mod fold;
 pub mod hist;
 pub mod kernel;
 pub mod lab;

@@ -157,6 +157,106 @@ pub struct ProcAvailability {
     pub gup_faults: bool,
 }
 
+/// Each process's last values, folded as samples arrive: the live ones,
+/// and of those that ended (`Sample::exited`) the `keep` with the most
+/// faults plus the sum of all their faults. A reused pid's processes are
+/// told apart. Memory is bounded by the processes alive plus `keep`.
+#[derive(Default)]
+pub struct ProcBook {
+    live: BTreeMap<u32, crate::collect::ProcSample>,
+    ended: Vec<crate::collect::ProcSample>,
+    ended_faults: FaultCounters,
+    keep: usize,
+}
+
+fn add_faults(sum: &mut FaultCounters, f: &FaultCounters) {
+    sum.unclassified += f.unclassified;
+    sum.gup += f.gup;
+    for k in 0..FAULT_CLASSES {
+        sum.user[k] += f.user[k];
+        sum.kernel[k] += f.kernel[k];
+    }
+}
+
+impl ProcBook {
+    pub fn new(keep: usize) -> Self {
+        Self {
+            keep,
+            ..Self::default()
+        }
+    }
+
+    pub fn push(&mut self, s: &Sample) {
+        for pid in &s.exited {
+            if let Some(p) = self.live.remove(pid) {
+                add_faults(&mut self.ended_faults, &p.faults);
+                if self.keep > 0 {
+                    self.ended.push(p);
+                }
+            }
+        }
+        // Trimmed now and then, not at every exit: to the `keep` largest.
+        if self.ended.len() > 2 * self.keep + 64 {
+            self.trim();
+        }
+        for p in &s.procs {
+            self.live.insert(p.pid, p.clone());
+        }
+    }
+
+    fn trim(&mut self) {
+        self.ended.sort_by(|a, b| {
+            b.faults
+                .total()
+                .cmp(&a.faults.total())
+                .then(a.pid.cmp(&b.pid))
+        });
+        self.ended.truncate(self.keep);
+    }
+
+    /// The tree's faults: every process's, ended or alive.
+    pub fn faults(&self) -> FaultCounters {
+        let mut sum = self.ended_faults;
+        for p in self.live.values() {
+            add_faults(&mut sum, &p.faults);
+        }
+        sum
+    }
+
+    /// Per-process totals, largest fault count first, at most `limit`
+    /// (no more than `keep` of the ended ones).
+    pub fn totals(
+        &self,
+        source: FaultSource,
+        avail: ProcAvailability,
+        limit: usize,
+    ) -> Vec<ProcessTotal> {
+        let mut rows: Vec<ProcessTotal> = self
+            .ended
+            .iter()
+            .chain(self.live.values())
+            .map(|p| ProcessTotal {
+                pid: p.pid,
+                comm: p.comm.clone(),
+                faults: fault_totals(source, avail.gup_faults, Some(&p.faults)),
+                direct_reclaim_ns: p.direct_reclaim_ns,
+                direct_reclaims: p.direct_reclaims,
+                memcg_reclaim_ns: p.memcg_reclaim_ns,
+                memcg_reclaims: p.memcg_reclaims,
+                madvise_calls: p.madvise_calls,
+                tlb_shootdowns: p.tlb_shootdowns,
+                major_faults: avail.major_faults.then_some(p.major_faults),
+                swap_out_pages: avail.swap.then_some(p.swap_out_pages),
+                swap_in_pages: avail.swap.then_some(p.swap_in_pages),
+            })
+            .collect();
+        // Stable: a pid's ended processes ahead of its live one on ties.
+        rows.sort_by(|a, b| b.faults.total.cmp(&a.faults.total).then(a.pid.cmp(&b.pid)));
+        rows.truncate(limit);
+        rows
+    }
+}
+
 /// Replays samples into per-process totals, largest fault count first, at
 /// most `limit` rows. Per-process counters start at zero when the probes
 /// attach, so each process's last cumulative value is its total.
@@ -166,41 +266,20 @@ pub fn process_totals(
     samples: &[Sample],
     limit: usize,
 ) -> Vec<ProcessTotal> {
-    let mut rows: Vec<ProcessTotal> = crate::collect::latest_per_process(samples)
-        .into_iter()
-        .map(|p| ProcessTotal {
-            pid: p.pid,
-            comm: p.comm.clone(),
-            faults: fault_totals(source, avail.gup_faults, Some(&p.faults)),
-            direct_reclaim_ns: p.direct_reclaim_ns,
-            direct_reclaims: p.direct_reclaims,
-            memcg_reclaim_ns: p.memcg_reclaim_ns,
-            memcg_reclaims: p.memcg_reclaims,
-            madvise_calls: p.madvise_calls,
-            tlb_shootdowns: p.tlb_shootdowns,
-            major_faults: avail.major_faults.then_some(p.major_faults),
-            swap_out_pages: avail.swap.then_some(p.swap_out_pages),
-            swap_in_pages: avail.swap.then_some(p.swap_in_pages),
-        })
-        .collect();
-    rows.sort_by(|a, b| b.faults.total.cmp(&a.faults.total).then(a.pid.cmp(&b.pid)));
-    rows.truncate(limit);
-    rows
+    let mut b = ProcBook::new(limit);
+    for s in samples {
+        b.push(s);
+    }
+    b.totals(source, avail, limit)
 }
 
 /// Sum of per-process totals for a set of pids (e.g. a wrapped command's tree).
 pub fn tree_faults(source: FaultSource, gup: bool, samples: &[Sample]) -> FaultTotals {
-    let mut sum = FaultCounters::default();
-    for p in crate::collect::latest_per_process(samples) {
-        let f = &p.faults;
-        sum.unclassified += f.unclassified;
-        sum.gup += f.gup;
-        for k in 0..FAULT_CLASSES {
-            sum.user[k] += f.user[k];
-            sum.kernel[k] += f.kernel[k];
-        }
+    let mut b = ProcBook::new(0);
+    for s in samples {
+        b.push(s);
     }
-    fault_totals(source, gup, Some(&sum))
+    fault_totals(source, gup, Some(&b.faults()))
 }
 
 /// What was lost to bounded maps.
@@ -383,5 +462,67 @@ mod tests {
             }
         );
         assert_eq!(lost(None), Lost::default());
+    }
+    #[test]
+    fn the_book_lists_each_process_under_a_reused_pid_and_sums_all() {
+        let p = |pid: u32, comm: &str, n: u64| crate::collect::ProcSample {
+            pid,
+            comm: comm.into(),
+            madvise_calls: n,
+            ..Default::default()
+        };
+        let samples = vec![
+            Sample {
+                procs: vec![p(5, "alpha", 1), p(6, "other", 9)],
+                ..Default::default()
+            },
+            Sample {
+                procs: vec![p(5, "alpha", 3)],
+                ..Default::default()
+            },
+            Sample {
+                exited: vec![5],
+                procs: vec![p(5, "beta", 2)],
+                ..Default::default()
+            },
+        ];
+        let mut b = ProcBook::new(10);
+        for s in &samples {
+            b.push(s);
+        }
+        let avail = ProcAvailability::default();
+        let mut rows: Vec<(u32, String, u64)> = b
+            .totals(FaultSource::Tracepoint, avail, 10)
+            .into_iter()
+            .map(|p| (p.pid, p.comm, p.madvise_calls))
+            .collect();
+        rows.sort();
+        let want = [(5, "alpha", 3), (5, "beta", 2), (6, "other", 9)];
+        assert_eq!(rows, want.map(|(p, c, n)| (p, c.to_string(), n)));
+        // Only the 1 largest ended process kept as a row, all summed.
+        let mut one = ProcBook::new(1);
+        let f = |n: u64| {
+            let mut f = FaultCounters::default();
+            f.user[0] = n;
+            f
+        };
+        for (i, n) in [(1u32, 5u64), (2, 50), (3, 7)] {
+            one.push(&Sample {
+                procs: vec![ProcSample {
+                    pid: i,
+                    faults: f(n),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            });
+            one.push(&Sample {
+                exited: vec![i],
+                ..Default::default()
+            });
+        }
+        one.trim();
+        assert_eq!(one.faults().total(), 62);
+        let rows = one.totals(FaultSource::Tracepoint, avail, 10);
+        assert_eq!(rows.iter().map(|r| r.pid).collect::<Vec<_>>(), vec![2]);
     }
 }

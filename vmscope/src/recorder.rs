@@ -125,15 +125,24 @@ async fn record(
         w.line(&Line::Header(Box::new(header.clone())))?;
     }
     let mut collector = Collector::new(start);
+    let limit = if args.all {
+        usize::MAX
+    } else {
+        record::TOP_PROCESSES
+    };
+    // The totals are folded as samples arrive; a document keeps its
+    // samples too, a stream has written them (so its memory stays flat).
+    let mut fold = crate::fold::Fold::new(limit);
     let mut samples: Vec<Sample> = Vec::new();
-    // A stream keeps only the samples it could write, so its lines and its
+    // A stream folds only the samples it could write, so its lines and its
     // final recording agree.
     let mut take = |s: anyhow::Result<Sample>| -> anyhow::Result<()> {
         let s = s?;
-        if let Some(w) = stream.as_mut() {
-            w.line(&Line::Sample(Box::new(s.clone())))?;
+        fold.push(&s);
+        match stream.as_mut() {
+            Some(w) => w.line(&Line::Sample(Box::new(s)))?,
+            None => samples.push(s),
         }
-        samples.push(s);
         Ok(())
     };
     take(collector.sample(&mut probes))?;
@@ -285,27 +294,23 @@ async fn record(
     let duration = start.elapsed();
 
     let source = probes.fault_source;
-    let first = samples.first().map(|s| s.faults).unwrap_or_default();
-    let last = samples.last().map(|s| s.faults).unwrap_or_default();
+    let first = fold.first().map(|s| s.faults).unwrap_or_default();
+    let last = fold.last().map(|s| s.faults).unwrap_or_default();
     let attached = |name: &str| loader::probe_usable(&probes.probes, name);
     let gup = attached(loader::ACCOUNT_PROBE);
     // The system's get_user_pages part comes from /proc/vmstat (pgfault).
     let system_faults = model::fault_totals(
         source,
-        samples.iter().any(|s| s.vmstat.get("pgfault").is_some()),
+        fold.pgfault,
         model::fault_delta(&first, &last).as_ref(),
     );
-    let scope_faults = model::tree_faults(source, gup, &samples);
+    let scope_faults = model::fault_totals(source, gup, Some(&fold.procs.faults()));
     let avail = model::ProcAvailability {
         major_faults: attached(loader::MAJOR_FAULTS_PROBE),
         swap: attached(loader::SWAP_PROBE),
         gup_faults: gup,
     };
-    let limit = if args.all {
-        usize::MAX
-    } else {
-        record::TOP_PROCESSES
-    };
+    let summary = fold.summary_samples();
     let mut rec = Recording {
         header: Header {
             probes: probes.probes.clone(),
@@ -320,17 +325,15 @@ async fn record(
             system_faults,
             scope_faults,
             vm: crate::totals::vm_totals(
-                &samples,
+                &summary,
                 &probes.probes,
                 crate::procstat::read_psi().err().as_deref(),
             ),
         },
-        processes: model::process_totals(source, avail, &samples, limit),
+        processes: fold.procs.totals(source, avail, limit),
         processes_limit: limit.min(u32::MAX as usize),
-        lost: model::lost(samples.last()),
-        series: crate::series::series(&samples, |name| {
-            attached(crate::collect::counter_probe(name))
-        }),
+        lost: model::lost(fold.last()),
+        series: fold.series(|name| attached(crate::collect::counter_probe(name))),
         samples,
     };
     let written = match stream.as_mut() {

@@ -43,89 +43,130 @@ pub struct Series {
 /// Builds the series. `available` says whether an eBPF counter's probe is
 /// attached (unavailable ones get no column).
 pub fn series(samples: &[Sample], available: impl Fn(&str) -> bool) -> Series {
-    let mut s = Series::default();
     let Some(first) = samples.first() else {
-        return s;
+        return Series::default();
     };
-    // Running per-process fault totals, replayed (samples hold changes only).
-    let mut per_pid: HashMap<u32, u64> = HashMap::new();
-    let mut scope_total = 0u64;
-    let mut replay = |smp: &Sample| {
+    let mut b = SeriesBuilder::new(first);
+    for s in &samples[1..] {
+        b.push(s);
+    }
+    b.finish(available)
+}
+
+/// The series built as samples arrive: one interval per sample after the
+/// first, keeping only the previous sample and a running total per live
+/// process.
+pub struct SeriesBuilder {
+    s: Series,
+    prev: Sample,
+    counter_names: Vec<String>,
+    vmstat_names: Vec<&'static str>,
+    /// Running per-process fault totals, replayed (samples hold changes
+    /// only).
+    per_pid: HashMap<u32, u64>,
+    scope_total: u64,
+    prev_scope: u64,
+}
+
+impl SeriesBuilder {
+    pub fn new(first: &Sample) -> Self {
+        let counter_names = first.counters.keys().cloned().collect();
+        let vmstat_names = VMSTAT_COLUMNS
+            .iter()
+            .copied()
+            .filter(|k| first.vmstat.get(k).is_some())
+            .collect();
+        let mut b = Self {
+            s: Series::default(),
+            prev: first.clone(),
+            counter_names,
+            vmstat_names,
+            per_pid: HashMap::new(),
+            scope_total: 0,
+            prev_scope: 0,
+        };
+        // Per-process counters start at zero when a process is followed
+        // (and `totals.scope_faults` counts from there), so the first
+        // interval also takes what they held at the first sample: a
+        // followed command's faults between fork and that sample. The
+        // column then sums to the total.
+        b.replay(first);
+        b
+    }
+
+    fn replay(&mut self, smp: &Sample) -> u64 {
         // An ended process's counts stay in the total; a later process
         // under its pid counts from zero.
         for pid in &smp.exited {
-            per_pid.remove(pid);
+            self.per_pid.remove(pid);
         }
         for p in &smp.procs {
             let now = p.faults.total();
-            let before = per_pid.insert(p.pid, now).unwrap_or(0);
-            scope_total = scope_total.wrapping_add(now).wrapping_sub(before);
+            let before = self.per_pid.insert(p.pid, now).unwrap_or(0);
+            self.scope_total = self.scope_total.wrapping_add(now).wrapping_sub(before);
         }
-        scope_total
-    };
-    // Per-process counters start at zero when a process is followed (and
-    // `totals.scope_faults` counts from there), so the first interval also
-    // takes what they held at the first sample: a followed command's faults
-    // between fork and that sample. The column then sums to the total.
-    replay(first);
-    let mut prev_scope = 0;
-    let counter_names: Vec<&String> = first
-        .counters
-        .keys()
-        .filter(|name| available(name))
-        .collect();
-    let vmstat_names: Vec<&str> = VMSTAT_COLUMNS
-        .iter()
-        .copied()
-        .filter(|k| first.vmstat.get(k).is_some())
-        .collect();
-    for pair in samples.windows(2) {
-        let (a, b) = (&pair[0], &pair[1]);
+        self.scope_total
+    }
+
+    /// Adds the interval from the previous sample to `b`.
+    pub fn push(&mut self, b: &Sample) {
+        let a = std::mem::replace(&mut self.prev, b.clone());
+        let s = &mut self.s;
         s.end_ns.push(b.elapsed_ns);
         s.duration_ns
             .push(b.elapsed_ns.saturating_sub(a.elapsed_ns));
-        let mut push = |name: &str, v: Option<u64>| {
-            s.metrics.entry(name.to_string()).or_default().push(v);
-        };
-        push("faults", delta(a.faults.total(), b.faults.total()));
-        let scope_now = replay(b);
-        push("scope_faults", delta(prev_scope, scope_now));
-        prev_scope = scope_now;
-        for name in &counter_names {
-            let v = match (a.counters.get(*name), b.counters.get(*name)) {
+        let mut cols: Vec<(String, Option<u64>)> = Vec::new();
+        cols.push(("faults".into(), delta(a.faults.total(), b.faults.total())));
+        for name in &self.counter_names {
+            let v = match (a.counters.get(name), b.counters.get(name)) {
                 (Some(&x), Some(&y)) => delta(x, y),
                 _ => None,
             };
-            push(name, v);
+            cols.push((name.clone(), v));
         }
-        for k in &vmstat_names {
+        for k in &self.vmstat_names {
             let v = match (a.vmstat.get(k), b.vmstat.get(k)) {
                 (Some(x), Some(y)) => delta(x, y),
                 _ => None,
             };
-            push(&format!("vmstat_{k}"), v);
+            cols.push((format!("vmstat_{k}"), v));
         }
         if let (Some(pa), Some(pb)) = (&a.psi, &b.psi) {
-            push(
-                "psi_some_stall_us",
+            cols.push((
+                "psi_some_stall_us".into(),
                 delta(pa.some.total_us, pb.some.total_us),
-            );
+            ));
             if let (Some(fa), Some(fb)) = (&pa.full, &pb.full) {
-                push("psi_full_stall_us", delta(fa.total_us, fb.total_us));
+                cols.push(("psi_full_stall_us".into(), delta(fa.total_us, fb.total_us)));
             }
         }
-    }
-    // A metric that was missing in some interval (PSI appearing late) would
-    // have a short column; pad so every column lines up with `end_ns`.
-    let n = s.end_ns.len();
-    for col in s.metrics.values_mut() {
-        if col.len() < n {
-            let mut padded = vec![None; n - col.len()];
-            padded.append(col);
-            *col = padded;
+        let scope_now = self.replay(b);
+        cols.push(("scope_faults".into(), delta(self.prev_scope, scope_now)));
+        self.prev_scope = scope_now;
+        let n = self.s.end_ns.len();
+        for (name, v) in cols {
+            let col = self.s.metrics.entry(name).or_default();
+            // A metric missing in earlier intervals (PSI appearing late)
+            // is null there, so every column lines up with `end_ns`.
+            col.resize(n - 1, None);
+            col.push(v);
         }
     }
-    s
+
+    /// The series, without the counters whose probe `available` says is
+    /// not attached (asked at the end: a probe can attach late).
+    pub fn finish(mut self, available: impl Fn(&str) -> bool) -> Series {
+        for name in &self.counter_names {
+            if !available(name) {
+                self.s.metrics.remove(name);
+            }
+        }
+        let n = self.s.end_ns.len();
+        for col in self.s.metrics.values_mut() {
+            col.resize(n, None);
+        }
+        self.s
+    }
 }
 
 #[cfg(test)]

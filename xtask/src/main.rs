@@ -1,5 +1,6 @@
 //! vmscope's development tasks: `cargo xtask <command>`.
 
+mod bench_soak;
 mod bench_startup;
 mod bench_top;
 mod bootstrap;
@@ -55,12 +56,20 @@ enum Cmd {
     /// attached and against empty programs on the same tracepoints; `top`
     /// (as root) prints the CPU share `vmscope top` takes with 500 faulting
     /// processes; `startup` (as root) prints how long record, bench, top
-    /// and serve take to start and to stop, against their goals
+    /// and serve take to start and to stop, against their goals; `soak`
+    /// (as root, `--processes N --minutes M`) runs serve, top --batch and
+    /// record --format jsonl through N short-lived processes and prints
+    /// their memory growth, CPU, losses and any exported series that went
+    /// down
     Bench {
-        #[arg(value_parser = clap::builder::PossibleValuesParser::new(["overhead", "top", "startup"]))]
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(["overhead", "top", "startup", "soak"]))]
         name: String,
-        /// Arguments for the benchmark, after `--` (e.g. `-- -r 15`)
-        #[arg(last = true, value_name = "ARGS")]
+        /// Arguments for the benchmark (e.g. `-r 15`, or after `--`)
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
         args: Vec<OsString>,
     },
     /// Boot Debian's kernels (default: the newest 6.1 and 6.12 cloud
@@ -97,6 +106,7 @@ fn main() -> ExitCode {
         Cmd::Run { args } => tasks::run(&mut ws, &args),
         Cmd::Test { args } => tasks::test(&mut ws, &args),
         Cmd::Bench { name, args } if name == "top" => bench_top::bench_top(&mut ws, &args),
+        Cmd::Bench { name, args } if name == "soak" => bench_soak::bench_soak(&mut ws, &args),
         Cmd::Bench { name, args } if name == "startup" => {
             bench_startup::bench_startup(&mut ws, &args)
         }

@@ -389,6 +389,27 @@ fn forkswap(pages: usize, children: usize, mode: &str) {
     write_pages(p, pages);
 }
 
+/// `n` short-lived processes, one after another: each forks from here,
+/// writes 16 fresh pages and exits (process churn; no exec, so thousands a
+/// second).
+fn forks(n: u64) {
+    for _ in 0..n {
+        // SAFETY: this program is single-threaded; the child only touches
+        // its own fresh mapping and calls _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            let p = map(16 * page_size());
+            write_pages(p, 16);
+            // SAFETY: plain exit, no unwinding in the child.
+            unsafe { libc::_exit(0) };
+        }
+        let mut status = 0;
+        // SAFETY: our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+    }
+}
+
 fn report(path: &str) {
     // SAFETY: zeroed rusage is valid; getrusage fills it.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -424,6 +445,7 @@ fn main() {
         "lazyfree" => lazyfree(n as usize),
         "rewrite" => rewrite(n as usize),
         "churn" => churn(n),
+        "forks" => forks(n),
         "spin" => spin(n),
         "populate" => populate(n as usize),
         "forkswap" => {

@@ -1,0 +1,171 @@
+//! A recording's summaries folded as its samples arrive, so that a long
+//! `record --format jsonl` keeps memory flat: the first and latest sample,
+//! every histogram's latest state, each process's latest values (bounded,
+//! see `ProcBook`) and the series built interval by interval.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::{
+    collect::Sample,
+    hist::HistSample,
+    model::ProcBook,
+    rmap::RmapProc,
+    series::{Series, SeriesBuilder},
+};
+
+/// Processes' rmap figures kept beyond this are trimmed to the largest.
+const RMAP_PROCS: usize = 1024;
+
+pub struct Fold {
+    first: Option<Sample>,
+    last: Option<Sample>,
+    hists: BTreeMap<String, HistSample>,
+    rmap_procs: HashMap<u32, RmapProc>,
+    pub procs: ProcBook,
+    series: Option<SeriesBuilder>,
+    /// Whether any sample had /proc/vmstat's pgfault.
+    pub pgfault: bool,
+}
+
+impl Fold {
+    /// `keep`: how many ended processes to keep as rows (the recording's
+    /// process limit).
+    pub fn new(keep: usize) -> Self {
+        Self {
+            first: None,
+            last: None,
+            hists: BTreeMap::new(),
+            rmap_procs: HashMap::new(),
+            procs: ProcBook::new(keep),
+            series: None,
+            pgfault: false,
+        }
+    }
+
+    pub fn push(&mut self, s: &Sample) {
+        match &mut self.series {
+            Some(b) => b.push(s),
+            None => self.series = Some(SeriesBuilder::new(s)),
+        }
+        self.pgfault |= s.vmstat.get("pgfault").is_some();
+        for h in &s.hists {
+            self.hists.insert(h.name.clone(), h.clone());
+        }
+        if let Some(r) = &s.rmap {
+            for p in &r.procs {
+                self.rmap_procs.insert(p.pid, p.clone());
+            }
+            if self.rmap_procs.len() > 2 * RMAP_PROCS {
+                let mut v: Vec<RmapProc> = self.rmap_procs.drain().map(|(_, p)| p).collect();
+                v.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.pid.cmp(&b.pid)));
+                v.truncate(RMAP_PROCS);
+                self.rmap_procs = v.into_iter().map(|p| (p.pid, p)).collect();
+            }
+        }
+        self.procs.push(s);
+        if self.first.is_none() {
+            self.first = Some(s.clone());
+        }
+        self.last = Some(s.clone());
+    }
+
+    pub fn first(&self) -> Option<&Sample> {
+        self.first.as_ref()
+    }
+
+    pub fn last(&self) -> Option<&Sample> {
+        self.last.as_ref()
+    }
+
+    /// Two samples equivalent, for the totals, to every sample pushed: the
+    /// first, and the latest carrying every histogram's and process's rmap
+    /// figures as they last were.
+    pub fn summary_samples(&self) -> Vec<Sample> {
+        let (Some(first), Some(last)) = (&self.first, &self.last) else {
+            return Vec::new();
+        };
+        let mut end = last.clone();
+        end.hists = self.hists.values().cloned().collect();
+        if let Some(r) = &mut end.rmap {
+            r.procs = self.rmap_procs.values().cloned().collect();
+            r.procs.sort_by_key(|p| p.pid);
+        }
+        end.procs = Vec::new();
+        vec![first.clone(), end]
+    }
+
+    pub fn series(self, available: impl Fn(&str) -> bool) -> Series {
+        self.series.map(|b| b.finish(available)).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{self, ProcAvailability};
+
+    /// A real recording (`record -- sh -c` running 40 two-thread populate
+    /// children, 40 toucher children, madvise calls): folded sample by
+    /// sample, it gives the totals, rows and series the batch functions
+    /// give over all its samples.
+    #[test]
+    fn folding_gives_what_the_whole_recording_gives() {
+        let text = include_str!("../../tests/fixtures/churn.recording.json");
+        let rec = crate::record::from_str(text).expect("the fixture is a recording");
+        assert!(rec.samples.iter().any(|s| !s.exited.is_empty()));
+        let source = rec.header.fault_source;
+        let avail = ProcAvailability {
+            major_faults: true,
+            swap: false,
+            gup_faults: true,
+        };
+        let available = |name: &str| !name.starts_with("swap_");
+        for limit in [5, 50, usize::MAX] {
+            let mut fold = Fold::new(limit);
+            for s in &rec.samples {
+                fold.push(s);
+            }
+            let json = |v: &dyn erased::Ser| v.json();
+            assert_eq!(
+                json(&fold.procs.totals(source, avail, limit)),
+                json(&model::process_totals(source, avail, &rec.samples, limit)),
+                "rows at limit {limit}"
+            );
+            assert_eq!(
+                json(&model::fault_totals(
+                    source,
+                    true,
+                    Some(&fold.procs.faults())
+                )),
+                json(&model::tree_faults(source, true, &rec.samples)),
+            );
+            assert_eq!(
+                json(&crate::totals::vm_totals(
+                    &fold.summary_samples(),
+                    &rec.header.probes,
+                    None
+                )),
+                json(&crate::totals::vm_totals(
+                    &rec.samples,
+                    &rec.header.probes,
+                    None
+                )),
+            );
+            assert_eq!(
+                json(&fold.series(available)),
+                json(&crate::series::series(&rec.samples, available)),
+            );
+        }
+    }
+
+    mod erased {
+        pub trait Ser {
+            fn json(&self) -> serde_json::Value;
+        }
+        impl<T: serde::Serialize> Ser for T {
+            fn json(&self) -> serde_json::Value {
+                serde_json::to_value(self).expect("serializable")
+            }
+        }
+    }
+}
