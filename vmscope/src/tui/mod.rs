@@ -267,11 +267,13 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
         t
     };
     let mut ticker = new_ticker(args.interval);
+    let mut test_panic = TestPanic::from_env();
     let result: anyhow::Result<u8> = async {
         loop {
             term.draw(|f| draw::draw(f, &app)).context("drawing")?;
             tokio::select! {
                 _ = ticker.tick() => {
+                    test_panic.tick();
                     let sample = collector.sample(&mut probes)?;
                     app.header = header(&probes, args);
                     live.set_unavailable(unavailable(&probes));
@@ -306,4 +308,31 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
     drop(term);
     crate::teardown::release(probes);
     result
+}
+
+/// A test hook, not a feature: with `VMSCOPE_TEST_PANIC=N` in the
+/// environment, the interactive loop panics on its Nth tick, so the
+/// end-to-end tests (tests/tests/terminal.rs) can check that a panic puts
+/// the terminal back before its message is printed. Unset (as for every
+/// user), it costs one environment lookup at start.
+struct TestPanic(Option<u32>);
+
+impl TestPanic {
+    fn from_env() -> Self {
+        TestPanic(
+            std::env::var("VMSCOPE_TEST_PANIC")
+                .ok()
+                .and_then(|v| v.parse().ok()),
+        )
+    }
+
+    fn tick(&mut self) {
+        if let Some(n) = &mut self.0 {
+            *n = n.saturating_sub(1);
+            assert!(
+                *n > 0,
+                "VMSCOPE_TEST_PANIC: the panic asked for by the test hook"
+            );
+        }
+    }
 }
