@@ -196,28 +196,57 @@ async fn batch(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+/// Whether the terminal is in `top`'s modes (raw, alternate screen, cursor
+/// hidden). The first [`restore`] clears it, so the terminal is put back
+/// once: leaving the alternate screen a second time would also move the
+/// cursor back to where `top` started (the terminal restores the cursor it
+/// saved on entry even when not on the alternate screen), and whatever is
+/// printed next, such as a panic's message, would be written over.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+
 /// Puts the terminal back however `top` ends: dropped on return and on
 /// unwinding, and called by the panic hook before the message is printed.
 struct TerminalGuard;
 
 impl TerminalGuard {
     fn enter() -> anyhow::Result<Self> {
+        static HOOK: std::sync::Once = std::sync::Once::new();
+        HOOK.call_once(|| {
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                let owned = restore();
+                previous(info);
+                // A panic off the main thread would leave the loop drawing
+                // on the restored terminal: end the process instead (the
+                // kernel drops the programs with its descriptors).
+                if owned && std::thread::current().name() != Some("main") {
+                    std::process::exit(PANIC_EXIT.into());
+                }
+            }));
+        });
         terminal::enable_raw_mode().context("switching the terminal to raw mode")?;
+        ACTIVE.store(true, Ordering::SeqCst);
         let guard = TerminalGuard;
         execute!(std::io::stdout(), EnterAlternateScreen, cursor::Hide)
             .context("switching to the alternate screen")?;
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            restore();
-            previous(info);
-        }));
         Ok(guard)
     }
 }
 
-fn restore() {
-    let _ = execute!(std::io::stdout(), LeaveAlternateScreen, cursor::Show);
+/// The exit status of a panic (Rust's, also when it unwinds out of `main`).
+const PANIC_EXIT: u8 = 101;
+
+/// Raw mode off first (a `tcsetattr`, which never waits for output), then
+/// the main screen and the cursor. Errors are ignored: after a hangup every
+/// write fails with EIO and the terminal cannot be opened, and there is
+/// nothing left to restore. Returns whether the terminal was `top`'s.
+fn restore() -> bool {
+    if !ACTIVE.swap(false, Ordering::SeqCst) {
+        return false;
+    }
     let _ = terminal::disable_raw_mode();
+    let _ = execute!(std::io::stdout(), LeaveAlternateScreen, cursor::Show);
+    true
 }
 
 impl Drop for TerminalGuard {
@@ -226,17 +255,49 @@ impl Drop for TerminalGuard {
     }
 }
 
+/// Whether the terminal has gone away (hung up): a hung-up terminal answers
+/// every ioctl with EIO, so it is no longer a terminal.
+fn terminal_gone() -> bool {
+    !std::io::IsTerminal::is_terminal(&std::io::stdout())
+}
+
+/// The exit status for dying of `signo` (128+N), after arming a watchdog:
+/// whatever is left (restoring the terminal, detaching) must not keep
+/// vmscope alive when the terminal is wedged or gone. Past the grace the
+/// process ends at once with the same status; the kernel then drops the
+/// programs with the last descriptors.
+fn ended_by(signo: libc::c_int) -> u8 {
+    let code = 128 + u8::try_from(signo).unwrap_or(0);
+    let _ = std::thread::Builder::new()
+        .name("exit-watchdog".into())
+        .spawn(move || {
+            std::thread::sleep(Duration::from_secs(5));
+            // SAFETY: ends the process; nothing after it runs.
+            unsafe { libc::_exit(code.into()) };
+        });
+    code
+}
+
 async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
     // Nothing may write to the terminal behind the screen's back.
     log::set_max_level(log::LevelFilter::Off);
+    // Caught before the terminal changes modes, so no signal's default
+    // action can end vmscope with the terminal left raw.
+    let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
+    let mut sighup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
+    let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
     let mut collector = Collector::new(Instant::now());
     let mut live = Live::new(unavailable(&probes));
     live.push(collector.sample(&mut probes)?);
     let mut app = App::new(header(&probes, args), args.interval);
 
     let _guard = TerminalGuard::enter()?;
-    let mut term =
-        Terminal::new(CrosstermBackend::new(std::io::stdout())).context("opening the terminal")?;
+    // Never dropped: its `Drop` shows the cursor and, when that fails (as
+    // every write does once the terminal has hung up), prints to stderr,
+    // which panics on a dead terminal. `restore` shows the cursor.
+    let mut term = std::mem::ManuallyDrop::new(
+        Terminal::new(CrosstermBackend::new(std::io::stdout())).context("opening the terminal")?,
+    );
     term.clear().context("clearing the terminal")?;
 
     // Terminal events come from a thread (crossterm's reader blocks).
@@ -258,20 +319,27 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
         }
     });
 
-    let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
-    let mut sighup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
-    let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
     let new_ticker = |d: Duration| {
         let mut t = tokio::time::interval_at(tokio::time::Instant::now() + d, d);
         t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         t
     };
     let mut ticker = new_ticker(args.interval);
+    let mut test_panic = TestPanic::from_env();
     let result: anyhow::Result<u8> = async {
         loop {
-            term.draw(|f| draw::draw(f, &app)).context("drawing")?;
+            // A terminal that has gone away ends `top` as its SIGHUP would
+            // (which may come a moment later, or never, when the session's
+            // leader ignores it).
+            if let Err(e) = term.draw(|f| draw::draw(f, &app)) {
+                if terminal_gone() {
+                    return Ok(ended_by(libc::SIGHUP));
+                }
+                return Err(anyhow::Error::new(e).context("drawing"));
+            }
             tokio::select! {
                 _ = ticker.tick() => {
+                    test_panic.tick();
                     let sample = collector.sample(&mut probes)?;
                     app.header = header(&probes, args);
                     live.set_unavailable(unavailable(&probes));
@@ -289,11 +357,14 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
                         }
                     }
                     Some(_) => {} // resize and others: redrawn at the top of the loop
+                    None if terminal_gone() => return Ok(ended_by(libc::SIGHUP)),
                     None => anyhow::bail!("the terminal's input closed"),
                 },
-                _ = sigterm.recv() => return Ok(0),
-                _ = sighup.recv() => return Ok(0),
-                _ = sigint.recv() => return Ok(0),
+                _ = sigterm.recv() => return Ok(ended_by(libc::SIGTERM)),
+                _ = sighup.recv() => return Ok(ended_by(libc::SIGHUP)),
+                // Ctrl-C in the terminal is a key (raw mode); this is a
+                // SIGINT sent by someone else.
+                _ = sigint.recv() => return Ok(ended_by(libc::SIGINT)),
             }
         }
     }
@@ -303,7 +374,39 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
     // vmscope alive. The process ends when `run` returns.
     stop.store(true, Ordering::Relaxed);
     drop(reader);
-    drop(term);
+    restore();
     crate::teardown::release(probes);
-    result
+    match result {
+        // An error cannot be shown on a terminal that has hung up (and
+        // printing it there would panic): it ends as the hangup.
+        Err(_) if terminal_gone() => Ok(ended_by(libc::SIGHUP)),
+        r => r,
+    }
+}
+
+/// A test hook, not a feature: with `VMSCOPE_TEST_PANIC=N` in the
+/// environment, the interactive loop panics on its Nth tick, so the
+/// end-to-end tests (tests/tests/terminal.rs) can check that a panic puts
+/// the terminal back before its message is printed. Unset (as for every
+/// user), it costs one environment lookup at start.
+struct TestPanic(Option<u32>);
+
+impl TestPanic {
+    fn from_env() -> Self {
+        TestPanic(
+            std::env::var("VMSCOPE_TEST_PANIC")
+                .ok()
+                .and_then(|v| v.parse().ok()),
+        )
+    }
+
+    fn tick(&mut self) {
+        if let Some(n) = &mut self.0 {
+            *n = n.saturating_sub(1);
+            assert!(
+                *n > 0,
+                "VMSCOPE_TEST_PANIC: the panic asked for by the test hook"
+            );
+        }
+    }
 }
