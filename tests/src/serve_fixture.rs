@@ -64,10 +64,15 @@ impl Serve {
     /// that says where it listens.
     pub fn start(args: &[&str]) -> Serve {
         let mut cmd = Command::new(vmscope_bin());
-        cmd.arg("serve")
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        cmd.arg("serve").args(args);
+        Serve::start_cmd(cmd)
+    }
+
+    /// Starts `cmd`, a command line that ends in `vmscope serve ARGS` (run
+    /// through setpriv, say), and waits the same way.
+    pub fn start_cmd(mut cmd: Command) -> Serve {
+        let args = format!("{:?}", cmd.get_args().collect::<Vec<_>>());
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
         let mut proc = KillOnDrop::spawn(cmd);
         let stderr = Arc::new(Mutex::new(String::new()));
         let (tx, rx) = mpsc::channel();
@@ -97,7 +102,7 @@ impl Serve {
                     std::thread::sleep(Duration::from_millis(200));
                     let status = proc.child().try_wait().unwrap();
                     panic!(
-                        "vmscope serve {args:?}: no listening line ({e}; status {status:?}); \
+                        "vmscope serve {args}: no listening line ({e}; status {status:?}); \
                          stderr:\n{}",
                         stderr.lock().unwrap()
                     );

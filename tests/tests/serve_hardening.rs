@@ -3,7 +3,10 @@
 //! Prometheus keeps scraping and another address is served; a client that
 //! stops reading; accept failures (EMFILE, from a lowered RLIMIT_NOFILE);
 //! refreshes that fail (the map reads' bpf(2) calls made to fail by
-//! tracing the server with ptrace); and the default bind being loopback.
+//! tracing the server with ptrace); the default bind being loopback; and
+//! the capabilities it gives up once attached (as root, and as uid 65534
+//! with file capabilities), with faults still counted after and a swap
+//! device that appears later still getting its probe.
 //!
 //! The tests run one at a time (they measure times and CPU).
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
@@ -669,4 +672,300 @@ fn accept_errors_back_off_instead_of_spinning() {
         cpu < Duration::from_millis(300),
         "{cpu:?} of CPU in {STARVED:?} of failing accepts: spinning"
     );
+}
+
+// ---------------------------------------------------------------------------
+// Privileges given up once everything is attached.
+
+/// CAP_PERFMON (38) and CAP_BPF (39), as /proc shows capability sets.
+const BPF_PERFMON: u64 = (1 << 38) | (1 << 39);
+
+/// A thread's capability sets and no_new_privs, from its status file.
+#[derive(Debug, PartialEq)]
+struct Caps {
+    eff: u64,
+    prm: u64,
+    inh: u64,
+    amb: u64,
+    bnd: u64,
+    no_new_privs: bool,
+}
+
+/// The sets of every thread of `pid`, by thread id.
+fn thread_caps(pid: u32) -> Vec<(String, Caps)> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let t = t.unwrap();
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .unwrap_or_else(|| panic!("no {name} in {status}"))
+                .trim()
+                .to_string()
+        };
+        let set = |name: &str| u64::from_str_radix(&field(name), 16).unwrap();
+        out.push((
+            t.file_name().to_string_lossy().into_owned(),
+            Caps {
+                eff: set("CapEff:"),
+                prm: set("CapPrm:"),
+                inh: set("CapInh:"),
+                amb: set("CapAmb:"),
+                bnd: set("CapBnd:"),
+                no_new_privs: field("NoNewPrivs:") == "1",
+            },
+        ));
+    }
+    out
+}
+
+/// Asserts that every thread of `pid` holds exactly `held` as effective
+/// and permitted, nothing inheritable or ambient, with no_new_privs; and,
+/// when `bounding` is given, exactly that as its bounding set.
+fn assert_holds(pid: u32, held: u64, bounding: Option<u64>, stderr: &str) {
+    let threads = thread_caps(pid);
+    for (tid, c) in &threads {
+        let ok = c.eff == held
+            && c.prm == held
+            && c.inh == 0
+            && c.amb == 0
+            && c.no_new_privs
+            && bounding.is_none_or(|b| c.bnd == b);
+        assert!(
+            ok,
+            "thread {tid} of {pid}: {c:x?}, want CapEff = CapPrm = {held:#x}, CapInh = CapAmb = 0, \
+             NoNewPrivs, CapBnd {bounding:x?} ({} threads)\nstderr:\n{stderr}",
+            threads.len()
+        );
+    }
+}
+
+/// The sum of every `series{...}` line of a body.
+fn sum_of(body: &str, series: &str) -> f64 {
+    body.lines()
+        .filter_map(|l| l.strip_prefix(series)?.strip_prefix('{'))
+        .filter_map(|l| {
+            l.rsplit_once("} ")?
+                .1
+                .split_whitespace()
+                .next()?
+                .parse::<f64>()
+                .ok()
+        })
+        .sum()
+}
+
+fn faults(addr: SocketAddr) -> f64 {
+    sum_of(&scrape_from(LOCAL, addr).0, "vmscope_page_faults_total")
+}
+
+/// Polls `f` every 100 ms for up to `limit`; the time it took when true.
+fn within(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Duration> {
+    let t = Instant::now();
+    loop {
+        if f() {
+            return Some(t.elapsed());
+        }
+        if t.elapsed() > limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The exporter after its capabilities are gone: `vmscope-testchild touch
+/// 20000` shows in the page-fault counters, with no failed refresh.
+fn still_counts(test: &str, serve: &Serve, child: &std::path::Path) -> (f64, f64) {
+    let before = faults(serve.addr);
+    let o = std::process::Command::new(child)
+        .args(["touch", "20000"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "vmscope-testchild touch 20000: {o:?}");
+    let mut after = before;
+    let took = within(Duration::from_secs(5), || {
+        after = faults(serve.addr);
+        after - before >= 20000.0
+    });
+    let body = scrape_from(LOCAL, serve.addr).0;
+    let failures = metric(&body, "vmscope_exporter_refresh_failures_total").unwrap_or(f64::NAN);
+    eprintln!(
+        "{test}: page faults {before} -> {after} (+{}) after touch 20000, in {took:?}; \
+         refresh failures {failures}",
+        after - before
+    );
+    assert!(
+        took.is_some(),
+        "faults grew by {} (< 20000) within 5 s after the drop\nstderr:\n{}",
+        after - before,
+        serve.stderr()
+    );
+    assert_eq!(
+        failures,
+        0.0,
+        "refreshes failed after the drop:\n{}",
+        serve.stderr()
+    );
+    (before, after)
+}
+
+/// With a swap device appearing after the drop: the deferred swap probe
+/// attaches with the CAP_BPF+CAP_PERFMON kept for it, then those go too,
+/// and the probe counts swap-out (16384 pages rewritten under a 16 MiB
+/// memory cgroup).
+fn swap_after_the_drop(test: &str, serve: &Serve, child: &std::path::Path) {
+    let swap = vmscope_tests::pressure::ZramSwap::new(256 << 20);
+    let available = "vmscope_probe_available{probe=\"kmem:rss_stat\"}";
+    let attached = within(Duration::from_secs(10), || {
+        metric(&scrape_from(LOCAL, serve.addr).0, available) == Some(1.0)
+            && thread_caps(serve.pid())
+                .iter()
+                .all(|(_, c)| c.eff == 0 && c.prm == 0)
+    });
+    let stderr = serve.stderr();
+    eprintln!("{test}: zram swap on; swap probe attached and capabilities 0 after {attached:?}");
+    assert!(
+        attached.is_some(),
+        "within 10 s of a swap device: {available} = {:?}, caps {:x?}\nstderr:\n{stderr}",
+        metric(&scrape_from(LOCAL, serve.addr).0, available),
+        thread_caps(serve.pid())
+    );
+    assert_holds(serve.pid(), 0, None, &stderr);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains("privileges: the swap probe no longer waits")
+                && l.contains("kept no capabilities")
+                && l.contains("dropped CAP_BPF+CAP_PERFMON")),
+        "no log line for the second drop:\n{stderr}"
+    );
+    let out = "vmscope_swap_attributed_pages_total{direction=\"out\"}";
+    let before = metric(&scrape_from(LOCAL, serve.addr).0, out).unwrap_or(f64::NAN);
+    let cg = vmscope_tests::pressure::MemCgroup::new(16 << 20);
+    let o = cg
+        .command(child)
+        .args(["rewrite", "16384"])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "rewrite 16384 in a 16 MiB cgroup: {o:?}"
+    );
+    let pswpout = vmscope_tests::pressure::vmstat()["pswpout"];
+    let mut after = before;
+    let counted = within(Duration::from_secs(5), || {
+        after = metric(&scrape_from(LOCAL, serve.addr).0, out).unwrap_or(f64::NAN);
+        after - before >= 1000.0
+    });
+    eprintln!(
+        "{test}: swap-out attributed {before} -> {after} (+{}) for 64 MiB rewritten under a \
+         16 MiB limit (pswpout now {pswpout}), in {counted:?}",
+        after - before
+    );
+    assert!(
+        counted.is_some(),
+        "{out} grew by {} (< 1000) after the drop\nstderr:\n{}",
+        after - before,
+        serve.stderr()
+    );
+    drop(cg);
+    drop(swap);
+}
+
+/// `serve` as root: after attaching, every thread holds only CAP_BPF and
+/// CAP_PERFMON while the swap probe waits (bounding set the same,
+/// no_new_privs), or nothing when a swap device is already on; the
+/// exporter still counts faults; a swap device that appears later still
+/// gets the swap probe attached, and then nothing is left.
+#[test]
+fn serve_as_root_keeps_only_what_the_deferred_swap_probe_needs() {
+    const TEST: &str = "serve_as_root_keeps_only_what_the_deferred_swap_probe_needs";
+    if !root_or_skip(TEST) {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let _swap_lock = vmscope_tests::pressure::exclusive();
+    let swap_on = !vmscope_tests::pressure::active_swaps().is_empty();
+    let before = thread_caps(std::process::id());
+    let serve = Serve::start(&["--listen", "127.0.0.1:0", "-i", "300ms"]);
+    let r = get_from(LOCAL, serve.addr, "/healthz").unwrap();
+    assert_eq!(r.status, 200, "{r:?}");
+    let stderr = serve.stderr();
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("vmscope serve: privileges:"))
+        .unwrap_or_else(|| panic!("no privileges line:\n{stderr}"));
+    let caps = thread_caps(serve.pid());
+    eprintln!(
+        "{TEST}: started with CapEff {:#x}; swap on at start: {swap_on}; {} thread(s): {:x?}; \
+         log: {line}",
+        before[0].1.eff,
+        caps.len(),
+        caps
+    );
+    assert!(line.contains("still uid 0"), "{line}");
+    if swap_on {
+        assert_holds(serve.pid(), 0, None, &stderr);
+        assert!(line.contains("kept no capabilities"), "{line}");
+    } else {
+        let held = BPF_PERFMON & before[0].1.prm;
+        let bounding = (before[0].1.eff & (1 << 8) != 0).then_some(held);
+        assert_holds(serve.pid(), held, bounding, &stderr);
+        assert!(
+            line.contains("kept CAP_BPF+CAP_PERFMON while the swap probe waits"),
+            "{line}"
+        );
+    }
+    still_counts(TEST, &serve, &vmscope_tests::testchild());
+    if swap_on {
+        eprintln!("{TEST}: a swap device was on at start: the deferred-probe part is not tried");
+    } else {
+        swap_after_the_drop(TEST, &serve, &vmscope_tests::testchild());
+    }
+}
+
+/// The same as uid 65534 from a copy given `cap_bpf,cap_perfmon+ep` by
+/// setcap: it starts with just those two, keeps them while the swap probe
+/// waits, and gives them up once it has attached.
+#[test]
+fn serve_with_file_capabilities_gives_them_up_once_the_swap_probe_attaches() {
+    const TEST: &str = "serve_with_file_capabilities_gives_them_up_once_the_swap_probe_attaches";
+    if !root_or_skip(TEST) || !vmscope_tests::privilege::tools_or_skip(TEST) {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let _swap_lock = vmscope_tests::pressure::exclusive();
+    let swap_on = !vmscope_tests::pressure::active_swaps().is_empty();
+    let u = vmscope_tests::privilege::Unprivileged::new();
+    let mut cmd = u.as_nobody(&u.capped);
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "-i", "300ms"]);
+    let serve = Serve::start_cmd(cmd);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", serve.pid())).unwrap();
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("Uid:") && l.contains("65534")),
+        "{status}"
+    );
+    let stderr = serve.stderr();
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("vmscope serve: privileges:"))
+        .unwrap_or_else(|| panic!("no privileges line:\n{stderr}"));
+    eprintln!("{TEST}: swap on at start: {swap_on}; log: {line}");
+    assert!(!line.contains("uid 0"), "{line}");
+    if swap_on {
+        assert_holds(serve.pid(), 0, None, &stderr);
+    } else {
+        assert_holds(serve.pid(), BPF_PERFMON, None, &stderr);
+        assert!(line.contains("dropped none"), "{line}");
+    }
+    still_counts(TEST, &serve, &u.testchild);
+    if swap_on {
+        eprintln!("{TEST}: a swap device was on at start: the deferred-probe part is not tried");
+    } else {
+        swap_after_the_drop(TEST, &serve, &u.testchild);
+    }
 }

@@ -444,6 +444,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
             }
         }
     };
+    // Everything that attaches at start has; the listener is bound.
+    let mut held_for_swap = shed_privileges(&probes, "");
     let local: SocketAddr = listener.local_addr().context("reading the bound address")?;
     eprintln!("vmscope serve: listening on http://{local}/metrics");
 
@@ -458,7 +460,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
     loop {
         tokio::select! {
-            _ = ticker.tick() => refresh(&mut state, &mut probes),
+            _ = ticker.tick() => {
+                refresh(&mut state, &mut probes);
+                if held_for_swap && !swap_pending(&probes) {
+                    held_for_swap = shed_privileges(&probes, "the swap probe no longer waits: ");
+                }
+            }
             accepted = listener.accept(), if paused_until.is_none() => match accepted {
                 Ok((stream, peer)) => {
                     if let Some((n, took)) = accept_burst.end() {
@@ -500,6 +507,116 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     crate::teardown::release(probes);
     eprintln!("vmscope serve: stopped");
     Ok(0)
+}
+
+/// Whether a probe waits to attach later (the swap probe, until a swap
+/// device is active).
+fn swap_pending(probes: &loader::Loaded) -> bool {
+    probes.probes.iter().any(|p| p.deferred)
+}
+
+/// Gives up every capability the exporter no longer needs, for good, and
+/// says in one line what it kept and why. What it still does:
+/// - reads the maps through descriptors it holds, which carry the access
+///   (kernels before 6.5 ask CAP_BPF of every bpf(2) call while
+///   `kernel.unprivileged_bpf_disabled` is set: tried here, not assumed);
+/// - reads /proc/vmstat, /proc/pressure/memory, /proc/swaps and
+///   /proc/PID/comm, which anyone may;
+/// - accepts on a socket already bound;
+/// - detaches at exit by closing descriptors (see `teardown`);
+/// - attaches the deferred swap probe when a swap device appears, which
+///   needs CAP_BPF+CAP_PERFMON (the BPF tracepoint link; a classic
+///   tracepoint's system-wide perf event): those two stay while it waits.
+///
+/// Returns whether CAP_BPF+CAP_PERFMON were kept for the swap probe, to be
+/// given up once it no longer waits. `now` begins the line.
+fn shed_privileges(probes: &loader::Loaded, now: &str) -> bool {
+    use crate::kernel::privdrop;
+    use ::caps::Capability::{CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN};
+    let before = match privdrop::Held::current() {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("vmscope serve: privileges: kept as they are: {e}");
+            return false;
+        }
+    };
+    let pending = swap_pending(probes);
+    let mut keep = Vec::new();
+    if pending {
+        keep.extend([CAP_BPF, CAP_PERFMON]);
+    }
+    let reads = |keep: &[::caps::Capability]| {
+        privdrop::trial(keep, || probes.counters.get(&0, 0).is_ok()).unwrap_or(false)
+    };
+    let mut why_reads = None;
+    if !reads(&keep) {
+        // CAP_BPF, or CAP_SYS_ADMIN where it stands in (kernels before 5.8).
+        let more = [CAP_BPF, CAP_SYS_ADMIN]
+            .into_iter()
+            .find(|c| before.permitted.contains(c) && reads(&[keep.as_slice(), &[*c]].concat()));
+        match more {
+            Some(c) => {
+                if !keep.contains(&c) {
+                    keep.push(c);
+                }
+                why_reads = Some(c);
+            }
+            None => {
+                eprintln!(
+                    "vmscope serve: privileges: kept as they are ({}): reading the maps \
+                     fails with fewer",
+                    privdrop::names(&before.permitted)
+                );
+                return false;
+            }
+        }
+    }
+    if let Err(e) = privdrop::keep_only(&keep) {
+        eprintln!("vmscope serve: privileges: dropping them failed: {e}");
+        return false;
+    }
+    let after = privdrop::Held::current().unwrap_or_default();
+    let dropped: ::caps::CapsHashSet = before
+        .permitted
+        .difference(&after.permitted)
+        .copied()
+        .collect();
+    let mut why = Vec::new();
+    if pending {
+        why.push("while the swap probe waits for a swap device (attaching it needs them)".into());
+    }
+    if let Some(c) = why_reads {
+        why.push(format!(
+            "{c} because this kernel refuses map reads without it \
+             (kernel.unprivileged_bpf_disabled is set, kernels before 6.5)"
+        ));
+    }
+    let kept = if after.permitted.is_empty() {
+        "kept no capabilities (the maps are read through open descriptors)".to_string()
+    } else {
+        format!(
+            "kept {} {}",
+            privdrop::names(&after.permitted),
+            why.join("; ")
+        )
+    };
+    let dropped = match dropped.len() {
+        0 => "dropped none".to_string(),
+        n if n <= 4 => format!("dropped {}", privdrop::names(&dropped)),
+        n => format!("dropped the other {n}"),
+    };
+    let threads = match privdrop::other_threads() {
+        0 => String::new(),
+        n => format!("; {n} other threads keep theirs"),
+    };
+    let root = if rustix::process::getuid().is_root() || rustix::process::geteuid().is_root() {
+        "; still uid 0, so root's file permissions remain: run it as its own user \
+         (vmscope/dist/vmscope-serve.service) to give those up too"
+    } else {
+        ""
+    };
+    eprintln!("vmscope serve: privileges: {now}{kept}; {dropped}{threads}{root}");
+    pending && after.permitted.contains(&CAP_BPF)
 }
 
 /// Serves one connection until it closes, is displaced, or a response

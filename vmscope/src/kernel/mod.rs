@@ -6,5 +6,6 @@ pub mod caps;
 pub mod doctor;
 pub mod format;
 pub mod hooks;
+pub mod privdrop;
 pub mod system;
 pub mod tracefs;
