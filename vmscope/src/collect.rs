@@ -274,15 +274,17 @@ impl Collector {
         // time below, then deleted. One still held in a CPU's fault cache
         // waits for the next read (a dead process takes no faults, so no
         // cache can take it up again).
-        // Only those already exited at the previous read: the exit hook
-        // runs before the task's last context switch, whose fault books
-        // still land in the entry.
+        // Only those that exited a while ago (or were already exited at the
+        // previous read): the exit hook runs before the task's last context
+        // switch, whose fault books still land in the entry, microseconds
+        // later unless the task is preempted.
+        let settled = monotonic_ns().saturating_sub(EXIT_SETTLE_NS);
         let ending: std::collections::HashSet<u32> = table
             .iter()
             .filter(|(pid, st)| {
                 st.exited_ns != 0
                     && !cached.contains(pid)
-                    && self.exiting.get(pid) == Some(&st.born_ns)
+                    && (st.exited_ns < settled || self.exiting.get(pid) == Some(&st.born_ns))
             })
             .map(|(&pid, _)| pid)
             .collect();
@@ -726,6 +728,23 @@ fn proc_comm(pid: u32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
         .map(|s| s.trim_end().to_string())
         .unwrap_or_default()
+}
+
+/// How long after its exit hook a process's entry is left for its last
+/// context switch before it is read a last time and deleted.
+const EXIT_SETTLE_NS: u64 = 100_000_000;
+
+/// CLOCK_MONOTONIC, the clock of the eBPF side's `bpf_ktime_get_ns`.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid pointer to a local.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
 }
 
 fn page_size() -> u64 {

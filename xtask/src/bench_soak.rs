@@ -185,7 +185,7 @@ pub fn bench_soak(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
         elapsed.as_secs_f64()
     );
     println!(
-        "  tool     RSS at {} s   at end    growth   CPU/s",
+        "  tool     RSS at {} s   halfway    at end   growth  2nd half   CPU/s",
         WARM_UP.as_secs()
     );
     let mut ok = true;
@@ -203,7 +203,15 @@ pub fn bench_soak(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
             ok = false;
             continue;
         };
+        let half = readings
+            .iter()
+            .find(|(t, u)| *t >= (t0 + t1) / 2 && u[i].is_some())
+            .and_then(|(_, u)| u[i])
+            .unwrap_or(u1);
         let growth = u1.rss_kb.saturating_sub(u0.rss_kb);
+        // What a bounded tool must show: no growth once its working set
+        // (the processes alive and not yet pruned) is reached.
+        let late = u1.rss_kb.saturating_sub(half.rss_kb);
         let cpu = (u1.cpu_s - u0.cpu_s) / (t1 - t0).as_secs_f64().max(1e-9);
         let verdict = if growth < GOAL_GROWTH_KB {
             ""
@@ -212,10 +220,12 @@ pub fn bench_soak(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
         };
         ok &= growth < GOAL_GROWTH_KB;
         println!(
-            "  {name:<8} {:>7.1} MB   {:>6.1} MB  {:>+6.1} MB  {:>5.1}%{verdict}",
+            "  {name:<8} {:>7.1} MB  {:>6.1} MB  {:>6.1} MB  {:>+5.1} MB  {:>+5.1} MB  {:>5.1}%{verdict}",
             u0.rss_kb as f64 / 1024.0,
+            half.rss_kb as f64 / 1024.0,
             u1.rss_kb as f64 / 1024.0,
             growth as f64 / 1024.0,
+            late as f64 / 1024.0,
             100.0 * cpu
         );
     }
