@@ -892,7 +892,7 @@ fn serve_as_root_keeps_only_what_the_deferred_swap_probe_needs() {
     let serve = Serve::start(&["--listen", "127.0.0.1:0", "-i", "300ms"]);
     let r = get_from(LOCAL, serve.addr, "/healthz").unwrap();
     assert_eq!(r.status, 200, "{r:?}");
-    let stderr = serve.stderr();
+    let stderr = stderr_with(&serve, "vmscope serve: privileges:");
     let line = stderr
         .lines()
         .find(|l| l.contains("vmscope serve: privileges:"))
@@ -949,7 +949,7 @@ fn serve_with_file_capabilities_gives_them_up_once_the_swap_probe_attaches() {
             .any(|l| l.starts_with("Uid:") && l.contains("65534")),
         "{status}"
     );
-    let stderr = serve.stderr();
+    let stderr = stderr_with(&serve, "vmscope serve: privileges:");
     let line = stderr
         .lines()
         .find(|l| l.contains("vmscope serve: privileges:"))
@@ -967,5 +967,18 @@ fn serve_with_file_capabilities_gives_them_up_once_the_swap_probe_attaches() {
         eprintln!("{TEST}: a swap device was on at start: the deferred-probe part is not tried");
     } else {
         swap_after_the_drop(TEST, &serve, &u.testchild);
+    }
+}
+
+/// serve's stderr once it holds `needle` (its privileges line follows the
+/// listening line), or as it is after 10 s.
+fn stderr_with(serve: &Serve, needle: &str) -> String {
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let e = serve.stderr();
+        if e.contains(needle) || std::time::Instant::now() > until {
+            return e;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }

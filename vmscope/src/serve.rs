@@ -445,9 +445,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         }
     };
     // Everything that attaches at start has; the listener is bound.
-    let mut held_for_swap = shed_privileges(&probes, "");
+    let mut said = Vec::new();
+    let mut held_for_swap = shed_privileges(&probes, "", &mut said);
     let local: SocketAddr = listener.local_addr().context("reading the bound address")?;
+    // The listening line first (scripts wait for it), then what was shed
+    // before it.
     eprintln!("vmscope serve: listening on http://{local}/metrics");
+    for line in said {
+        eprintln!("{line}");
+    }
 
     let conns = Arc::new(Mutex::new(Conns::default()));
     let mut accept_burst = Burst::default();
@@ -463,7 +469,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
             _ = ticker.tick() => {
                 refresh(&mut state, &mut probes);
                 if held_for_swap && !swap_pending(&probes) {
-                    held_for_swap = shed_privileges(&probes, "the swap probe no longer waits: ");
+                    let mut said = Vec::new();
+                    held_for_swap =
+                        shed_privileges(&probes, "the swap probe no longer waits: ", &mut said);
+                    for line in said {
+                        eprintln!("{line}");
+                    }
                 }
             }
             accepted = listener.accept(), if paused_until.is_none() => match accepted {
@@ -530,13 +541,13 @@ fn swap_pending(probes: &loader::Loaded) -> bool {
 ///
 /// Returns whether CAP_BPF+CAP_PERFMON were kept for the swap probe, to be
 /// given up once it no longer waits. `now` begins the line.
-fn shed_privileges(probes: &loader::Loaded, now: &str) -> bool {
+fn shed_privileges(probes: &loader::Loaded, now: &str, say: &mut Vec<String>) -> bool {
     use crate::kernel::privdrop;
     use ::caps::Capability::{CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN};
     let before = match privdrop::Held::current() {
         Ok(h) => h,
         Err(e) => {
-            eprintln!("vmscope serve: privileges: kept as they are: {e}");
+            say.push(format!("vmscope serve: privileges: kept as they are: {e}"));
             return false;
         }
     };
@@ -562,17 +573,19 @@ fn shed_privileges(probes: &loader::Loaded, now: &str) -> bool {
                 why_reads = Some(c);
             }
             None => {
-                eprintln!(
+                say.push(format!(
                     "vmscope serve: privileges: kept as they are ({}): reading the maps \
                      fails with fewer",
                     privdrop::names(&before.permitted)
-                );
+                ));
                 return false;
             }
         }
     }
     if let Err(e) = privdrop::keep_only(&keep) {
-        eprintln!("vmscope serve: privileges: dropping them failed: {e}");
+        say.push(format!(
+            "vmscope serve: privileges: dropping them failed: {e}"
+        ));
         return false;
     }
     let after = privdrop::Held::current().unwrap_or_default();
@@ -615,7 +628,9 @@ fn shed_privileges(probes: &loader::Loaded, now: &str) -> bool {
     } else {
         ""
     };
-    eprintln!("vmscope serve: privileges: {now}{kept}; {dropped}{threads}{root}");
+    say.push(format!(
+        "vmscope serve: privileges: {now}{kept}; {dropped}{threads}{root}"
+    ));
     pending && after.permitted.contains(&CAP_BPF)
 }
 
