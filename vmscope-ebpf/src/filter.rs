@@ -69,7 +69,7 @@ pub fn on_exit() {
     let id = aya_ebpf::helpers::bpf_get_current_pid_tgid();
     let (tgid, tid) = ((id >> 32) as u32, id as u32);
     let filtering = maps::filter_enabled();
-    if filtering && tid != tgid && maps::TRACKED.remove(&tid).is_ok() {
+    if filtering && tid != tgid && maps::TRACKED.remove(tid).is_ok() {
         maps::count(counter::TRACKED_REMOVED);
     }
     if !group_dead(tid == tgid) {
@@ -81,7 +81,7 @@ pub fn on_exit() {
         // SAFETY: a map value.
         unsafe { (*p).exited_ns = maps::now() };
     }
-    if filtering && maps::TRACKED.remove(&tgid).is_ok() {
+    if filtering && maps::TRACKED.remove(tgid).is_ok() {
         maps::count(counter::TRACKED_REMOVED);
     }
 }
