@@ -369,7 +369,10 @@ impl Handle {
     /// through its own pidfd (checked to be the process listed), then to
     /// the command. Returns how many descendants were killed.
     pub fn kill_tree(&self) -> usize {
-        let mut killed = 0;
+        // The descendants are found and held (pidfds) first, then the
+        // command is killed, then they are: killed first, they could let a
+        // command waiting for them exit on its own before its SIGKILL.
+        let mut held = Vec::new();
         for (pid, start) in descendants(self.pid) {
             let Some(p) = rustix::process::Pid::from_raw(pid as i32) else {
                 continue;
@@ -383,12 +386,12 @@ impl Handle {
             if proc_stat(pid).map(|s| s.2) != Some(start) {
                 continue;
             }
-            if pidfd_signal(&fd, libc::SIGKILL) {
-                killed += 1;
-            }
+            held.push(fd);
         }
         self.signal(libc::SIGKILL);
-        killed
+        held.iter()
+            .filter(|fd| pidfd_signal(fd, libc::SIGKILL))
+            .count()
     }
 
     /// Waits for the command (blocking) and collects its rusage.
