@@ -208,7 +208,7 @@ pub mod raw_syscall {
 }
 
 /// Indices into the per-CPU `COUNTERS` array: system-wide counters (and
-/// scope-filtered ones for syscall-driven metrics, see the README).
+/// scope-filtered ones for syscall-driven metrics, see docs/counting.md).
 pub mod counter {
     /// User-mode page faults, by class: `USER_FAULT_BASE + fault_class(err)`.
     pub const USER_FAULT_BASE: u32 = 0;

@@ -474,7 +474,7 @@ pub struct RecordArgs {
     pub all: bool,
 
     /// `json`: one document, written atomically when recording ends.
-    /// `jsonl`: streamed, one line per interval (see the README).
+    /// `jsonl`: streamed, one line per interval (see docs/record.md).
     #[arg(long, value_enum, default_value_t = Format::Json)]
     pub format: Format,
 
