@@ -18,38 +18,6 @@ use crate::{
     timefmt,
 };
 
-/// Named system-wide eBPF counters and their slots.
-pub const NAMED_COUNTERS: &[(&str, u32)] = &[
-    ("tlb_task_switch", counter::TLB_REASON_BASE),
-    ("tlb_remote_shootdown", counter::TLB_REASON_BASE + 1),
-    ("tlb_local_shootdown", counter::TLB_REASON_BASE + 2),
-    ("tlb_local_mm_shootdown", counter::TLB_REASON_BASE + 3),
-    ("tlb_remote_send_ipi", counter::TLB_REASON_BASE + 4),
-    ("tlb_remote_wrong_cpu", counter::TLB_REASON_BASE + 5),
-    ("tlb_other_reason", counter::TLB_REASON_BASE + 6),
-    ("tlb_pages", counter::TLB_PAGES),
-    ("tlb_full_flushes", counter::TLB_FULL),
-    ("lru_scanned_pages", counter::LRU_SCANNED),
-    ("lru_reclaimed_pages", counter::LRU_RECLAIMED),
-    ("lru_dirty_pages", counter::LRU_DIRTY),
-    ("lru_writeback_pages", counter::LRU_WRITEBACK),
-    ("lru_immediate_pages", counter::LRU_IMMEDIATE),
-    ("lru_unmap_fail_pages", counter::LRU_UNMAP_FAIL),
-    ("lru_active_taken_pages", counter::LRU_ACTIVE_TAKEN),
-    (
-        "lru_active_deactivated_pages",
-        counter::LRU_ACTIVE_DEACTIVATED,
-    ),
-    ("reclaim_write_anon_pages", counter::WRITE_ANON),
-    ("reclaim_write_file_pages", counter::WRITE_FILE),
-    ("process_madvise_errors", counter::PROCESS_MADVISE_ERRORS),
-    ("inflight_dropped", counter::INFLIGHT_FULL),
-    ("major_faults", counter::MAJOR_FAULTS),
-    ("swap_unsized_changes", counter::SWAP_UNSIZED),
-    ("process_exits", counter::PROC_EXITS),
-    ("process_pid_reuses", counter::PROC_REUSED),
-];
-
 /// Counters summed from the per-mm swap map (scope-filtered when scoped),
 /// named like the eBPF counters so totals treat them alike.
 pub const MM_SWAP_OUT: &str = "swap_out_pages";
@@ -58,29 +26,6 @@ pub const MM_SWAP_FREED: &str = "swap_freed_pages";
 /// Swap entries copied into children at fork (no I/O, not swap-out).
 pub const MM_SWAP_COPIED: &str = "swap_copied_pages";
 pub const MM_SWAP_OUT_UNOWNED: &str = "swap_out_unowned_pages";
-
-/// Which probe feeds each named counter (for availability).
-pub fn counter_probe(name: &str) -> &'static str {
-    if name.starts_with("tlb_") {
-        "tlb:tlb_flush"
-    } else if name.starts_with("lru_active") {
-        "vmscan:mm_vmscan_lru_shrink_active"
-    } else if name.starts_with("lru_") {
-        "vmscan:mm_vmscan_lru_shrink_inactive"
-    } else if name.starts_with("reclaim_write") {
-        "vmscan:mm_vmscan_write_folio"
-    } else if name.starts_with("process_madvise") {
-        "syscalls:sys_exit_process_madvise"
-    } else if name == "major_faults" {
-        crate::loader::MAJOR_FAULTS_PROBE
-    } else if name.starts_with("swap_") {
-        "kmem:rss_stat"
-    } else if name.starts_with("process_") && name != "process_madvise_errors" {
-        "sched:sched_process_exit"
-    } else {
-        "always"
-    }
-}
 
 /// Cumulative madvise counts for one behaviour.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -182,7 +127,7 @@ pub struct Sample {
     pub mm_entries: u64,
     #[serde(default)]
     pub mm_inserts: u64,
-    /// Named eBPF counters (`NAMED_COUNTERS`), system-wide.
+    /// Named counters (`catalogue::COUNTERS`), system-wide.
     #[serde(default)]
     pub counters: BTreeMap<String, u64>,
     /// madvise per behaviour (scope-filtered), non-zero ones only.
@@ -362,9 +307,9 @@ impl Collector {
                 faults.exception().saturating_sub(exc0),
             );
         }
-        let mut named: BTreeMap<String, u64> = NAMED_COUNTERS
+        let mut named: BTreeMap<String, u64> = crate::catalogue::COUNTERS
             .iter()
-            .map(|&(name, idx)| (name.to_string(), c(idx)))
+            .filter_map(|k| Some((k.key.to_string(), c(k.slot?))))
             .collect();
         named.insert(MM_SWAP_OUT.into(), swap.out);
         named.insert(MM_SWAP_IN.into(), swap.inn);

@@ -21,6 +21,7 @@ use statrs::distribution::{ContinuousCDF as _, StudentsT};
 
 use crate::{
     bench::{self, BENCH_KIND, BenchFile},
+    catalogue::{self, Place},
     cli::{CompareArgs, CompareFormat},
     exit,
     hist::{self, Summary},
@@ -40,41 +41,13 @@ pub const CONFIDENCE: f64 = 0.95;
 /// A difference is significant when its p-value is below this.
 pub const ALPHA: f64 = 0.05;
 
-/// The headline rows, first and in this order.
-pub const HEADLINE: &[&str] = &["real", "user", "sys", "cpu"];
-
-/// The rows before the latency histograms' quantiles, in this order.
-const BEFORE_HISTOGRAMS: &[&str] = &[
-    "faults",
-    "faults_per_record",
-    "user_faults_per_record",
-    "major_faults",
-    "minflt",
-    "majflt",
-    "maxrss",
-    "swap_out_attributed",
-    "swap_in_attributed",
-    "pswpout",
-    "pswpin",
-    "reclaim_stall",
-    "pgscan_direct",
-];
-
-/// The rows after the latency histograms' quantiles, in this order; any
-/// metric not named anywhere comes last, by name.
-const AFTER_HISTOGRAMS: &[&str] = &[
-    "tlb_shootdown_ipis",
-    "madvise_calls",
-    "madvise_dontneed_calls",
-    "madvise_free_calls",
-    "madvise_cold_calls",
-    "madvise_pageout_calls",
-    "pglazyfree",
-    "pglazyfreed",
-    "psi_some_stall",
-];
-
-const QUANTILES: &[&str] = &["p50", "p90", "p99"];
+/// The headline rows (the catalogue's), first and in this order.
+pub fn headline() -> impl Iterator<Item = &'static str> {
+    catalogue::RUN_ROWS
+        .iter()
+        .filter(|r| r.place == Place::Headline)
+        .map(|r| r.name)
+}
 
 // ---------------------------------------------------------------- input --
 
@@ -618,31 +591,30 @@ fn pct_of(x: f64, base: f64) -> Option<f64> {
 }
 
 /// Where a metric's row goes: headline, then faults, swap and reclaim, the
-/// latency histograms' quantiles, the rest of the known metrics, anything
-/// else by name.
+/// latency histograms' quantiles, the rest of the catalogue's rows, anything
+/// else by name. The catalogue lists its rows in this order.
 fn rank(name: &str) -> (usize, &str, usize) {
-    let at = |list: &[&str]| list.iter().position(|n| *n == name);
-    // The workload's own figures come right after the headline.
-    let before = HEADLINE.len() + 1;
-    let hist = before + BEFORE_HISTOGRAMS.len();
-    if let Some(i) = at(HEADLINE) {
-        return (i, "", 0);
-    }
-    if name.contains('/') {
-        return (HEADLINE.len(), name, 0);
-    }
-    if let Some(i) = at(BEFORE_HISTOGRAMS) {
-        return (before + i, "", 0);
+    let rows = catalogue::RUN_ROWS;
+    let row = rows.iter().position(|r| r.name == name);
+    let place = row.map(|i| rows[i].place);
+    let headline = headline().count();
+    let hist = rows.iter().filter(|r| r.place <= Place::Before).count() + 1;
+    match (row, place) {
+        (Some(i), Some(Place::Headline)) => return (i, "", 0),
+        // The workload's own figures come right after the headline.
+        _ if name.contains('/') => return (headline, name, 0),
+        (Some(i), Some(Place::Before)) => return (i + 1, "", 0),
+        _ => {}
     }
     if let Some((h, q)) = name.rsplit_once('.')
-        && let Some(qi) = QUANTILES.iter().position(|x| *x == q)
+        && let Some(qi) = catalogue::QUANTILES.iter().position(|x| *x == q)
     {
         return (hist, h, qi);
     }
-    if let Some(i) = at(AFTER_HISTOGRAMS) {
-        return (hist + 1 + i, "", 0);
+    match (row, place) {
+        (Some(i), Some(Place::After)) => (i + 2, "", 0),
+        _ => (rows.len() + 2, name, 0),
     }
-    (hist + 1 + AFTER_HISTOGRAMS.len(), name, 0)
 }
 
 pub fn by_rank(a: &str, b: &str) -> Ordering {

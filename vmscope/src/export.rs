@@ -16,7 +16,8 @@ use std::{
 use vmscope_common::{FAULT_CLASSES, fault_class_name};
 
 use crate::{
-    collect::{MadviseCounts, ProcSample, Sample, counter_probe},
+    catalogue::{self, Export},
+    collect::{MadviseCounts, ProcSample, Sample},
     hist::{self, HistSample},
     loader::{FaultSource, ProbeStatus},
     procstat::{self, Psi, Vmstat},
@@ -209,147 +210,6 @@ impl Writer {
     }
 }
 
-/// Where each named eBPF counter goes: (metric, label name, label value).
-fn counter_metric(name: &str) -> Option<(&'static str, &'static str, String)> {
-    let tlb = |r: &str| Some(("vmscope_tlb_flushes_total", "reason", r.to_string()));
-    match name {
-        "tlb_task_switch" => tlb("task_switch"),
-        "tlb_remote_shootdown" => tlb("remote_shootdown"),
-        "tlb_local_shootdown" => tlb("local_shootdown"),
-        "tlb_local_mm_shootdown" => tlb("local_mm_shootdown"),
-        "tlb_remote_send_ipi" => tlb("remote_send_ipi"),
-        "tlb_remote_wrong_cpu" => tlb("remote_wrong_cpu"),
-        "tlb_other_reason" => tlb("other"),
-        "reclaim_write_anon_pages" => Some((
-            "vmscope_reclaim_writeback_pages_total",
-            "type",
-            "anon".into(),
-        )),
-        "reclaim_write_file_pages" => Some((
-            "vmscope_reclaim_writeback_pages_total",
-            "type",
-            "file".into(),
-        )),
-        "swap_out_pages" => Some((
-            "vmscope_swap_attributed_pages_total",
-            "direction",
-            "out".into(),
-        )),
-        "swap_in_pages" => Some((
-            "vmscope_swap_attributed_pages_total",
-            "direction",
-            "in".into(),
-        )),
-        "swap_freed_pages" => Some((
-            "vmscope_swap_attributed_pages_total",
-            "direction",
-            "freed".into(),
-        )),
-        "swap_copied_pages" => Some((
-            "vmscope_swap_attributed_pages_total",
-            "direction",
-            "copied".into(),
-        )),
-        "swap_out_unowned_pages" => Some((
-            "vmscope_swap_attributed_pages_total",
-            "direction",
-            "out_unowned".into(),
-        )),
-        n => n
-            .strip_prefix("lru_")
-            .and_then(|e| e.strip_suffix("_pages"))
-            .map(|e| ("vmscope_lru_pages_total", "event", e.to_string())),
-    }
-}
-
-/// Plain counters without labels.
-const SIMPLE_COUNTERS: &[(&str, &str, &str)] = &[
-    (
-        "major_faults",
-        "vmscope_major_faults_total",
-        "Major page faults.",
-    ),
-    (
-        "tlb_pages",
-        "vmscope_tlb_flushed_pages_total",
-        "Pages flushed by ranged TLB flushes.",
-    ),
-    (
-        "tlb_full_flushes",
-        "vmscope_tlb_full_flushes_total",
-        "Full TLB flushes.",
-    ),
-    (
-        "process_madvise_errors",
-        "vmscope_process_madvise_errors_total",
-        "process_madvise calls that failed.",
-    ),
-    (
-        "swap_unsized_changes",
-        "vmscope_swap_unsized_changes_total",
-        "Swap-entry changes of an address space seen first, which cannot be sized.",
-    ),
-    (
-        "inflight_dropped",
-        "vmscope_inflight_dropped_total",
-        "Operations not timed because the in-flight map was full.",
-    ),
-];
-
-/// The histogram families: (metric, label name, label value) per histogram name.
-fn hist_metric(name: &str) -> (&'static str, &'static str, String) {
-    if let Some(kind) = name.strip_prefix("reclaim_") {
-        return ("vmscope_reclaim_duration_seconds", "kind", kind.to_string());
-    }
-    if let Some(kind) = name.strip_prefix("fault_") {
-        return (
-            "vmscope_page_fault_duration_seconds",
-            "kind",
-            kind.to_string(),
-        );
-    }
-    if let Some(b) = name.strip_prefix("madvise_") {
-        return (
-            "vmscope_madvise_duration_seconds",
-            "behavior",
-            b.to_string(),
-        );
-    }
-    match name {
-        "kswapd_active" => ("vmscope_kswapd_active_duration_seconds", "", String::new()),
-        "shrink_slab" => ("vmscope_shrink_slab_duration_seconds", "", String::new()),
-        other => (
-            "vmscope_syscall_duration_seconds",
-            "syscall",
-            other.to_string(),
-        ),
-    }
-}
-
-const HIST_HELP: &[(&str, &str)] = &[
-    (
-        "vmscope_page_fault_duration_seconds",
-        "Page-fault handling time (handle_mm_fault), by minor/major and anon/file.",
-    ),
-    (
-        "vmscope_reclaim_duration_seconds",
-        "Time in reclaim, from its begin/end tracepoints, by kind.",
-    ),
-    (
-        "vmscope_madvise_duration_seconds",
-        "madvise latency by behaviour.",
-    ),
-    (
-        "vmscope_kswapd_active_duration_seconds",
-        "kswapd active periods, wake to sleep.",
-    ),
-    ("vmscope_shrink_slab_duration_seconds", "shrink_slab calls."),
-    (
-        "vmscope_syscall_duration_seconds",
-        "munmap, mprotect and process_madvise latency.",
-    ),
-];
-
 /// Renders the state. `per_process` bounds the per-process series to the
 /// processes with the most faults (0: none).
 pub fn render(state: &State, format: Format, per_process: usize) -> String {
@@ -417,40 +277,38 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
          through get_user_pages (populate, mlock, remote access), which have no class.",
         faults,
     );
-    for &(key, metric, help) in SIMPLE_COUNTERS {
-        if let Some(&v) = state.counters.get(key)
-            && state.usable(counter_probe(key))
-        {
-            w.counter(metric, help, vec![(vec![], v.to_string())]);
-        }
-    }
-    let mut labelled: BTreeMap<&str, (&str, Series)> = BTreeMap::new();
-    for (name, &v) in &state.counters {
-        if !state.usable(counter_probe(name)) {
+    // The catalogue's counters: plain ones first, then the labelled
+    // families by name.
+    let mut labelled: BTreeMap<&str, Series> = BTreeMap::new();
+    for c in catalogue::COUNTERS {
+        let Some(&v) = state.counters.get(c.key) else {
+            continue;
+        };
+        if !state.usable(c.probe) {
             continue;
         }
-        if let Some((metric, label, value)) = counter_metric(name) {
-            labelled
-                .entry(metric)
-                .or_insert((label, Vec::new()))
-                .1
-                .push((vec![(label, value)], v.to_string()));
+        match c.export {
+            Export::Plain(metric, help) => w.counter(metric, help, vec![(vec![], v.to_string())]),
+            Export::In(family, value) => {
+                let label = catalogue::COUNTER_FAMILIES
+                    .iter()
+                    .find(|f| f.0 == family)
+                    .map_or("kind", |f| f.1);
+                labelled
+                    .entry(family)
+                    .or_default()
+                    .push((vec![(label, value.to_string())], v.to_string()));
+            }
+            Export::No => {}
         }
     }
-    for (metric, (_, series)) in labelled {
-        let help = match metric {
-            "vmscope_tlb_flushes_total" => "TLB flushes by reason.",
-            "vmscope_lru_pages_total" => "LRU pages by reclaim event.",
-            "vmscope_reclaim_writeback_pages_total" => "Pages written back by reclaim.",
-            _ => {
-                "Swap pages per address space, summed: out, in, freed, copied at fork (no I/O), \
-                 and out with no known owner."
-            }
-        };
-        w.counter(metric, help, series);
+    for (metric, _, help) in catalogue::COUNTER_FAMILIES {
+        if let Some(series) = labelled.remove(metric) {
+            w.counter(metric, help, series);
+        }
     }
     // madvise per behaviour.
-    if state.usable("syscalls:sys_exit_madvise") {
+    if state.usable(catalogue::probe::MADVISE) {
         type Field = fn(&MadviseCounts) -> u64;
         let parts: [(&str, &str, Field); 3] = [
             (
@@ -546,7 +404,7 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
         }
     }
     // Histograms.
-    let mut families: BTreeMap<&str, HistSeries> = BTreeMap::new();
+    let mut families: BTreeMap<&str, (&str, HistSeries)> = BTreeMap::new();
     let mut names: Vec<&String> = state.hists.keys().collect();
     names.sort();
     for name in names {
@@ -556,22 +414,19 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
         if !state.usable(hist::probe_of(id)) {
             continue;
         }
-        let (metric, label, value) = hist_metric(name);
-        let ls = if label.is_empty() {
+        let (family, value) = catalogue::hist_family(name);
+        let ls = if family.label.is_empty() {
             vec![]
         } else {
-            vec![(label, value)]
+            vec![(family.label, value.to_string())]
         };
         families
-            .entry(metric)
-            .or_default()
+            .entry(family.metric)
+            .or_insert((family.help, Vec::new()))
+            .1
             .push((ls, &state.hists[name]));
     }
-    for (metric, hs) in families {
-        let help = HIST_HELP
-            .iter()
-            .find(|(m, _)| *m == metric)
-            .map_or("Latency.", |(_, h)| h);
+    for (metric, (help, hs)) in families {
         w.histogram(metric, help, hs);
     }
     if per_process > 0 {
@@ -593,54 +448,25 @@ fn per_process_series(w: &mut Writer, state: &State, n: usize) {
     });
     top.truncate(n);
     let id = |p: &ProcSample| vec![("pid", p.pid.to_string()), ("comm", p.comm.clone())];
-    type Get = fn(&ProcSample) -> u64;
-    let mut parts: Vec<(&str, &str, Get, bool)> = vec![
-        (
-            "vmscope_process_page_faults_total",
-            "Page faults per process (top N by faults).",
-            |p| p.faults.total(),
-            true,
-        ),
-        (
-            "vmscope_process_tlb_shootdowns_total",
-            "TLB shootdown IPIs sent per process.",
-            |p| p.tlb_shootdowns,
-            state.usable("tlb:tlb_flush"),
-        ),
-        (
-            "vmscope_process_major_faults_total",
-            "Major faults per process.",
-            |p| p.major_faults,
-            state.usable(crate::loader::MAJOR_FAULTS_PROBE),
-        ),
-        (
-            "vmscope_process_swap_out_pages_total",
-            "Pages of the process swapped out, whoever reclaimed them.",
-            |p| p.swap_out_pages,
-            state.usable(crate::loader::SWAP_PROBE),
-        ),
-        (
-            "vmscope_process_swap_in_pages_total",
-            "Pages the process faulted back in from swap.",
-            |p| p.swap_in_pages,
-            state.usable(crate::loader::SWAP_PROBE),
-        ),
-    ];
-    parts.retain(|p| p.3);
-    for (metric, help, get, _) in parts {
+    for f in catalogue::PROC_FIELDS {
+        let Some(metric) = f.metric else { continue };
+        if !state.usable(f.probe) {
+            continue;
+        }
+        let value = |p: &ProcSample| {
+            let v = (f.get)(p);
+            if f.unit == "ns" {
+                secs(v)
+            } else {
+                v.to_string()
+            }
+        };
         w.counter(
             metric,
-            help,
-            top.iter().map(|p| (id(p), get(p).to_string())).collect(),
+            f.help,
+            top.iter().map(|p| (id(p), value(p))).collect(),
         );
     }
-    w.counter(
-        "vmscope_process_reclaim_stall_seconds_total",
-        "Time the process stalled in direct and memcg reclaim.",
-        top.iter()
-            .map(|p| (id(p), secs(p.direct_reclaim_ns + p.memcg_reclaim_ns)))
-            .collect(),
-    );
 }
 
 #[cfg(test)]

@@ -3,23 +3,11 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use vmscope_common::{HIST_BUCKETS, hist, madvise};
+use vmscope_common::{HIST_BUCKETS, madvise};
 
 /// The name of histogram `id`, as used in JSON and metrics.
 pub fn name(id: u32) -> String {
-    match id {
-        hist::RECLAIM_DIRECT => "reclaim_direct".into(),
-        hist::RECLAIM_MEMCG => "reclaim_memcg".into(),
-        hist::RECLAIM_MEMCG_SOFTLIMIT => "reclaim_memcg_softlimit".into(),
-        hist::RECLAIM_NODE => "reclaim_node".into(),
-        hist::KSWAPD_ACTIVE => "kswapd_active".into(),
-        hist::SHRINK_SLAB => "shrink_slab".into(),
-        hist::MUNMAP => "munmap".into(),
-        hist::MPROTECT => "mprotect".into(),
-        hist::PROCESS_MADVISE => "process_madvise".into(),
-        id if id >= hist::FAULT_BASE => format!("fault_{}", fault_kind(id - hist::FAULT_BASE)),
-        id => format!("madvise_{}", behavior_name(id - hist::MADVISE_BASE)),
-    }
+    crate::catalogue::hist_name(id)
 }
 
 /// The kind of a page-fault histogram: `minor_anon`, `minor_file`,
@@ -44,19 +32,7 @@ pub fn behavior_name(slot: u32) -> String {
 
 /// The probe (tracepoint) a histogram depends on.
 pub fn probe_of(id: u32) -> &'static str {
-    match id {
-        hist::RECLAIM_DIRECT => "vmscan:mm_vmscan_direct_reclaim_end",
-        hist::RECLAIM_MEMCG => "vmscan:mm_vmscan_memcg_reclaim_end",
-        hist::RECLAIM_MEMCG_SOFTLIMIT => "vmscan:mm_vmscan_memcg_softlimit_reclaim_end",
-        hist::RECLAIM_NODE => "vmscan:mm_vmscan_node_reclaim_end",
-        hist::KSWAPD_ACTIVE => "vmscan:mm_vmscan_kswapd_sleep",
-        hist::SHRINK_SLAB => "vmscan:mm_shrink_slab_end",
-        hist::MUNMAP => "syscalls:sys_exit_munmap",
-        hist::MPROTECT => "syscalls:sys_exit_mprotect",
-        hist::PROCESS_MADVISE => "syscalls:sys_exit_process_madvise",
-        id if id >= hist::FAULT_BASE => crate::loader::FAULT_TIMING_PROBE,
-        _ => "syscalls:sys_exit_madvise",
-    }
+    crate::catalogue::hist_probe(id)
 }
 
 /// Cumulative state of one histogram in a sample: non-zero buckets only.
@@ -186,6 +162,7 @@ pub fn latest<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vmscope_common::hist;
 
     fn hs(buckets: &[[u64; 2]], sum: u64) -> HistSample {
         HistSample {

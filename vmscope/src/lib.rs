@@ -8,6 +8,7 @@
 pub mod app;
 pub mod batch;
 pub mod bench;
+pub mod catalogue;
 pub mod child;
 pub mod cli;
 pub mod collect;

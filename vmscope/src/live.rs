@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::{
+    catalogue::{self, Detail, RateValue},
     collect::{ProcSample, Sample},
     hist::{self, HistSample, Summary},
     procstat::Psi,
@@ -247,110 +248,89 @@ impl Live {
             s.faults.kernel.iter().sum(),
             dt,
         );
-        let tlb_all = [
-            "tlb_task_switch",
-            "tlb_remote_shootdown",
-            "tlb_local_shootdown",
-            "tlb_local_mm_shootdown",
-            "tlb_remote_send_ipi",
-            "tlb_remote_wrong_cpu",
-            "tlb_other_reason",
-        ]
-        .iter()
-        .map(|n| counter(n))
-        .sum::<Option<f64>>();
+        let counters = |names: &[&str]| names.iter().map(|n| counter(n)).sum::<Option<f64>>();
         let madvise = per_s(
             a.madvise.iter().map(|m| m.calls).sum(),
             s.madvise.iter().map(|m| m.calls).sum(),
             dt,
         );
-        let tlb_detail = breakdown(
-            [
-                ("switch", "tlb_task_switch"),
-                ("shootdown", "tlb_remote_shootdown"),
-                ("local", "tlb_local_shootdown"),
-                ("local mm", "tlb_local_mm_shootdown"),
-                ("IPI", "tlb_remote_send_ipi"),
-                ("wrong cpu", "tlb_remote_wrong_cpu"),
-            ]
-            .iter()
-            .filter_map(|(k, n)| Some((k.to_string(), counter(n)?)))
-            .collect(),
-        );
-        let madvise_detail = breakdown(
-            s.madvise
-                .iter()
-                .filter_map(|m| {
-                    let then = a
-                        .madvise
-                        .iter()
-                        .find(|x| x.behavior == m.behavior)
-                        .map_or(0, |x| x.calls);
-                    Some((m.behavior.clone(), per_s(then, m.calls, dt)?))
-                })
-                .collect(),
-        );
+        let madvise_detail = || {
+            breakdown(
+                s.madvise
+                    .iter()
+                    .filter_map(|m| {
+                        let then = a
+                            .madvise
+                            .iter()
+                            .find(|x| x.behavior == m.behavior)
+                            .map_or(0, |x| x.calls);
+                        Some((m.behavior.clone(), per_s(then, m.calls, dt)?))
+                    })
+                    .collect(),
+            )
+        };
         let rmap = match (&a.rmap, &s.rmap) {
             (Some(x), Some(y)) => crate::rmap::interval(x, y),
             _ => None,
         };
-        let rmap_pct = |part: fn(&crate::rmap::IntervalCounts) -> u64| {
-            rmap.and_then(|r| r.percent(part(&r))).map(|(p, _)| p)
+        let rmap_part = |v: RateValue| -> Option<u64> {
+            let r = rmap?;
+            match v {
+                RateValue::RmapWalk => Some(r.walk),
+                RateValue::RmapMaintenance => Some(r.maintenance),
+                _ => None,
+            }
         };
-        let rmap_detail = |part: fn(&crate::rmap::IntervalCounts) -> u64| {
-            rmap.and_then(|r| {
-                let (_, err) = r.percent(part(&r))?;
-                Some(format!(
-                    "sampled: {} of {} samples, ±{err:.2}%",
-                    part(&r),
-                    r.total
-                ))
-            })
+        let rmap_detail = |v: RateValue| {
+            let (r, part) = (rmap?, rmap_part(v)?);
+            let (_, err) = r.percent(part)?;
+            Some(format!(
+                "sampled: {part} of {} samples, ±{err:.2}%",
+                r.total
+            ))
         };
-        let list: [(&'static str, &'static str, Option<f64>); 16] = [
-            ("faults user", "/s", user),
-            ("faults kernel", "/s", kernel),
-            ("faults gup", "/s", per_s(a.faults.gup, s.faults.gup, dt)),
-            ("major faults", "/s", counter("major_faults")),
-            ("swap-in", "pages/s", vmstat("pswpin")),
-            ("swap-out", "pages/s", vmstat("pswpout")),
-            ("direct reclaim", "ms/s", hist_ms("reclaim_direct")),
-            ("memcg reclaim", "ms/s", hist_ms("reclaim_memcg")),
-            ("kswapd active", "ms/s", hist_ms("kswapd_active")),
-            ("TLB flushes", "/s", tlb_all),
-            ("TLB shootdown IPIs", "/s", counter("tlb_remote_send_ipi")),
-            ("madvise", "calls/s", madvise),
-            ("lazyfree", "pages/s", vmstat("pglazyfree")),
-            ("lazyfreed", "pages/s", vmstat("pglazyfreed")),
-            ("rmap walk CPU", "%", rmap_pct(|r| r.walk)),
-            ("rmap maintenance CPU", "%", rmap_pct(|r| r.maintenance)),
-        ];
-        list.into_iter()
-            .map(|(name, unit, value)| {
-                let unavailable = self.unavailable.get(name).cloned();
-                let value = if unavailable.is_some() { None } else { value };
-                let h = self.history.entry(name).or_default();
-                h.push_back(value.unwrap_or(0.0));
-                while h.len() > HISTORY {
-                    h.pop_front();
+        let mut out = Vec::with_capacity(catalogue::RATES.len());
+        for row in catalogue::RATES {
+            let value = match row.value {
+                RateValue::FaultsUser => user,
+                RateValue::FaultsKernel => kernel,
+                RateValue::FaultsGup => per_s(a.faults.gup, s.faults.gup, dt),
+                RateValue::Counters(names) => counters(names),
+                RateValue::Vmstat(key) => vmstat(key),
+                RateValue::HistMs(name) => hist_ms(name),
+                RateValue::MadviseCalls => madvise,
+                v @ (RateValue::RmapWalk | RateValue::RmapMaintenance) => {
+                    rmap.and_then(|r| r.percent(rmap_part(v)?)).map(|(p, _)| p)
                 }
-                let detail = match name {
-                    "TLB flushes" => tlb_detail.clone(),
-                    "madvise" => madvise_detail.clone(),
-                    "rmap walk CPU" => rmap_detail(|r| r.walk),
-                    "rmap maintenance CPU" => rmap_detail(|r| r.maintenance),
-                    _ => None,
-                };
-                Rate {
-                    name,
-                    unit,
-                    value,
-                    history: h.iter().copied().collect(),
-                    unavailable,
-                    detail,
-                }
-            })
-            .collect()
+            };
+            let unavailable = self.unavailable.get(row.label).cloned();
+            let value = if unavailable.is_some() { None } else { value };
+            let h = self.history.entry(row.label).or_default();
+            h.push_back(value.unwrap_or(0.0));
+            while h.len() > HISTORY {
+                h.pop_front();
+            }
+            let detail = match row.detail {
+                Detail::None => None,
+                Detail::Breakdown(parts) => breakdown(
+                    parts
+                        .iter()
+                        .filter_map(|(k, n)| Some((k.to_string(), counter(n)?)))
+                        .collect(),
+                ),
+                Detail::MadviseBehaviours => madvise_detail(),
+                Detail::RmapSamples => rmap_detail(row.value),
+            };
+            out.push(Rate {
+                name: row.label,
+                unit: row.unit,
+                value,
+                history: h.iter().copied().collect(),
+                unavailable,
+                detail,
+            });
+        }
+        out
     }
 }
 

@@ -53,12 +53,13 @@ impl ProbeStatus {
 /// Whether `probe` is usable in `probes` ("always" names figures that need
 /// no probe). One answer for the recorder, totals, the exporter and top.
 pub fn probe_usable(probes: &[ProbeStatus], probe: &str) -> bool {
-    probe == "always" || probes.iter().any(|p| p.probe == probe && p.usable())
+    probe == crate::catalogue::probe::ALWAYS
+        || probes.iter().any(|p| p.probe == probe && p.usable())
 }
 
 /// The swap-attribution probe: on every RSS change, so it waits for a swap
 /// device before attaching.
-pub const SWAP_PROBE: &str = "kmem:rss_stat";
+pub const SWAP_PROBE: &str = crate::catalogue::probe::SWAP;
 
 /// Where page-fault counts come from on this kernel.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
@@ -1191,7 +1192,7 @@ fn rss_btf_offsets(disabled: &[String]) -> Result<Vec<(usize, u32)>, String> {
 }
 
 /// The page-fault timing probe (fentry/fexit on `handle_mm_fault`).
-pub const FAULT_TIMING_PROBE: &str = "fentry:handle_mm_fault";
+pub const FAULT_TIMING_PROBE: &str = crate::catalogue::probe::FAULT_TIMING;
 
 /// Times `handle_mm_fault` with fentry/fexit, both or neither, and gives
 /// the program `vm_area_struct.vm_file`'s offset.
@@ -1232,7 +1233,7 @@ fn attach_fault_timing(ebpf: &mut Ebpf, disabled: &[String]) -> Result<(), Strin
 }
 
 /// The probe that reads the kernel's fault books at context switch.
-pub const ACCOUNT_PROBE: &str = "sched:sched_switch";
+pub const ACCOUNT_PROBE: &str = crate::catalogue::probe::ACCOUNT;
 
 /// Offsets in `task_struct` the programs read, from the kernel's BTF.
 struct TaskOffsets {
@@ -1298,7 +1299,7 @@ fn attach_account(ebpf: &mut Ebpf, offsets: Result<(), String>) -> ProbeStatus {
 }
 
 /// The probe name of the major-fault counter.
-pub const MAJOR_FAULTS_PROBE: &str = "perf:major-faults";
+pub const MAJOR_FAULTS_PROBE: &str = crate::catalogue::probe::MAJOR_FAULTS;
 
 fn attach_major_faults(ebpf: &mut Ebpf, disabled: &[String]) -> ProbeStatus {
     let result = if disabled.iter().any(|d| d == MAJOR_FAULTS_PROBE) {

@@ -5,22 +5,16 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{child::CapturedOutput, record::Recording};
+use crate::{catalogue, child::CapturedOutput, record::Recording};
 
 /// A run's main VM figures: what the report draws run by run and as bars.
-pub const MAIN_VM: &[&str] = &[
-    "faults",
-    "major_faults",
-    "swap_out_attributed",
-    "swap_in_attributed",
-    "pswpout",
-    "pswpin",
-    "reclaim_stall",
-    "pgscan_direct",
-    "tlb_shootdown_ipis",
-    "madvise_calls",
-    "pglazyfree",
-];
+/// The report's main VM rows, in order (the catalogue's `main` rows).
+pub fn main_vm() -> impl Iterator<Item = &'static str> {
+    catalogue::RUN_ROWS
+        .iter()
+        .filter(|r| r.main)
+        .map(|r| r.name)
+}
 
 /// madvise behaviours that free or reclaim memory: each run has their call
 /// counts, 0 included, whenever the madvise probe is attached.
@@ -201,223 +195,38 @@ pub fn run_metrics_with(rec: &Recording, specs: &[MetricSpec]) -> Result<Vec<Run
     Ok(out)
 }
 
-/// Every figure of a run that exists in its recording. A figure the run
-/// could not measure (no command, probe missing) is absent, not 0.
+/// Every figure of a run that exists in its recording: the workload's own,
+/// then the catalogue's run rows, any other madvise behaviour used, and
+/// the latency histograms' quantiles. A figure the run could not measure
+/// (no command, probe missing) is absent, not 0.
 pub fn run_metrics(rec: &Recording) -> Vec<RunMetric> {
-    use Better::*;
-    let mut out = Vec::new();
-    let reported = rec
+    let mut out = rec
         .child
         .as_ref()
         .and_then(|c| c.output.as_ref())
         .map(reported)
         .unwrap_or_default();
-    // Faults per unit of the workload's work.
-    let records = reported
-        .iter()
-        .find(|r| r.name.ends_with("/records"))
-        .map(|r| r.value)
-        .filter(|&r| r > 0.0);
-    out.extend(reported);
-    if let Some(n) = records {
-        let f = &rec.totals.scope_faults;
-        m(
-            &mut out,
-            "faults_per_record",
-            "faults",
-            Lower,
-            f.total.map(|v| v as f64 / n),
-        );
-        m(
-            &mut out,
-            "user_faults_per_record",
-            "faults",
-            Lower,
-            f.user.as_ref().map(|u| u.total as f64 / n),
-        );
+    for row in catalogue::RUN_ROWS {
+        m(&mut out, row.name, row.unit, row.better, (row.value)(rec));
     }
-    if let Some(c) = &rec.child {
-        let r = &c.rusage;
-        m(&mut out, "real", "s", Lower, Some(r.wall_ns as f64 / 1e9));
-        m(&mut out, "user", "s", Lower, Some(r.user_ns as f64 / 1e9));
-        m(&mut out, "sys", "s", Lower, Some(r.sys_ns as f64 / 1e9));
-        m(&mut out, "cpu", "%", Neither, Some(r.cpu_percent));
-        m(
-            &mut out,
-            "maxrss",
-            "bytes",
-            Lower,
-            Some(r.maxrss_bytes as f64),
-        );
-        m(&mut out, "minflt", "faults", Lower, Some(r.minflt as f64));
-        m(&mut out, "majflt", "faults", Lower, Some(r.majflt as f64));
-    }
-    let t = &rec.totals;
-    m(
-        &mut out,
-        "faults",
-        "faults",
-        Lower,
-        t.scope_faults.total.map(|v| v as f64),
-    );
-    m(
-        &mut out,
-        "gup_faults",
-        "faults",
-        Lower,
-        t.scope_faults.gup.map(|v| v as f64),
-    );
-    let counter = |name: &str| t.vm.counters.get(name).copied().flatten().map(|v| v as f64);
-    m(
-        &mut out,
-        "major_faults",
-        "faults",
-        Lower,
-        counter("major_faults"),
-    );
-    m(
-        &mut out,
-        "tlb_shootdown_ipis",
-        "IPIs",
-        Lower,
-        counter("tlb_remote_send_ipi"),
-    );
-    m(
-        &mut out,
-        "swap_out_attributed",
-        "pages",
-        Lower,
-        counter("swap_out_pages"),
-    );
-    m(
-        &mut out,
-        "swap_in_attributed",
-        "pages",
-        Lower,
-        counter("swap_in_pages"),
-    );
-    let vm = |k: &str| {
-        t.vm.vmstat
-            .counters
-            .get(k)
-            .copied()
-            .flatten()
-            .map(|v| v as f64)
-    };
-    m(&mut out, "pswpin", "pages", Lower, vm("pswpin"));
-    m(&mut out, "pswpout", "pages", Lower, vm("pswpout"));
-    m(&mut out, "pglazyfree", "pages", Neither, vm("pglazyfree"));
-    m(&mut out, "pglazyfreed", "pages", Neither, vm("pglazyfreed"));
-    m(
-        &mut out,
-        "pgscan_direct",
-        "pages",
-        Lower,
-        vm("pgscan_direct"),
-    );
-    let stall = ["reclaim_direct", "reclaim_memcg"]
-        .iter()
-        .filter_map(|h| t.vm.histograms.get(*h))
-        .map(|s| s.sum_ns as f64 / 1e6)
-        .reduce(|a, b| a + b);
-    m(&mut out, "reclaim_stall", "ms", Lower, stall);
-    let madvise: u64 = t.vm.madvise.values().map(|m| m.calls).sum();
-    if !t.vm.unavailable.contains_key("madvise") {
-        m(
-            &mut out,
-            "madvise_calls",
-            "calls",
-            Neither,
-            Some(madvise as f64),
-        );
-        // Per behaviour, so a switch from one advice to another shows: the
-        // freeing ones always (a measured 0 on one side is the point), any
-        // other when used.
-        let mut behaviors: Vec<&str> = FREEING_ADVICE.to_vec();
-        behaviors.extend(t.vm.madvise.keys().map(String::as_str));
-        behaviors.sort_unstable();
-        behaviors.dedup();
-        for b in behaviors {
-            let calls = t.vm.madvise.get(b).map_or(0, |x| x.calls);
-            m(
-                &mut out,
-                &format!("madvise_{b}_calls"),
-                "calls",
-                Neither,
-                Some(calls as f64),
-            );
+    let vm = &rec.totals.vm;
+    if !vm.unavailable.contains_key("madvise") {
+        // The freeing advice always has a row (a measured 0 on one side is
+        // the point); any other behaviour when it was used.
+        for (b, x) in &vm.madvise {
+            if !FREEING_ADVICE.contains(&b.as_str()) {
+                let name = format!("madvise_{b}_calls");
+                m(
+                    &mut out,
+                    &name,
+                    "calls",
+                    Better::Neither,
+                    Some(x.calls as f64),
+                );
+            }
         }
     }
-    if let Some(p) = &t.vm.psi {
-        m(
-            &mut out,
-            "psi_some_stall",
-            "ms",
-            Lower,
-            p.some_stall_us.map(|v| v as f64 / 1e3),
-        );
-    }
-    if let Some(r) = &t.vm.rmap {
-        // The same rows whatever the method, so runs compare across
-        // kernels; the count rows say which method measured them
-        // (`rmap_samples` for sampling, `rmap_*_calls` for direct timing).
-        let walk = &r.rmap_walk;
-        m(
-            &mut out,
-            "rmap_walk_cpu",
-            "s",
-            Lower,
-            Some(walk.cpu_seconds),
-        );
-        m(
-            &mut out,
-            "rmap_walk_share",
-            "%",
-            Lower,
-            Some(100.0 * walk.share),
-        );
-        if let Some(maint) = &r.rmap_maintenance {
-            m(
-                &mut out,
-                "rmap_maint_cpu",
-                "s",
-                Lower,
-                Some(maint.cpu_seconds),
-            );
-            m(
-                &mut out,
-                "rmap_maint_share",
-                "%",
-                Lower,
-                Some(100.0 * maint.share),
-            );
-        }
-        let calls = |v: Option<u64>| v.map(|v| v as f64);
-        m(
-            &mut out,
-            "rmap_walk_calls",
-            "calls",
-            Neither,
-            calls(r.walk_calls),
-        );
-        m(
-            &mut out,
-            "rmap_maint_calls",
-            "calls",
-            Neither,
-            calls(r.maintenance_calls),
-        );
-        if r.method == crate::rmap::Method::StackSampling {
-            m(
-                &mut out,
-                "rmap_samples",
-                "samples",
-                Neither,
-                Some(r.samples as f64),
-            );
-        }
-    }
-    for (name, s) in &t.vm.histograms {
+    for (name, s) in &vm.histograms {
         if s.count == 0 {
             continue;
         }
@@ -426,7 +235,7 @@ pub fn run_metrics(rec: &Recording) -> Vec<RunMetric> {
                 &mut out,
                 &format!("{name}.{q}"),
                 "ns",
-                Lower,
+                Better::Lower,
                 v.map(|v| v as f64),
             );
         }

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    collect::{Sample, counter_probe},
+    catalogue::counter_probe,
+    collect::Sample,
     hist::{self, Summary},
     loader::ProbeStatus,
     model::delta,
@@ -43,7 +44,7 @@ pub struct VmTotals {
 }
 
 fn missing_probe(probes: &[ProbeStatus], probe: &str) -> Option<String> {
-    if probe == "always" {
+    if probe == crate::catalogue::probe::ALWAYS {
         return None;
     }
     match probes.iter().find(|p| p.probe == probe) {
@@ -90,7 +91,7 @@ pub fn vm_totals(samples: &[Sample], probes: &[ProbeStatus], psi_error: Option<&
             t.histograms.insert(name, s);
         }
     }
-    if let Some(why) = missing_probe(probes, "syscalls:sys_exit_madvise") {
+    if let Some(why) = missing_probe(probes, crate::catalogue::probe::MADVISE) {
         t.unavailable.insert("madvise".into(), why);
     } else {
         for m in &last.madvise {

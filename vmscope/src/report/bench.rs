@@ -10,8 +10,8 @@ use plotters::style::RGBColor;
 use super::{Plot, charts, figures, html_escape, meta_table, recording, shell_words};
 use crate::{
     bench::BenchFile,
-    compare::{HEADLINE, fmt_value},
-    metrics::{MAIN_VM, RunMetric},
+    compare::{self, fmt_value},
+    metrics::{RunMetric, main_vm},
 };
 
 /// The times drawn together, run by run.
@@ -39,10 +39,9 @@ fn ordered(b: &BenchFile) -> Vec<&String> {
     let mut names: Vec<&String> = b.metrics.keys().collect();
     names.sort_by_key(|n| {
         (
-            HEADLINE
-                .iter()
-                .position(|f| f == n)
-                .unwrap_or(HEADLINE.len()),
+            compare::headline()
+                .position(|f| f == n.as_str())
+                .unwrap_or(usize::MAX),
             n.as_str(),
         )
     });
@@ -69,7 +68,7 @@ pub fn plots(b: &BenchFile) -> anyhow::Result<BenchPlots> {
         });
     }
     // The main VM figures run by run (when any run has a non-zero value).
-    for &name in MAIN_VM {
+    for name in main_vm() {
         let values = per_run(&runs, name);
         if !values.iter().flatten().any(|v| *v != 0.0) {
             continue;

@@ -17,9 +17,9 @@ use crate::compare::{
 /// Whether a metric is drawn as bars (when both sides have it): the
 /// headline times, maxrss and the main VM figures.
 fn is_bar(metric: &str) -> bool {
-    crate::compare::HEADLINE.contains(&metric)
+    crate::compare::headline().any(|m| m == metric)
         || metric == "maxrss"
-        || crate::metrics::MAIN_VM.contains(&metric)
+        || crate::metrics::main_vm().any(|m| m == metric)
 }
 
 /// One side as the compare output names it.

@@ -25,6 +25,7 @@ use ratatui::{Terminal, backend::CrosstermBackend};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
+    catalogue::{self, Need},
     cli::TopArgs,
     collect::Collector,
     exit,
@@ -80,36 +81,34 @@ pub fn run(args: TopArgs) -> anyhow::Result<u8> {
     })
 }
 
-/// What `Live` must treat as unavailable, from the probes' status.
+/// What `Live` must treat as unavailable, from the probes' status: the
+/// catalogue's rate rows and process columns whose probe is not usable.
 fn unavailable(probes: &Loaded) -> Unavailable {
+    let why = |probe: &str| {
+        let p = probes.probes.iter().find(|p| p.probe == probe)?;
+        (!p.usable()).then(|| format!("{probe}: {}", p.reason.as_deref().unwrap_or("not attached")))
+    };
     let mut u = Unavailable::new();
-    let mut missing = |probe: &str, names: &[&str]| {
-        if let Some(p) = probes.probes.iter().find(|p| p.probe == probe)
-            && !p.usable()
-        {
-            let why = format!("{probe}: {}", p.reason.as_deref().unwrap_or("not attached"));
-            for n in names {
-                u.insert((*n).to_string(), why.clone());
+    for row in catalogue::RATES {
+        for need in row.needs {
+            let reason = match need {
+                Need::Probe(probe) => why(probe),
+                Need::FaultTracepoints => (probes.fault_source != loader::FaultSource::Tracepoint)
+                    .then(|| {
+                        "no exceptions:page_fault_kernel: faults are counted without the \
+                         user/kernel split"
+                            .to_string()
+                    }),
+            };
+            if let Some(reason) = reason {
+                u.entry(row.label.to_string()).or_insert(reason);
             }
         }
-    };
-    missing(loader::MAJOR_FAULTS_PROBE, &["major faults", "major"]);
-    missing(loader::SWAP_PROBE, &["swap"]);
-    missing("tlb:tlb_flush", &["TLB flushes", "TLB shootdown IPIs"]);
-    missing("syscalls:sys_exit_madvise", &["madvise"]);
-    missing("vmscan:mm_vmscan_direct_reclaim_end", &["direct reclaim"]);
-    missing("vmscan:mm_vmscan_memcg_reclaim_end", &["memcg reclaim"]);
-    missing("vmscan:mm_vmscan_kswapd_sleep", &["kswapd active"]);
-    missing(
-        crate::rmap::PROBE,
-        &["rmap walk CPU", "rmap maintenance CPU"],
-    );
-    if probes.fault_source != loader::FaultSource::Tracepoint {
-        u.insert(
-            "faults kernel".into(),
-            "no exceptions:page_fault_kernel: faults are counted without the user/kernel split"
-                .into(),
-        );
+    }
+    for f in catalogue::PROC_FIELDS {
+        if let (Some(column), Some(reason)) = (f.column, why(f.probe)) {
+            u.entry(column.to_string()).or_insert(reason);
+        }
     }
     u
 }

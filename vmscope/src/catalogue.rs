@@ -1,0 +1,1271 @@
+//! Every metric vmscope has, one row each: where it comes from (counter
+//! slot, histogram, vmstat key, per-process field) and which probe feeds
+//! it, its unit and which direction is better, and how each view shows it
+//! (JSON key, Prometheus family and labels, `top` row or column, bench and
+//! compare row). The collector's names, the exporter, `top`'s rows and
+//! "unavailable" lists, bench/compare's figures and `docs/metrics.md` are
+//! all read from these tables. Pure: no eBPF, no I/O.
+//!
+//! Adding a metric: a probe (in `vmscope-ebpf`, attached by the loader)
+//! and a row here. The row's availability follows its probe everywhere.
+
+use vmscope_common::{counter, hist};
+
+use crate::{collect::ProcSample, metrics::Better, record::Recording};
+
+/// Probe names, as the loader, `doctor` and `vmscope_probe_available` give
+/// them. A metric is available when its probe is attached.
+pub mod probe {
+    /// Needs no probe (system files, or figures every fault source gives).
+    pub const ALWAYS: &str = "always";
+    pub const TLB_FLUSH: &str = "tlb:tlb_flush";
+    pub const LRU_INACTIVE: &str = "vmscan:mm_vmscan_lru_shrink_inactive";
+    pub const LRU_ACTIVE: &str = "vmscan:mm_vmscan_lru_shrink_active";
+    pub const WRITE_FOLIO: &str = "vmscan:mm_vmscan_write_folio";
+    pub const DIRECT_RECLAIM: &str = "vmscan:mm_vmscan_direct_reclaim_end";
+    pub const MEMCG_RECLAIM: &str = "vmscan:mm_vmscan_memcg_reclaim_end";
+    pub const MEMCG_SOFTLIMIT_RECLAIM: &str = "vmscan:mm_vmscan_memcg_softlimit_reclaim_end";
+    pub const NODE_RECLAIM: &str = "vmscan:mm_vmscan_node_reclaim_end";
+    pub const KSWAPD_SLEEP: &str = "vmscan:mm_vmscan_kswapd_sleep";
+    pub const SHRINK_SLAB: &str = "vmscan:mm_shrink_slab_end";
+    pub const MADVISE: &str = "syscalls:sys_exit_madvise";
+    pub const PROCESS_MADVISE: &str = "syscalls:sys_exit_process_madvise";
+    pub const MUNMAP: &str = "syscalls:sys_exit_munmap";
+    pub const MPROTECT: &str = "syscalls:sys_exit_mprotect";
+    /// Per-mm swap entries (`MM_SWAPENTS`), for swap attribution.
+    pub const SWAP: &str = "kmem:rss_stat";
+    pub const MAJOR_FAULTS: &str = "perf:major-faults";
+    pub const PROCESS_EXIT: &str = "sched:sched_process_exit";
+    /// Reads each task's own fault books (`min_flt + maj_flt`).
+    pub const ACCOUNT: &str = "sched:sched_switch";
+    pub const FAULT_TIMING: &str = "fentry:handle_mm_fault";
+    /// The rmap stack sampler.
+    pub const RMAP_SAMPLER: &str = "perf:cpu-clock";
+}
+
+/// How a system-wide counter is exported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Export {
+    /// Not exported (bookkeeping only).
+    No,
+    /// Its own family: (metric, help).
+    Plain(&'static str, &'static str),
+    /// One series of a labelled family: (family metric, label value).
+    In(&'static str, &'static str),
+}
+
+/// A named system-wide counter.
+#[derive(Clone, Copy, Debug)]
+pub struct Counter {
+    /// Its name in samples, recordings (`totals.vm.counters`) and JSON.
+    pub key: &'static str,
+    /// The eBPF counter slot; `None` for the sums the collector derives
+    /// (the per-mm swap map).
+    pub slot: Option<u32>,
+    pub probe: &'static str,
+    pub unit: &'static str,
+    pub help: &'static str,
+    pub export: Export,
+}
+
+/// A labelled counter family: (metric, label name, help).
+pub const COUNTER_FAMILIES: &[(&str, &str, &str)] = &[
+    (
+        "vmscope_lru_pages_total",
+        "event",
+        "LRU pages by reclaim event.",
+    ),
+    (
+        "vmscope_reclaim_writeback_pages_total",
+        "type",
+        "Pages written back by reclaim.",
+    ),
+    (
+        "vmscope_swap_attributed_pages_total",
+        "direction",
+        "Swap pages per address space, summed: out, in, freed, copied at fork (no I/O), \
+         and out with no known owner.",
+    ),
+    (
+        "vmscope_tlb_flushes_total",
+        "reason",
+        "TLB flushes by reason.",
+    ),
+];
+
+const fn c(
+    key: &'static str,
+    slot: u32,
+    probe: &'static str,
+    unit: &'static str,
+    help: &'static str,
+    export: Export,
+) -> Counter {
+    Counter {
+        key,
+        slot: Some(slot),
+        probe,
+        unit,
+        help,
+        export,
+    }
+}
+
+const fn mm(key: &'static str, help: &'static str, direction: &'static str) -> Counter {
+    Counter {
+        key,
+        slot: None,
+        probe: probe::SWAP,
+        unit: "pages",
+        help,
+        export: Export::In("vmscope_swap_attributed_pages_total", direction),
+    }
+}
+
+const TLB: &str = "vmscope_tlb_flushes_total";
+const LRU: &str = "vmscope_lru_pages_total";
+const WB: &str = "vmscope_reclaim_writeback_pages_total";
+const R: u32 = counter::TLB_REASON_BASE;
+
+/// The system-wide counters (scope-filtered when a recording is scoped).
+pub const COUNTERS: &[Counter] = &[
+    c(
+        "major_faults",
+        counter::MAJOR_FAULTS,
+        probe::MAJOR_FAULTS,
+        "faults",
+        "Major page faults.",
+        Export::Plain("vmscope_major_faults_total", "Major page faults."),
+    ),
+    c(
+        "tlb_task_switch",
+        R,
+        probe::TLB_FLUSH,
+        "flushes",
+        "TLB flushes on a context switch.",
+        Export::In(TLB, "task_switch"),
+    ),
+    c(
+        "tlb_remote_shootdown",
+        R + 1,
+        probe::TLB_FLUSH,
+        "flushes",
+        "TLB flushes a remote CPU did for a shootdown it received.",
+        Export::In(TLB, "remote_shootdown"),
+    ),
+    c(
+        "tlb_local_shootdown",
+        R + 2,
+        probe::TLB_FLUSH,
+        "flushes",
+        "Local TLB flushes of a range.",
+        Export::In(TLB, "local_shootdown"),
+    ),
+    c(
+        "tlb_local_mm_shootdown",
+        R + 3,
+        probe::TLB_FLUSH,
+        "flushes",
+        "Local TLB flushes of a whole address space.",
+        Export::In(TLB, "local_mm_shootdown"),
+    ),
+    c(
+        "tlb_remote_send_ipi",
+        R + 4,
+        probe::TLB_FLUSH,
+        "IPIs",
+        "TLB shootdown IPIs sent to other CPUs.",
+        Export::In(TLB, "remote_send_ipi"),
+    ),
+    c(
+        "tlb_remote_wrong_cpu",
+        R + 5,
+        probe::TLB_FLUSH,
+        "flushes",
+        "Shootdowns that reached a CPU no longer running the address space.",
+        Export::In(TLB, "remote_wrong_cpu"),
+    ),
+    c(
+        "tlb_other_reason",
+        R + 6,
+        probe::TLB_FLUSH,
+        "flushes",
+        "TLB flushes with a reason this version does not know.",
+        Export::In(TLB, "other"),
+    ),
+    c(
+        "tlb_pages",
+        counter::TLB_PAGES,
+        probe::TLB_FLUSH,
+        "pages",
+        "Pages flushed by ranged TLB flushes.",
+        Export::Plain(
+            "vmscope_tlb_flushed_pages_total",
+            "Pages flushed by ranged TLB flushes.",
+        ),
+    ),
+    c(
+        "tlb_full_flushes",
+        counter::TLB_FULL,
+        probe::TLB_FLUSH,
+        "flushes",
+        "Full TLB flushes.",
+        Export::Plain("vmscope_tlb_full_flushes_total", "Full TLB flushes."),
+    ),
+    c(
+        "lru_scanned_pages",
+        counter::LRU_SCANNED,
+        probe::LRU_INACTIVE,
+        "pages",
+        "Inactive-list pages scanned by reclaim.",
+        Export::In(LRU, "scanned"),
+    ),
+    c(
+        "lru_reclaimed_pages",
+        counter::LRU_RECLAIMED,
+        probe::LRU_INACTIVE,
+        "pages",
+        "Inactive-list pages reclaimed.",
+        Export::In(LRU, "reclaimed"),
+    ),
+    c(
+        "lru_dirty_pages",
+        counter::LRU_DIRTY,
+        probe::LRU_INACTIVE,
+        "pages",
+        "Scanned pages found dirty.",
+        Export::In(LRU, "dirty"),
+    ),
+    c(
+        "lru_writeback_pages",
+        counter::LRU_WRITEBACK,
+        probe::LRU_INACTIVE,
+        "pages",
+        "Scanned pages found under write-back.",
+        Export::In(LRU, "writeback"),
+    ),
+    c(
+        "lru_immediate_pages",
+        counter::LRU_IMMEDIATE,
+        probe::LRU_INACTIVE,
+        "pages",
+        "Scanned pages marked for immediate reclaim.",
+        Export::In(LRU, "immediate"),
+    ),
+    c(
+        "lru_unmap_fail_pages",
+        counter::LRU_UNMAP_FAIL,
+        probe::LRU_INACTIVE,
+        "pages",
+        "Scanned pages reclaim failed to unmap.",
+        Export::In(LRU, "unmap_fail"),
+    ),
+    c(
+        "lru_active_taken_pages",
+        counter::LRU_ACTIVE_TAKEN,
+        probe::LRU_ACTIVE,
+        "pages",
+        "Active-list pages taken for aging.",
+        Export::In(LRU, "active_taken"),
+    ),
+    c(
+        "lru_active_deactivated_pages",
+        counter::LRU_ACTIVE_DEACTIVATED,
+        probe::LRU_ACTIVE,
+        "pages",
+        "Active-list pages moved to the inactive list.",
+        Export::In(LRU, "active_deactivated"),
+    ),
+    c(
+        "reclaim_write_anon_pages",
+        counter::WRITE_ANON,
+        probe::WRITE_FOLIO,
+        "pages",
+        "Anonymous pages reclaim wrote out (to swap).",
+        Export::In(WB, "anon"),
+    ),
+    c(
+        "reclaim_write_file_pages",
+        counter::WRITE_FILE,
+        probe::WRITE_FOLIO,
+        "pages",
+        "File pages reclaim wrote back.",
+        Export::In(WB, "file"),
+    ),
+    c(
+        "process_madvise_errors",
+        counter::PROCESS_MADVISE_ERRORS,
+        probe::PROCESS_MADVISE,
+        "calls",
+        "process_madvise calls that failed.",
+        Export::Plain(
+            "vmscope_process_madvise_errors_total",
+            "process_madvise calls that failed.",
+        ),
+    ),
+    c(
+        "swap_unsized_changes",
+        counter::SWAP_UNSIZED,
+        probe::SWAP,
+        "changes",
+        "Swap-entry changes of an address space seen first, which cannot be sized.",
+        Export::Plain(
+            "vmscope_swap_unsized_changes_total",
+            "Swap-entry changes of an address space seen first, which cannot be sized.",
+        ),
+    ),
+    c(
+        "inflight_dropped",
+        counter::INFLIGHT_FULL,
+        probe::ALWAYS,
+        "operations",
+        "Operations not timed because the in-flight map was full.",
+        Export::Plain(
+            "vmscope_inflight_dropped_total",
+            "Operations not timed because the in-flight map was full.",
+        ),
+    ),
+    c(
+        "process_exits",
+        counter::PROC_EXITS,
+        probe::PROCESS_EXIT,
+        "processes",
+        "Followed processes whose last thread exited.",
+        Export::No,
+    ),
+    c(
+        "process_pid_reuses",
+        counter::PROC_REUSED,
+        probe::PROCESS_EXIT,
+        "processes",
+        "Processes that reused the pid of an ended one still in the books.",
+        Export::No,
+    ),
+    mm(
+        "swap_out_pages",
+        "Pages swapped out, charged to the address space they belonged to.",
+        "out",
+    ),
+    mm(
+        "swap_in_pages",
+        "Pages an address space faulted back in from swap.",
+        "in",
+    ),
+    mm(
+        "swap_freed_pages",
+        "Swap entries freed without a swap-in (unmap, exit).",
+        "freed",
+    ),
+    mm(
+        "swap_copied_pages",
+        "Swap entries copied into children at fork (no I/O, not swap-out).",
+        "copied",
+    ),
+    mm(
+        "swap_out_unowned_pages",
+        "Pages swapped out whose address space is not known.",
+        "out_unowned",
+    ),
+];
+
+/// The counter named `key`.
+pub fn counter(key: &str) -> Option<&'static Counter> {
+    COUNTERS.iter().find(|c| c.key == key)
+}
+
+/// The probe that feeds a counter (for availability); an unknown name
+/// needs none.
+pub fn counter_probe(key: &str) -> &'static str {
+    counter(key).map_or(probe::ALWAYS, |c| c.probe)
+}
+
+/// A latency-histogram family, and the histograms that belong to it.
+#[derive(Clone, Copy, Debug)]
+pub struct HistFamily {
+    /// Which histogram names: a prefix (the rest is the label value), an
+    /// exact name (no label), or `""` for every other name (the name is
+    /// the label value).
+    pub prefix: &'static str,
+    pub exact: bool,
+    pub metric: &'static str,
+    pub label: &'static str,
+    pub help: &'static str,
+}
+
+pub const HIST_FAMILIES: &[HistFamily] = &[
+    HistFamily {
+        prefix: "fault_",
+        exact: false,
+        metric: "vmscope_page_fault_duration_seconds",
+        label: "kind",
+        help: "Page-fault handling time (handle_mm_fault), by minor/major and anon/file.",
+    },
+    HistFamily {
+        prefix: "reclaim_",
+        exact: false,
+        metric: "vmscope_reclaim_duration_seconds",
+        label: "kind",
+        help: "Time in reclaim, from its begin/end tracepoints, by kind.",
+    },
+    HistFamily {
+        prefix: "madvise_",
+        exact: false,
+        metric: "vmscope_madvise_duration_seconds",
+        label: "behavior",
+        help: "madvise latency by behaviour.",
+    },
+    HistFamily {
+        prefix: "kswapd_active",
+        exact: true,
+        metric: "vmscope_kswapd_active_duration_seconds",
+        label: "",
+        help: "kswapd active periods, wake to sleep.",
+    },
+    HistFamily {
+        prefix: "shrink_slab",
+        exact: true,
+        metric: "vmscope_shrink_slab_duration_seconds",
+        label: "",
+        help: "shrink_slab calls.",
+    },
+    HistFamily {
+        prefix: "",
+        exact: false,
+        metric: "vmscope_syscall_duration_seconds",
+        label: "syscall",
+        help: "munmap, mprotect and process_madvise latency.",
+    },
+];
+
+/// The family of histogram `name`, and its label value (`""` without one).
+pub fn hist_family(name: &str) -> (&'static HistFamily, &str) {
+    for f in HIST_FAMILIES {
+        if f.exact {
+            if name == f.prefix {
+                return (f, "");
+            }
+        } else if let Some(rest) = name.strip_prefix(f.prefix) {
+            return (f, rest);
+        }
+    }
+    unreachable!("the last family takes every name")
+}
+
+/// A latency histogram with a fixed slot (the page-fault and madvise ones
+/// are ranges: see [`hist_name`]).
+pub const HISTS: &[(u32, &str, &str)] = &[
+    (
+        hist::RECLAIM_DIRECT,
+        "reclaim_direct",
+        probe::DIRECT_RECLAIM,
+    ),
+    (hist::RECLAIM_MEMCG, "reclaim_memcg", probe::MEMCG_RECLAIM),
+    (
+        hist::RECLAIM_MEMCG_SOFTLIMIT,
+        "reclaim_memcg_softlimit",
+        probe::MEMCG_SOFTLIMIT_RECLAIM,
+    ),
+    (hist::RECLAIM_NODE, "reclaim_node", probe::NODE_RECLAIM),
+    (hist::KSWAPD_ACTIVE, "kswapd_active", probe::KSWAPD_SLEEP),
+    (hist::SHRINK_SLAB, "shrink_slab", probe::SHRINK_SLAB),
+    (hist::MUNMAP, "munmap", probe::MUNMAP),
+    (hist::MPROTECT, "mprotect", probe::MPROTECT),
+    (
+        hist::PROCESS_MADVISE,
+        "process_madvise",
+        probe::PROCESS_MADVISE,
+    ),
+];
+
+/// The name of histogram slot `id`.
+pub fn hist_name(id: u32) -> String {
+    if let Some((_, name, _)) = HISTS.iter().find(|h| h.0 == id) {
+        return (*name).to_string();
+    }
+    if id >= hist::FAULT_BASE {
+        return format!("fault_{}", crate::hist::fault_kind(id - hist::FAULT_BASE));
+    }
+    format!(
+        "madvise_{}",
+        crate::hist::behavior_name(id - hist::MADVISE_BASE)
+    )
+}
+
+/// The probe histogram slot `id` depends on.
+pub fn hist_probe(id: u32) -> &'static str {
+    match HISTS.iter().find(|h| h.0 == id) {
+        Some((_, _, p)) => p,
+        None if id >= hist::FAULT_BASE => probe::FAULT_TIMING,
+        None => probe::MADVISE,
+    }
+}
+
+/// A per-process figure: its field in [`ProcSample`], its probe, and its
+/// Prometheus family (`serve --per-process`).
+#[derive(Clone, Copy, Debug)]
+pub struct ProcField {
+    pub key: &'static str,
+    pub probe: &'static str,
+    /// `"ns"` fields are exported in seconds.
+    pub unit: &'static str,
+    pub help: &'static str,
+    pub metric: Option<&'static str>,
+    /// The `top` process-table column it fills, if any.
+    pub column: Option<&'static str>,
+    pub get: fn(&ProcSample) -> u64,
+}
+
+pub const PROC_FIELDS: &[ProcField] = &[
+    ProcField {
+        key: "faults",
+        probe: probe::ALWAYS,
+        unit: "faults",
+        help: "Page faults per process (top N by faults).",
+        metric: Some("vmscope_process_page_faults_total"),
+        column: Some("faults"),
+        get: |p| p.faults.total(),
+    },
+    ProcField {
+        key: "tlb_shootdowns",
+        probe: probe::TLB_FLUSH,
+        unit: "IPIs",
+        help: "TLB shootdown IPIs sent per process.",
+        metric: Some("vmscope_process_tlb_shootdowns_total"),
+        column: Some("shootdowns"),
+        get: |p| p.tlb_shootdowns,
+    },
+    ProcField {
+        key: "major_faults",
+        probe: probe::MAJOR_FAULTS,
+        unit: "faults",
+        help: "Major faults per process.",
+        metric: Some("vmscope_process_major_faults_total"),
+        column: Some("major"),
+        get: |p| p.major_faults,
+    },
+    ProcField {
+        key: "swap_out_pages",
+        probe: probe::SWAP,
+        unit: "pages",
+        help: "Pages of the process swapped out, whoever reclaimed them.",
+        metric: Some("vmscope_process_swap_out_pages_total"),
+        column: Some("swap"),
+        get: |p| p.swap_out_pages,
+    },
+    ProcField {
+        key: "swap_in_pages",
+        probe: probe::SWAP,
+        unit: "pages",
+        help: "Pages the process faulted back in from swap.",
+        metric: Some("vmscope_process_swap_in_pages_total"),
+        column: Some("swap"),
+        get: |p| p.swap_in_pages,
+    },
+    ProcField {
+        key: "reclaim_stall",
+        probe: probe::ALWAYS,
+        unit: "ns",
+        help: "Time the process stalled in direct and memcg reclaim.",
+        metric: Some("vmscope_process_reclaim_stall_seconds_total"),
+        column: Some("reclaim"),
+        get: |p| p.direct_reclaim_ns + p.memcg_reclaim_ns,
+    },
+    ProcField {
+        key: "madvise_calls",
+        probe: probe::MADVISE,
+        unit: "calls",
+        help: "madvise and process_madvise calls the process made.",
+        metric: None,
+        column: Some("madvise"),
+        get: |p| p.madvise_calls,
+    },
+];
+
+/// What a `top` rate row needs to be available.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    Probe(&'static str),
+    /// The page-fault tracepoints (the perf fallback has no user/kernel
+    /// split).
+    FaultTracepoints,
+}
+
+/// Where a `top` rate row's value comes from; `live` evaluates it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RateValue {
+    /// User faults (with the perf fallback, every fault).
+    FaultsUser,
+    FaultsKernel,
+    FaultsGup,
+    /// Counters summed.
+    Counters(&'static [&'static str]),
+    Vmstat(&'static str),
+    /// A histogram's time, in ms per second.
+    HistMs(&'static str),
+    MadviseCalls,
+    RmapWalk,
+    RmapMaintenance,
+}
+
+/// What a rate row's detail line shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detail {
+    None,
+    /// Its counters one by one, with `top`'s short names.
+    Breakdown(&'static [(&'static str, &'static str)]),
+    MadviseBehaviours,
+    RmapSamples,
+}
+
+/// A row of `top`'s rates panel.
+#[derive(Clone, Copy, Debug)]
+pub struct Rate {
+    pub label: &'static str,
+    pub unit: &'static str,
+    pub needs: &'static [Need],
+    pub value: RateValue,
+    pub detail: Detail,
+    pub help: &'static str,
+}
+
+const TLB_REASONS: &[&str] = &[
+    "tlb_task_switch",
+    "tlb_remote_shootdown",
+    "tlb_local_shootdown",
+    "tlb_local_mm_shootdown",
+    "tlb_remote_send_ipi",
+    "tlb_remote_wrong_cpu",
+    "tlb_other_reason",
+];
+
+const fn rate(
+    label: &'static str,
+    unit: &'static str,
+    needs: &'static [Need],
+    value: RateValue,
+    help: &'static str,
+) -> Rate {
+    Rate {
+        label,
+        unit,
+        needs,
+        value,
+        detail: Detail::None,
+        help,
+    }
+}
+
+pub const RATES: &[Rate] = &[
+    rate(
+        "faults user",
+        "/s",
+        &[],
+        RateValue::FaultsUser,
+        "Page faults from user mode (every fault with the perf fallback).",
+    ),
+    rate(
+        "faults kernel",
+        "/s",
+        &[Need::FaultTracepoints],
+        RateValue::FaultsKernel,
+        "Page faults from kernel mode (copy_to_user and the like).",
+    ),
+    rate(
+        "faults gup",
+        "/s",
+        &[],
+        RateValue::FaultsGup,
+        "Faults taken through get_user_pages (populate, mlock, remote access).",
+    ),
+    rate(
+        "major faults",
+        "/s",
+        &[Need::Probe(probe::MAJOR_FAULTS)],
+        RateValue::Counters(&["major_faults"]),
+        "Major page faults.",
+    ),
+    rate(
+        "swap-in",
+        "pages/s",
+        &[],
+        RateValue::Vmstat("pswpin"),
+        "/proc/vmstat pswpin.",
+    ),
+    rate(
+        "swap-out",
+        "pages/s",
+        &[],
+        RateValue::Vmstat("pswpout"),
+        "/proc/vmstat pswpout.",
+    ),
+    rate(
+        "direct reclaim",
+        "ms/s",
+        &[Need::Probe(probe::DIRECT_RECLAIM)],
+        RateValue::HistMs("reclaim_direct"),
+        "Time tasks spent in direct reclaim.",
+    ),
+    rate(
+        "memcg reclaim",
+        "ms/s",
+        &[Need::Probe(probe::MEMCG_RECLAIM)],
+        RateValue::HistMs("reclaim_memcg"),
+        "Time tasks spent reclaiming for their memory cgroup.",
+    ),
+    rate(
+        "kswapd active",
+        "ms/s",
+        &[Need::Probe(probe::KSWAPD_SLEEP)],
+        RateValue::HistMs("kswapd_active"),
+        "Time kswapd was awake.",
+    ),
+    Rate {
+        label: "TLB flushes",
+        unit: "/s",
+        needs: &[Need::Probe(probe::TLB_FLUSH)],
+        value: RateValue::Counters(TLB_REASONS),
+        detail: Detail::Breakdown(&[
+            ("switch", "tlb_task_switch"),
+            ("shootdown", "tlb_remote_shootdown"),
+            ("local", "tlb_local_shootdown"),
+            ("local mm", "tlb_local_mm_shootdown"),
+            ("IPI", "tlb_remote_send_ipi"),
+            ("wrong cpu", "tlb_remote_wrong_cpu"),
+        ]),
+        help: "TLB flushes of every reason.",
+    },
+    rate(
+        "TLB shootdown IPIs",
+        "/s",
+        &[Need::Probe(probe::TLB_FLUSH)],
+        RateValue::Counters(&["tlb_remote_send_ipi"]),
+        "TLB shootdown IPIs sent.",
+    ),
+    Rate {
+        label: "madvise",
+        unit: "calls/s",
+        needs: &[Need::Probe(probe::MADVISE)],
+        value: RateValue::MadviseCalls,
+        detail: Detail::MadviseBehaviours,
+        help: "madvise calls, by behaviour in the detail.",
+    },
+    rate(
+        "lazyfree",
+        "pages/s",
+        &[],
+        RateValue::Vmstat("pglazyfree"),
+        "/proc/vmstat pglazyfree: pages MADV_FREE marked.",
+    ),
+    rate(
+        "lazyfreed",
+        "pages/s",
+        &[],
+        RateValue::Vmstat("pglazyfreed"),
+        "/proc/vmstat pglazyfreed: lazy pages reclaim freed.",
+    ),
+    Rate {
+        label: "rmap walk CPU",
+        unit: "%",
+        needs: &[Need::Probe(probe::RMAP_SAMPLER)],
+        value: RateValue::RmapWalk,
+        detail: Detail::RmapSamples,
+        help: "Share of CPU time in reverse-mapping walks (sampled).",
+    },
+    Rate {
+        label: "rmap maintenance CPU",
+        unit: "%",
+        needs: &[Need::Probe(probe::RMAP_SAMPLER)],
+        value: RateValue::RmapMaintenance,
+        detail: Detail::RmapSamples,
+        help: "Share of CPU time maintaining reverse mappings (sampled).",
+    },
+];
+
+/// Where a bench/compare row goes in compare's table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Place {
+    /// The times, first.
+    Headline,
+    /// Faults, swap and reclaim, before the latency quantiles.
+    Before,
+    /// After the latency quantiles.
+    After,
+    /// With any figure the catalogue does not name, by name.
+    Rest,
+}
+
+/// A figure of one recorded run (bench summarises it, compare compares
+/// it, the report's tables show it). Rows are listed in compare's order.
+#[derive(Clone, Copy, Debug)]
+pub struct RunRow {
+    pub name: &'static str,
+    pub unit: &'static str,
+    pub better: Better,
+    pub place: Place,
+    /// One of the report's main VM rows.
+    pub main: bool,
+    pub help: &'static str,
+    /// The figure, or None when the run could not measure it.
+    pub value: fn(&Recording) -> Option<f64>,
+}
+
+const fn row(
+    name: &'static str,
+    unit: &'static str,
+    better: Better,
+    place: Place,
+    main: bool,
+    help: &'static str,
+    value: fn(&Recording) -> Option<f64>,
+) -> RunRow {
+    RunRow {
+        name,
+        unit,
+        better,
+        place,
+        main,
+        help,
+        value,
+    }
+}
+
+fn rusage(rec: &Recording, f: fn(&crate::child::Rusage) -> f64) -> Option<f64> {
+    rec.child.as_ref().map(|c| f(&c.rusage))
+}
+
+fn vm_counter(rec: &Recording, name: &str) -> Option<f64> {
+    rec.totals
+        .vm
+        .counters
+        .get(name)
+        .copied()
+        .flatten()
+        .map(|v| v as f64)
+}
+
+fn vmstat(rec: &Recording, key: &str) -> Option<f64> {
+    rec.totals
+        .vm
+        .vmstat
+        .counters
+        .get(key)
+        .copied()
+        .flatten()
+        .map(|v| v as f64)
+}
+
+/// The workload's own record count (its `.../records` figure), if any.
+fn records(rec: &Recording) -> Option<f64> {
+    let o = rec.child.as_ref()?.output.as_ref()?;
+    crate::metrics::reported(o)
+        .iter()
+        .find(|r| r.name.ends_with("/records"))
+        .map(|r| r.value)
+        .filter(|&r| r > 0.0)
+}
+
+fn madvise_calls(rec: &Recording, behaviour: &str) -> Option<f64> {
+    let vm = &rec.totals.vm;
+    (!vm.unavailable.contains_key("madvise"))
+        .then(|| vm.madvise.get(behaviour).map_or(0, |x| x.calls) as f64)
+}
+
+fn rmap(rec: &Recording) -> Option<&crate::rmap::RmapTotals> {
+    rec.totals.vm.rmap.as_ref()
+}
+
+use Better::{Lower, Neither};
+use Place::{After, Before, Headline, Rest};
+
+pub const RUN_ROWS: &[RunRow] = &[
+    row(
+        "real",
+        "s",
+        Lower,
+        Headline,
+        false,
+        "Wall time of the command.",
+        |r| rusage(r, |u| u.wall_ns as f64 / 1e9),
+    ),
+    row(
+        "user",
+        "s",
+        Lower,
+        Headline,
+        false,
+        "User CPU time of the command and its children.",
+        |r| rusage(r, |u| u.user_ns as f64 / 1e9),
+    ),
+    row(
+        "sys",
+        "s",
+        Lower,
+        Headline,
+        false,
+        "System CPU time of the command and its children.",
+        |r| rusage(r, |u| u.sys_ns as f64 / 1e9),
+    ),
+    row(
+        "cpu",
+        "%",
+        Neither,
+        Headline,
+        false,
+        "(user + sys) / real.",
+        |r| rusage(r, |u| u.cpu_percent),
+    ),
+    row(
+        "faults",
+        "faults",
+        Lower,
+        Before,
+        true,
+        "Page faults of the recorded scope, every path.",
+        |r| r.totals.scope_faults.total.map(|v| v as f64),
+    ),
+    row(
+        "faults_per_record",
+        "faults",
+        Lower,
+        Before,
+        false,
+        "Faults per record the workload reports.",
+        |r| Some(r.totals.scope_faults.total? as f64 / records(r)?),
+    ),
+    row(
+        "user_faults_per_record",
+        "faults",
+        Lower,
+        Before,
+        false,
+        "User-mode faults per record the workload reports.",
+        |r| {
+            let n = records(r)?;
+            r.totals
+                .scope_faults
+                .user
+                .as_ref()
+                .map(|u| u.total as f64 / n)
+        },
+    ),
+    row(
+        "major_faults",
+        "faults",
+        Lower,
+        Before,
+        true,
+        "Major page faults.",
+        |r| vm_counter(r, "major_faults"),
+    ),
+    row(
+        "minflt",
+        "faults",
+        Lower,
+        Before,
+        false,
+        "The command's minor faults (rusage).",
+        |r| rusage(r, |u| u.minflt as f64),
+    ),
+    row(
+        "majflt",
+        "faults",
+        Lower,
+        Before,
+        false,
+        "The command's major faults (rusage).",
+        |r| rusage(r, |u| u.majflt as f64),
+    ),
+    row(
+        "maxrss",
+        "bytes",
+        Lower,
+        Before,
+        false,
+        "The command's peak resident set (rusage).",
+        |r| rusage(r, |u| u.maxrss_bytes as f64),
+    ),
+    row(
+        "swap_out_attributed",
+        "pages",
+        Lower,
+        Before,
+        true,
+        "Pages of the scope swapped out.",
+        |r| vm_counter(r, "swap_out_pages"),
+    ),
+    row(
+        "swap_in_attributed",
+        "pages",
+        Lower,
+        Before,
+        true,
+        "Pages of the scope swapped in.",
+        |r| vm_counter(r, "swap_in_pages"),
+    ),
+    row(
+        "pswpout",
+        "pages",
+        Lower,
+        Before,
+        true,
+        "/proc/vmstat pswpout.",
+        |r| vmstat(r, "pswpout"),
+    ),
+    row(
+        "pswpin",
+        "pages",
+        Lower,
+        Before,
+        true,
+        "/proc/vmstat pswpin.",
+        |r| vmstat(r, "pswpin"),
+    ),
+    row(
+        "reclaim_stall",
+        "ms",
+        Lower,
+        Before,
+        true,
+        "Time in direct and memcg reclaim.",
+        |r| {
+            ["reclaim_direct", "reclaim_memcg"]
+                .iter()
+                .filter_map(|h| r.totals.vm.histograms.get(*h))
+                .map(|s| s.sum_ns as f64 / 1e6)
+                .reduce(|a, b| a + b)
+        },
+    ),
+    row(
+        "pgscan_direct",
+        "pages",
+        Lower,
+        Before,
+        true,
+        "/proc/vmstat pgscan_direct.",
+        |r| vmstat(r, "pgscan_direct"),
+    ),
+    row(
+        "tlb_shootdown_ipis",
+        "IPIs",
+        Lower,
+        After,
+        true,
+        "TLB shootdown IPIs sent.",
+        |r| vm_counter(r, "tlb_remote_send_ipi"),
+    ),
+    row(
+        "madvise_calls",
+        "calls",
+        Neither,
+        After,
+        true,
+        "madvise calls of every behaviour.",
+        |r| {
+            let vm = &r.totals.vm;
+            (!vm.unavailable.contains_key("madvise"))
+                .then(|| vm.madvise.values().map(|m| m.calls).sum::<u64>() as f64)
+        },
+    ),
+    row(
+        "madvise_dontneed_calls",
+        "calls",
+        Neither,
+        After,
+        false,
+        "MADV_DONTNEED calls.",
+        |r| madvise_calls(r, "dontneed"),
+    ),
+    row(
+        "madvise_free_calls",
+        "calls",
+        Neither,
+        After,
+        false,
+        "MADV_FREE calls.",
+        |r| madvise_calls(r, "free"),
+    ),
+    row(
+        "madvise_cold_calls",
+        "calls",
+        Neither,
+        After,
+        false,
+        "MADV_COLD calls.",
+        |r| madvise_calls(r, "cold"),
+    ),
+    row(
+        "madvise_pageout_calls",
+        "calls",
+        Neither,
+        After,
+        false,
+        "MADV_PAGEOUT calls.",
+        |r| madvise_calls(r, "pageout"),
+    ),
+    row(
+        "pglazyfree",
+        "pages",
+        Neither,
+        After,
+        true,
+        "/proc/vmstat pglazyfree.",
+        |r| vmstat(r, "pglazyfree"),
+    ),
+    row(
+        "pglazyfreed",
+        "pages",
+        Neither,
+        After,
+        false,
+        "/proc/vmstat pglazyfreed.",
+        |r| vmstat(r, "pglazyfreed"),
+    ),
+    row(
+        "psi_some_stall",
+        "ms",
+        Lower,
+        After,
+        false,
+        "PSI memory some: time some task stalled on memory.",
+        |r| {
+            r.totals
+                .vm
+                .psi
+                .as_ref()?
+                .some_stall_us
+                .map(|v| v as f64 / 1e3)
+        },
+    ),
+    row(
+        "gup_faults",
+        "faults",
+        Lower,
+        Rest,
+        false,
+        "Faults taken through get_user_pages.",
+        |r| r.totals.scope_faults.gup.map(|v| v as f64),
+    ),
+    row(
+        "rmap_walk_cpu",
+        "s",
+        Lower,
+        Rest,
+        false,
+        "CPU time in reverse-mapping walks.",
+        |r| rmap(r).map(|x| x.rmap_walk.cpu_seconds),
+    ),
+    row(
+        "rmap_walk_share",
+        "%",
+        Lower,
+        Rest,
+        false,
+        "Share of CPU time in reverse-mapping walks.",
+        |r| rmap(r).map(|x| 100.0 * x.rmap_walk.share),
+    ),
+    row(
+        "rmap_maint_cpu",
+        "s",
+        Lower,
+        Rest,
+        false,
+        "CPU time maintaining reverse mappings.",
+        |r| rmap(r)?.rmap_maintenance.as_ref().map(|m| m.cpu_seconds),
+    ),
+    row(
+        "rmap_maint_share",
+        "%",
+        Lower,
+        Rest,
+        false,
+        "Share of CPU time maintaining reverse mappings.",
+        |r| rmap(r)?.rmap_maintenance.as_ref().map(|m| 100.0 * m.share),
+    ),
+    row(
+        "rmap_walk_calls",
+        "calls",
+        Neither,
+        Rest,
+        false,
+        "rmap walks timed (direct timing only).",
+        |r| rmap(r)?.walk_calls.map(|v| v as f64),
+    ),
+    row(
+        "rmap_maint_calls",
+        "calls",
+        Neither,
+        Rest,
+        false,
+        "rmap maintenance calls timed (direct timing only).",
+        |r| rmap(r)?.maintenance_calls.map(|v| v as f64),
+    ),
+    row(
+        "rmap_samples",
+        "samples",
+        Neither,
+        Rest,
+        false,
+        "Stack samples behind the rmap shares (sampling only).",
+        |r| {
+            let x = rmap(r)?;
+            (x.method == crate::rmap::Method::StackSampling).then_some(x.samples as f64)
+        },
+    ),
+];
+
+/// The run row named `name`.
+pub fn run_row(name: &str) -> Option<&'static RunRow> {
+    RUN_ROWS.iter().find(|r| r.name == name)
+}
+
+/// The latency quantiles bench and compare show for each histogram.
+pub const QUANTILES: &[&str] = &["p50", "p90", "p99"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_metrics_are_unique() {
+        let mut keys: Vec<&str> = COUNTERS.iter().map(|c| c.key).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), COUNTERS.len());
+        let mut slots: Vec<u32> = COUNTERS.iter().filter_map(|c| c.slot).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        assert_eq!(
+            slots.len(),
+            COUNTERS.iter().filter(|c| c.slot.is_some()).count()
+        );
+        let mut rows: Vec<&str> = RUN_ROWS.iter().map(|r| r.name).collect();
+        rows.sort_unstable();
+        rows.dedup();
+        assert_eq!(rows.len(), RUN_ROWS.len());
+        // Listed in compare's order.
+        assert!(RUN_ROWS.windows(2).all(|w| w[0].place <= w[1].place));
+    }
+
+    #[test]
+    fn every_labelled_counter_has_its_family() {
+        for c in COUNTERS {
+            if let Export::In(f, _) = c.export {
+                assert!(COUNTER_FAMILIES.iter().any(|x| x.0 == f), "{}: {f}", c.key);
+            }
+        }
+    }
+
+    #[test]
+    fn histograms_fall_in_their_families() {
+        assert_eq!(hist_family("reclaim_memcg").1, "memcg");
+        assert_eq!(hist_family("kswapd_active").0.label, "");
+        assert_eq!(
+            hist_family("munmap").0.metric,
+            "vmscope_syscall_duration_seconds"
+        );
+        assert_eq!(hist_name(hist::RECLAIM_MEMCG), "reclaim_memcg");
+        assert_eq!(hist_probe(hist::RECLAIM_MEMCG), probe::MEMCG_RECLAIM);
+        assert_eq!(hist_probe(hist::FAULT_BASE), probe::FAULT_TIMING);
+        assert_eq!(hist_probe(hist::MADVISE_BASE), probe::MADVISE);
+    }
+}
