@@ -7,24 +7,6 @@ use std::collections::{BTreeMap, HashMap};
 use crate::{collect::Sample, model::delta};
 use serde::{Deserialize, Serialize};
 
-/// vmstat counters worth a column (when this kernel has them).
-const VMSTAT_COLUMNS: &[&str] = &[
-    "pgfault",
-    "pgmajfault",
-    "pswpin",
-    "pswpout",
-    "pgscan_kswapd",
-    "pgscan_direct",
-    "pgsteal_kswapd",
-    "pgsteal_direct",
-    "pglazyfree",
-    "pglazyfreed",
-    "workingset_refault_anon",
-    "workingset_refault_file",
-    "thp_fault_alloc",
-    "compact_stall",
-];
-
 /// Per-interval deltas. Interval `i` runs from `end_ns[i] - duration_ns[i]`
 /// to `end_ns[i]` (nanoseconds since the recording started). A value is
 /// null when its counter went backwards (reset or eviction): unknown, not 0.
@@ -71,7 +53,7 @@ pub struct SeriesBuilder {
 impl SeriesBuilder {
     pub fn new(first: &Sample) -> Self {
         let counter_names = first.counters.keys().cloned().collect();
-        let vmstat_names = VMSTAT_COLUMNS
+        let vmstat_names = crate::catalogue::VMSTAT_COLUMNS
             .iter()
             .copied()
             .filter(|k| first.vmstat.get(k).is_some())
