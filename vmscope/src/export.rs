@@ -788,3 +788,6 @@ mod tests {
         assert!(!render(&s, Format::Prometheus, 0).contains("vmscope_process_"));
     }
 }
+
+#[cfg(test)]
+mod fixture_tests;
