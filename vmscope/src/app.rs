@@ -19,7 +19,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Report(args) => (crate::report::run(&args), exit::FAILURE),
         Command::Serve(args) => (crate::serve::run(args), exit::FAILURE),
         Command::Top(args) => (crate::tui::run(args), exit::FAILURE),
-        Command::Schema(args) => (crate::record::print_schema(args.jsonl), exit::FAILURE),
+        Command::Schema(args) => (crate::schema::print(&args), exit::FAILURE),
         Command::Record(args) => {
             let wraps = !args.command.is_empty();
             let code = if wraps {

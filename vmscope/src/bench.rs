@@ -47,6 +47,7 @@ pub struct BenchResult {
 /// A bench file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BenchFile {
+    #[schemars(extend("const" = BENCH_KIND))]
     pub kind: String,
     pub schema_version: u32,
     pub tool: Tool,
@@ -69,6 +70,11 @@ impl BenchFile {
     pub fn run_metrics(&self) -> Vec<Vec<RunMetric>> {
         self.runs.iter().map(metrics::run_metrics).collect()
     }
+}
+
+/// The published JSON Schema of a bench file (`vmscope/schema/`).
+pub fn bench_schema() -> serde_json::Value {
+    schemars::schema_for!(BenchFile).to_value()
 }
 
 /// Reads a bench file, with the same one-line errors as recordings.

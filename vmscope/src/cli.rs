@@ -54,7 +54,8 @@ pub enum Command {
     /// run recorded, compared, with the kernel-side evidence.
     #[command(subcommand)]
     Lab(Lab),
-    /// Print the JSON Schema of recordings (or of `--format jsonl` lines).
+    /// Print the JSON Schema of recordings (or of `--format jsonl` lines,
+    /// bench files, or `compare --format json` documents).
     Schema(SchemaArgs),
 }
 
@@ -399,8 +400,14 @@ pub struct LatArgs {
 #[derive(Debug, Args)]
 pub struct SchemaArgs {
     /// The schema of one `--format jsonl` line instead of a whole recording.
-    #[arg(long)]
+    #[arg(long, group = "document")]
     pub jsonl: bool,
+    /// The schema of a `vmscope bench` file instead.
+    #[arg(long, group = "document")]
+    pub bench: bool,
+    /// The schema of a `vmscope compare --format json` document instead.
+    #[arg(long, group = "document")]
+    pub compare: bool,
 }
 
 #[derive(Debug, Args)]

@@ -296,8 +296,19 @@ pub fn compare_files(base_path: &Path, new_path: &Path, threshold: f64) -> anyho
     build_report((base_path, &base), (new_path, &new), &[], threshold)
 }
 
+/// The published JSON Schema of the `--format json` object
+/// (`vmscope/schema/`). It describes what `compare` writes (the serialize
+/// contract): `histograms` is left out when empty, so it is not required.
+pub fn compare_schema() -> serde_json::Value {
+    schemars::generate::SchemaSettings::default()
+        .for_serialize()
+        .into_generator()
+        .into_root_schema_for::<Report>()
+        .to_value()
+}
+
 /// One latency histogram on both sides.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HistogramSides {
     pub base: Summary,
     pub new: Summary,
@@ -346,7 +357,7 @@ pub fn histograms(base: &Input, new: &Input) -> BTreeMap<String, HistogramSides>
 // ----------------------------------------------------------------- model --
 
 /// Whether a statistical test is made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Statistics {
     /// Welch's t-test on the per-run values, 95% CI of the difference.
@@ -380,7 +391,7 @@ pub fn collect(runs: &[Vec<RunMetric>]) -> BTreeMap<String, Values> {
     out
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct SideInfo {
     pub path: String,
     pub name: String,
@@ -393,7 +404,7 @@ pub struct SideInfo {
 }
 
 /// One side of one row.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SideStats {
     /// The plain mean of `values` (for one value, that value).
     pub mean: f64,
@@ -415,7 +426,7 @@ impl SideStats {
 }
 
 /// Welch's t-test of NEW against BASE.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WelchTest {
     /// t statistic of mean(NEW) - mean(BASE); None when infinite (both
     /// sides without spread, different means).
@@ -483,7 +494,7 @@ fn mean(v: &[f64]) -> f64 {
 }
 
 /// What a change means.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Better, significantly (or single values that differ).
@@ -555,7 +566,7 @@ pub fn is_regression(v: Verdict, change_pct: Option<f64>, threshold: f64) -> boo
 }
 
 /// One metric compared.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Row {
     pub metric: String,
     pub unit: String,
@@ -689,8 +700,9 @@ pub fn exit_code(rows: &[Row], fail_on_regression: bool) -> u8 {
 }
 
 /// The whole comparison; also the `--format json` object.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Report {
+    #[schemars(extend("const" = COMPARE_KIND))]
     pub kind: &'static str,
     pub schema_version: u32,
     pub base: SideInfo,
@@ -716,7 +728,7 @@ pub struct Report {
 }
 
 /// A metric that only one side has.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct OneSided {
     pub metric: String,
     pub unit: String,

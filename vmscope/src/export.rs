@@ -614,3 +614,6 @@ mod tests {
         assert!(!render(&s, Format::Prometheus, 0).contains("vmscope_process_"));
     }
 }
+
+#[cfg(test)]
+mod fixture_tests;

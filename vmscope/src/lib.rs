@@ -30,6 +30,7 @@ pub mod record;
 pub mod recorder;
 pub mod report;
 pub mod rmap;
+pub mod schema;
 pub mod series;
 pub mod serve;
 pub mod teardown;

@@ -278,20 +278,6 @@ pub fn line_schema() -> serde_json::Value {
     schemars::schema_for!(Line).to_value()
 }
 
-/// `vmscope schema`.
-pub fn print_schema(jsonl: bool) -> anyhow::Result<u8> {
-    let s = if jsonl {
-        line_schema()
-    } else {
-        recording_schema()
-    };
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, &s)
-        .and_then(|()| writeln!(out).map_err(serde_json::Error::io))
-        .context("writing the schema to stdout")?;
-    Ok(0)
-}
-
 /// Where a recording goes.
 #[derive(Clone, Debug)]
 pub enum Output {
@@ -517,28 +503,6 @@ pub fn from_jsonl(text: &str) -> anyhow::Result<Recording> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn published(name: &str) -> serde_json::Value {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("schema")
-            .join(name);
-        let text = std::fs::read_to_string(&path).expect("published schema");
-        serde_json::from_str(&text).expect("schema is JSON")
-    }
-
-    #[test]
-    fn published_schemas_are_current() {
-        let hint = "regenerate with `vmscope schema > vmscope/schema/recording.schema.json` \
-                    and `vmscope schema --jsonl > vmscope/schema/jsonl-line.schema.json`";
-        assert!(
-            published("recording.schema.json") == recording_schema(),
-            "{hint}"
-        );
-        assert!(
-            published("jsonl-line.schema.json") == line_schema(),
-            "{hint}"
-        );
-    }
 
     #[test]
     fn reader_rejects_other_versions_and_non_recordings() {

@@ -1,0 +1,176 @@
+//! The exporter over a real recording (`tests/fixtures/churn.recording.json`):
+//! its samples replayed into [`State`] as `serve` replays them, the text
+//! agrees with the totals the recording itself computed.
+//!
+//! The exported counters are cumulative since the programs were loaded;
+//! the recording's totals are its last sample less its first. So an eBPF
+//! counter exported is the first sample's value plus the total, and a
+//! /proc/vmstat counter (exported as growth since the first reading) is the
+//! total itself.
+
+use serde_json::Value;
+
+use super::*;
+
+const CHURN: &str = include_str!("../../../tests/fixtures/churn.recording.json");
+
+fn replayed() -> (State, crate::record::Recording, Value) {
+    let rec = crate::record::from_str(CHURN).expect("the fixture is a recording");
+    let doc: Value = serde_json::from_str(CHURN).expect("the fixture is JSON");
+    let mut state = State {
+        probes: rec.header.probes.clone(),
+        fault_source: Some(rec.header.fault_source),
+        ..Default::default()
+    };
+    for s in rec.samples.iter().cloned() {
+        state.apply(s);
+    }
+    (state, rec, doc)
+}
+
+/// The value of the series `name{labels}` (exactly), as an integer.
+fn value(text: &str, series: &str) -> u64 {
+    let prefix = format!("{series} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .unwrap_or_else(|| panic!("no series {series} in\n{text}"))
+        .parse()
+        .unwrap_or_else(|e| panic!("{series}: not an integer: {e}"))
+}
+
+fn total(doc: &Value, pointer: &str) -> u64 {
+    doc.pointer(pointer)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("no {pointer} in the recording"))
+}
+
+#[test]
+fn page_faults_are_the_first_sample_plus_the_recorded_totals() {
+    let (state, rec, doc) = replayed();
+    let text = render(&state, Format::Prometheus, 0);
+    assert!(text.contains("# TYPE vmscope_page_faults_total counter"));
+    let first = &rec.samples[0].faults;
+    let mut user = 0;
+    for k in 0..FAULT_CLASSES {
+        let class = fault_class_name(k);
+        for (mode, at_start) in [("user", first.user[k]), ("kernel", first.kernel[k])] {
+            let got = value(
+                &text,
+                &format!("vmscope_page_faults_total{{mode=\"{mode}\",class=\"{class}\"}}"),
+            );
+            let want = at_start
+                + total(
+                    &doc,
+                    &format!("/totals/system_faults/{mode}/by_class/{class}"),
+                );
+            assert_eq!(got, want, "{mode} {class}");
+            if mode == "user" {
+                user += got - at_start;
+            }
+        }
+    }
+    assert_eq!(user, total(&doc, "/totals/system_faults/user/total"));
+    let gup = value(
+        &text,
+        "vmscope_page_faults_total{mode=\"gup\",class=\"unclassified\"}",
+    );
+    assert_eq!(gup, first.gup + total(&doc, "/totals/system_faults/gup"));
+}
+
+#[test]
+fn vmstat_events_are_the_recorded_vmstat_totals() {
+    let (state, _, doc) = replayed();
+    let text = render(&state, Format::Prometheus, 0);
+    let counters = doc
+        .pointer("/totals/vmstat/counters")
+        .and_then(Value::as_object)
+        .expect("totals.vmstat.counters");
+    assert!(counters.contains_key("pgfault"), "{counters:?}");
+    for (name, v) in counters {
+        let got = value(
+            &text,
+            &format!("vmscope_vmstat_events_total{{counter=\"{name}\"}}"),
+        );
+        assert_eq!(Some(got), v.as_u64(), "vmstat {name}");
+    }
+    // The kernel's own page-fault count agrees with the fault tracepoints'.
+    let pgfault = value(&text, "vmscope_vmstat_events_total{counter=\"pgfault\"}");
+    assert_eq!(pgfault, total(&doc, "/totals/system_faults/total"));
+}
+
+#[test]
+fn madvise_tlb_and_latency_families_match_the_recording() {
+    let (state, rec, doc) = replayed();
+    let text = render(&state, Format::Prometheus, 0);
+    let first = &rec.samples[0];
+    let madvise = doc
+        .pointer("/totals/madvise")
+        .and_then(Value::as_object)
+        .expect("totals.madvise");
+    assert!(madvise.contains_key("dontneed"), "{madvise:?}");
+    for (behavior, t) in madvise {
+        let at_start = first
+            .madvise
+            .iter()
+            .find(|m| &m.behavior == behavior)
+            .map_or(0, |m| m.calls);
+        let got = value(
+            &text,
+            &format!("vmscope_madvise_calls_total{{behavior=\"{behavior}\"}}"),
+        );
+        assert_eq!(
+            got,
+            at_start + t["calls"].as_u64().expect("calls"),
+            "madvise {behavior}"
+        );
+        // Its latency histogram counts the same calls.
+        let name = format!("madvise_{behavior}");
+        let hist_start = first
+            .hists
+            .iter()
+            .find(|h| h.name == name)
+            .map_or(0, |h| h.buckets.iter().map(|b| b[1]).sum::<u64>());
+        let count = value(
+            &text,
+            &format!("vmscope_madvise_duration_seconds_count{{behavior=\"{behavior}\"}}"),
+        );
+        assert_eq!(
+            count,
+            hist_start + total(&doc, &format!("/totals/histograms/{name}/count")),
+            "{name} count"
+        );
+    }
+    let ipis = value(
+        &text,
+        "vmscope_tlb_flushes_total{reason=\"remote_send_ipi\"}",
+    );
+    assert_eq!(
+        ipis,
+        first.counters["tlb_remote_send_ipi"] + total(&doc, "/totals/counters/tlb_remote_send_ipi")
+    );
+    // Every probe the recording lists has its availability, as recorded.
+    for p in &rec.header.probes {
+        let got = value(
+            &text,
+            &format!("vmscope_probe_available{{probe=\"{}\"}}", p.probe),
+        );
+        assert_eq!(got, u64::from(p.usable()), "{}", p.probe);
+    }
+}
+
+#[test]
+fn per_process_series_of_the_recording_are_bounded() {
+    let (state, _, _) = replayed();
+    assert!(
+        state.procs.len() > 2,
+        "the recording has {} processes",
+        state.procs.len()
+    );
+    let text = render(&state, Format::OpenMetrics, 2);
+    let series = text
+        .lines()
+        .filter(|l| l.starts_with("vmscope_process_page_faults_total{"))
+        .count();
+    assert_eq!(series, 2, "{text}");
+    assert!(text.ends_with("# EOF\n"));
+}
