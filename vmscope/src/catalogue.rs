@@ -142,7 +142,7 @@ pub const COUNTERS: &[Counter] = &[
         R,
         probe::TLB_FLUSH,
         "flushes",
-        "TLB flushes on a context switch.",
+        "Flushes at a context switch (TLB_FLUSH_ON_TASK_SWITCH).",
         Export::In(TLB, "task_switch"),
     ),
     c(
@@ -150,7 +150,7 @@ pub const COUNTERS: &[Counter] = &[
         R + 1,
         probe::TLB_FLUSH,
         "flushes",
-        "TLB flushes a remote CPU did for a shootdown it received.",
+        "Flushes done on receiving a shootdown IPI (TLB_REMOTE_SHOOTDOWN).",
         Export::In(TLB, "remote_shootdown"),
     ),
     c(
@@ -158,7 +158,7 @@ pub const COUNTERS: &[Counter] = &[
         R + 2,
         probe::TLB_FLUSH,
         "flushes",
-        "Local TLB flushes of a range.",
+        "Local flushes (TLB_LOCAL_SHOOTDOWN).",
         Export::In(TLB, "local_shootdown"),
     ),
     c(
@@ -166,7 +166,7 @@ pub const COUNTERS: &[Counter] = &[
         R + 3,
         probe::TLB_FLUSH,
         "flushes",
-        "Local TLB flushes of a whole address space.",
+        "Local flushes for an address space (TLB_LOCAL_MM_SHOOTDOWN).",
         Export::In(TLB, "local_mm_shootdown"),
     ),
     c(
@@ -174,7 +174,7 @@ pub const COUNTERS: &[Counter] = &[
         R + 4,
         probe::TLB_FLUSH,
         "IPIs",
-        "TLB shootdown IPIs sent to other CPUs.",
+        "Shootdown IPIs sent to other CPUs (TLB_REMOTE_SEND_IPI).",
         Export::In(TLB, "remote_send_ipi"),
     ),
     c(
@@ -182,7 +182,7 @@ pub const COUNTERS: &[Counter] = &[
         R + 5,
         probe::TLB_FLUSH,
         "flushes",
-        "Shootdowns that reached a CPU no longer running the address space.",
+        "Shootdowns that found another address space loaded (TLB_REMOTE_WRONG_CPU).",
         Export::In(TLB, "remote_wrong_cpu"),
     ),
     c(
@@ -190,7 +190,7 @@ pub const COUNTERS: &[Counter] = &[
         R + 6,
         probe::TLB_FLUSH,
         "flushes",
-        "TLB flushes with a reason this version does not know.",
+        "Flushes with a reason this version does not name.",
         Export::In(TLB, "other"),
     ),
     c(
@@ -249,7 +249,7 @@ pub const COUNTERS: &[Counter] = &[
         counter::LRU_IMMEDIATE,
         probe::LRU_INACTIVE,
         "pages",
-        "Scanned pages marked for immediate reclaim.",
+        "Scanned pages under write-back marked for immediate reclaim.",
         Export::In(LRU, "immediate"),
     ),
     c(
@@ -353,7 +353,7 @@ pub const COUNTERS: &[Counter] = &[
     ),
     mm(
         "swap_freed_pages",
-        "Swap entries freed without a swap-in (unmap, exit).",
+        "Swap entries dropped without a swap-in: unmap, a freeing madvise, exit, swapoff.",
         "freed",
     ),
     mm(
@@ -1317,6 +1317,171 @@ pub fn run_row(name: &str) -> Option<&'static RunRow> {
 /// The latency quantiles bench and compare show for each histogram.
 pub const QUANTILES: &[&str] = &["p50", "p90", "p99"];
 
+/// `docs/metrics.md`: the reference, written from these tables (a test
+/// keeps the checked-in page current).
+pub fn reference() -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let code = |s: &str| {
+        if s.is_empty() {
+            String::new()
+        } else {
+            format!("`{s}`")
+        }
+    };
+    let _ = writeln!(
+        o,
+        "# Metrics reference\n\nGenerated from `vmscope/src/catalogue.rs` (a test fails when this page \
+         is stale; `VMSCOPE_BLESS=1 cargo test -p vmscope --lib catalogue` rewrites it). A metric \
+         whose probe is not attached is unavailable, with the reason, in every view: never 0. \
+         `doctor` lists the probes and their fallbacks.\n"
+    );
+    let _ = writeln!(
+        o,
+        "## Counters\n\nSystem-wide (scope-filtered when a recording follows a process tree). \
+         JSON: `samples[].counters` and `totals.vm.counters`, by key.\n\n\
+         | key | probe | unit | Prometheus | meaning |\n|---|---|---|---|---|"
+    );
+    for c in COUNTERS {
+        let prom = match c.export {
+            Export::No => String::new(),
+            Export::Plain(m, _) => code(m),
+            Export::In(f, v) => {
+                let label = COUNTER_FAMILIES
+                    .iter()
+                    .find(|x| x.0 == f)
+                    .map_or("", |x| x.1);
+                format!("`{f}{{{label}=\"{v}\"}}`")
+            }
+        };
+        let _ = writeln!(
+            o,
+            "| `{}` | {} | {} | {prom} | {} |",
+            c.key,
+            code(c.probe),
+            c.unit,
+            c.help
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\n## Latency histograms\n\nlog2 buckets in ns; exported in seconds with the bucket \
+         bounds as `le`. JSON: `samples[].hists` and `totals.vm.histograms`, by name.\n\n\
+         | histogram | probe |\n|---|---|"
+    );
+    for (_, name, p) in HISTS {
+        let _ = writeln!(o, "| `{name}` | `{p}` |");
+    }
+    let _ = writeln!(
+        o,
+        "| `fault_minor_anon`, `fault_minor_file`, `fault_major_anon`, `fault_major_file` | `{}` |\n\
+         | `madvise_<behaviour>` | `{}` |\n\n| Prometheus family | label | histograms | meaning |\n|---|---|---|---|",
+        probe::FAULT_TIMING,
+        probe::MADVISE
+    );
+    for f in HIST_FAMILIES {
+        let which = match (f.exact, f.prefix) {
+            (true, p) => format!("`{p}`"),
+            (false, "") => "the others".to_string(),
+            (false, p) => format!("`{p}*`"),
+        };
+        let _ = writeln!(
+            o,
+            "| `{}` | {} | {which} | {} |",
+            f.metric,
+            code(f.label),
+            f.help
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\n## Per process\n\nJSON: `samples[].procs[]` and `processes[]`; `serve --per-process N` \
+         exports the N processes with the most faults, labelled `pid` and `comm`.\n\n\
+         | figure | probe | unit | Prometheus | `top` column | meaning |\n|---|---|---|---|---|---|"
+    );
+    for f in PROC_FIELDS {
+        let unit = if f.unit == "ns" {
+            "ns (seconds in Prometheus)"
+        } else {
+            f.unit
+        };
+        let _ = writeln!(
+            o,
+            "| `{}` | {} | {unit} | {} | {} | {} |",
+            f.key,
+            code(f.probe),
+            code(f.metric.unwrap_or("")),
+            f.column.unwrap_or(""),
+            f.help
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\n## `top` rates\n\n| row | unit | needs | meaning |\n|---|---|---|---|"
+    );
+    for r in RATES {
+        let needs: Vec<String> = r
+            .needs
+            .iter()
+            .map(|n| match n {
+                Need::Probe(p) => format!("`{p}`"),
+                Need::FaultTracepoints => "the page-fault tracepoints".to_string(),
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} |",
+            r.label,
+            r.unit,
+            needs.join(", "),
+            r.help
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\n## Run figures (`bench`, `compare`, `report`)\n\nIn compare's order. The workload's own \
+         figures (`<workload>/<name>`) follow the headline; each latency histogram's p50, p90 and \
+         p99 (`<histogram>.p50`, ns, lower is better) come after the \"before\" rows; \
+         `madvise_<behaviour>_calls` rows appear for any other behaviour used.\n\n\
+         | figure | unit | better | place | meaning |\n|---|---|---|---|---|"
+    );
+    for r in RUN_ROWS {
+        let better = match r.better {
+            Better::Lower => "lower",
+            Better::Higher => "higher",
+            Better::Neither => "",
+        };
+        let place = match r.place {
+            Place::Headline => "headline",
+            Place::Before => "before quantiles",
+            Place::After => "after quantiles",
+            Place::Rest => "last",
+        };
+        let _ = writeln!(
+            o,
+            "| `{}` | {} | {better} | {place} | {} |",
+            r.name, r.unit, r.help
+        );
+    }
+    let list = |keys: &[&str]| {
+        keys.iter()
+            .map(|k| format!("`{k}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let _ = writeln!(
+        o,
+        "\n## /proc/vmstat\n\nRecorded when the running kernel has them (absent keys are listed \
+         as unavailable); counters are exported as `vmscope_vmstat_events_total{{counter}}`, \
+         growth since vmscope started.\n\n- Recorded: {}\n- Gauges (last value, not a delta): {}\n\
+         - A column in a recording's series: {}",
+        list(VMSTAT_KEYS),
+        list(VMSTAT_GAUGES),
+        list(VMSTAT_COLUMNS)
+    );
+    o
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1348,6 +1513,27 @@ mod tests {
             if let Export::In(f, _) = c.export {
                 assert!(COUNTER_FAMILIES.iter().any(|x| x.0 == f), "{}: {f}", c.key);
             }
+        }
+    }
+
+    #[test]
+    fn docs_metrics_page_is_current() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/metrics.md");
+        let want = reference();
+        if std::env::var_os("VMSCOPE_BLESS").is_some() {
+            std::fs::write(path, &want).expect("writing docs/metrics.md");
+        }
+        let have = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            have == want,
+            "docs/metrics.md is stale: VMSCOPE_BLESS=1 cargo test -p vmscope --lib catalogue"
+        );
+    }
+
+    #[test]
+    fn vmstat_subsets_are_recorded_keys() {
+        for k in VMSTAT_GAUGES.iter().chain(VMSTAT_COLUMNS) {
+            assert!(VMSTAT_KEYS.contains(k), "{k}");
         }
     }
 
