@@ -31,6 +31,7 @@ pub mod report;
 pub mod rmap;
 pub mod series;
 pub mod serve;
+pub mod stats;
 pub mod teardown;
 pub mod timefmt;
 pub mod totals;
