@@ -12,6 +12,7 @@ pub mod child;
 pub mod cli;
 pub mod collect;
 pub mod compare;
+pub mod driver;
 pub mod exit;
 pub mod export;
 pub mod fold;

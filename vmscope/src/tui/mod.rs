@@ -22,11 +22,11 @@ use crossterm::{
     terminal::{self, EnterAlternateScreen, LeaveAlternateScreen},
 };
 use ratatui::{Terminal, backend::CrosstermBackend};
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
     cli::TopArgs,
     collect::Collector,
+    driver::{self, Signal, Signals},
     exit,
     kernel::{caps::Privileges, system},
     live::{Live, Unavailable},
@@ -59,11 +59,7 @@ pub fn run(args: TopArgs) -> anyhow::Result<u8> {
         ));
     }
     Privileges::current().require_bpf()?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    rt.block_on(async move {
+    driver::run(async move {
         let mut probes = loader::load(&LoadOptions {
             filtered: !args.pid.is_empty(),
             swap: loader::SwapAttach::Auto,
@@ -169,16 +165,16 @@ async fn batch(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
     let mut live = Live::new(unavailable(&probes));
     live.push(collector.sample(&mut probes)?);
     let mut app = App::new(header(&probes, args), args.interval);
-    let mut ticker =
-        tokio::time::interval_at(tokio::time::Instant::now() + args.interval, args.interval);
-    let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
-    let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
+    let mut ticker = driver::ticker(args.interval);
+    // Late snapshots bunch up to catch up: COUNT snapshots take COUNT
+    // intervals.
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut signals = Signals::install(&[Signal::Int, Signal::Term])?;
     let mut out = std::io::stdout().lock();
     for i in 0..count {
         tokio::select! {
             _ = ticker.tick() => {}
-            _ = sigint.recv() => break,
-            _ = sigterm.recv() => break,
+            _ = signals.recv() => break,
         }
         let sample = collector.sample(&mut probes)?;
         app.header = header(&probes, args);
@@ -283,9 +279,7 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
     log::set_max_level(log::LevelFilter::Off);
     // Caught before the terminal changes modes, so no signal's default
     // action can end vmscope with the terminal left raw.
-    let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
-    let mut sighup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
-    let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+    let mut signals = Signals::install(&[Signal::Term, Signal::Hup, Signal::Int])?;
     let mut collector = Collector::new(Instant::now());
     let mut live = Live::new(unavailable(&probes));
     live.push(collector.sample(&mut probes)?);
@@ -319,12 +313,7 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
         }
     });
 
-    let new_ticker = |d: Duration| {
-        let mut t = tokio::time::interval_at(tokio::time::Instant::now() + d, d);
-        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        t
-    };
-    let mut ticker = new_ticker(args.interval);
+    let mut ticker = driver::ticker(args.interval);
     let mut test_panic = TestPanic::from_env();
     let result: anyhow::Result<u8> = async {
         loop {
@@ -352,7 +341,7 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
                         match app.on_key(k) {
                             Action::Quit => return Ok(0),
                             Action::Reset => live.reset(),
-                            Action::Interval(d) => ticker = new_ticker(d),
+                            Action::Interval(d) => ticker = driver::ticker(d),
                             Action::None => {}
                         }
                     }
@@ -360,11 +349,9 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
                     None if terminal_gone() => return Ok(ended_by(libc::SIGHUP)),
                     None => anyhow::bail!("the terminal's input closed"),
                 },
-                _ = sigterm.recv() => return Ok(ended_by(libc::SIGTERM)),
-                _ = sighup.recv() => return Ok(ended_by(libc::SIGHUP)),
-                // Ctrl-C in the terminal is a key (raw mode); this is a
-                // SIGINT sent by someone else.
-                _ = sigint.recv() => return Ok(ended_by(libc::SIGINT)),
+                // SIGTERM, SIGHUP, or SIGINT sent by someone else: Ctrl-C
+                // in the terminal is a key (raw mode).
+                s = signals.recv() => return Ok(ended_by(s.number())),
             }
         }
     }
