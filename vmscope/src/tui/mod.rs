@@ -7,20 +7,19 @@ pub mod draw;
 
 use std::{
     io::Write as _,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
+    pin::Pin,
+    sync::atomic::{AtomicBool, Ordering},
     time::{Duration, Instant},
 };
 
 use anyhow::Context as _;
 use crossterm::{
     cursor,
-    event::{self, Event, KeyEventKind},
+    event::{Event, EventStream, KeyEventKind},
     execute,
     terminal::{self, EnterAlternateScreen, LeaveAlternateScreen},
 };
+use futures_core::Stream as _;
 use ratatui::{Terminal, backend::CrosstermBackend};
 
 use crate::{
@@ -294,24 +293,7 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
     );
     term.clear().context("clearing the terminal")?;
 
-    // Terminal events come from a thread (crossterm's reader blocks).
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
-    let stop = Arc::new(AtomicBool::new(false));
-    let reader_stop = stop.clone();
-    let reader = std::thread::spawn(move || {
-        while !reader_stop.load(Ordering::Relaxed) {
-            if event::poll(Duration::from_millis(100)).unwrap_or(false) {
-                match event::read() {
-                    Ok(ev) => {
-                        if tx.send(ev).is_err() {
-                            break;
-                        }
-                    }
-                    Err(_) => break,
-                }
-            }
-        }
-    });
+    let mut events = EventStream::new();
 
     let mut ticker = driver::ticker(args.interval);
     let mut test_panic = TestPanic::from_env();
@@ -336,8 +318,8 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
                         app.update(v);
                     }
                 }
-                ev = rx.recv() => match ev {
-                    Some(Event::Key(k)) if k.kind != KeyEventKind::Release => {
+                ev = next_event(&mut events) => match ev {
+                    Some(Ok(Event::Key(k))) if k.kind != KeyEventKind::Release => {
                         match app.on_key(k) {
                             Action::Quit => return Ok(0),
                             Action::Reset => live.reset(),
@@ -345,8 +327,11 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
                             Action::None => {}
                         }
                     }
-                    Some(_) => {} // resize and others: redrawn at the top of the loop
-                    None if terminal_gone() => return Ok(ended_by(libc::SIGHUP)),
+                    Some(Ok(_)) => {} // resize and others: redrawn at the top of the loop
+                    Some(Err(_)) | None if terminal_gone() => return Ok(ended_by(libc::SIGHUP)),
+                    Some(Err(e)) => {
+                        return Err(anyhow::Error::new(e).context("reading the terminal's input"));
+                    }
                     None => anyhow::bail!("the terminal's input closed"),
                 },
                 // SIGTERM, SIGHUP, or SIGINT sent by someone else: Ctrl-C
@@ -356,11 +341,11 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
         }
     }
     .await;
-    // Not joined: once the terminal is gone (a hangup), the reader can be
-    // stuck inside the event poll for good, and waiting for it would keep
-    // vmscope alive. The process ends when `run` returns.
-    stop.store(true, Ordering::Relaxed);
-    drop(reader);
+    // Dropping the stream wakes crossterm's reader thread and does not wait
+    // for it: once the terminal is gone (a hangup), that thread can be
+    // stuck reading for good, and waiting would keep vmscope alive. The
+    // process ends when `run` returns.
+    drop(events);
     restore();
     crate::teardown::release(probes);
     match result {
@@ -369,6 +354,12 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
         Err(_) if terminal_gone() => Ok(ended_by(libc::SIGHUP)),
         r => r,
     }
+}
+
+/// The next terminal event. Cancel-safe: an event not yet taken stays
+/// with crossterm's reader.
+async fn next_event(events: &mut EventStream) -> Option<std::io::Result<Event>> {
+    std::future::poll_fn(|cx| Pin::new(&mut *events).poll_next(cx)).await
 }
 
 /// A test hook, not a feature: with `VMSCOPE_TEST_PANIC=N` in the
