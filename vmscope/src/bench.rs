@@ -19,6 +19,7 @@ use crate::{
     kernel::caps::Privileges,
     metrics::{self, MetricSummary, RunMetric},
     record::{self, Output, Recording, Tool},
+    stats,
 };
 
 /// Bumped on any incompatible change to [`BenchFile`].
@@ -253,25 +254,17 @@ pub fn assemble(args: &BenchArgs, runs: Vec<Recording>, codes: Vec<i32>) -> Benc
         .collect();
     let summary = metrics::summarize(&per_run, args.trim);
     let get = |name: &str| summary.get(name);
-    let results = get("real").map(|real| {
-        let mut sorted = real.values.clone();
-        sorted.sort_by(f64::total_cmp);
-        BenchResult {
-            command: args.command.join(" "),
-            mean: real.values.iter().sum::<f64>() / real.values.len() as f64,
-            stddev: real.stddev,
-            median: real.median,
-            min: real.min,
-            max: real.max,
-            user: get("user").map_or(0.0, |u| {
-                u.values.iter().sum::<f64>() / u.values.len() as f64
-            }),
-            system: get("sys").map_or(0.0, |u| {
-                u.values.iter().sum::<f64>() / u.values.len() as f64
-            }),
-            times: real.values.clone(),
-            exit_codes: codes,
-        }
+    let results = get("real").map(|real| BenchResult {
+        command: args.command.join(" "),
+        mean: stats::mean(&real.values),
+        stddev: real.stddev,
+        median: real.median,
+        min: real.min,
+        max: real.max,
+        user: get("user").map_or(0.0, |u| stats::mean(&u.values)),
+        system: get("sys").map_or(0.0, |s| stats::mean(&s.values)),
+        times: real.values.clone(),
+        exit_codes: codes,
     });
     BenchFile {
         kind: BENCH_KIND.into(),
@@ -370,10 +363,10 @@ mod tests {
             unit: unit.into(),
             better: metrics::Better::Lower,
             values: values.to_vec(),
-            trimmed_mean: values.iter().sum::<f64>() / values.len() as f64,
+            trimmed_mean: stats::mean(values),
             trim: 0,
             min: sorted[0],
-            median: metrics::median(&sorted),
+            median: stats::median_of_sorted(&sorted),
             max: sorted[sorted.len() - 1],
             stddev: 1.608,
         }

@@ -17,7 +17,6 @@
 use std::{cmp::Ordering, collections::BTreeMap, fmt::Write as _, path::Path};
 
 use serde::{Deserialize, Serialize};
-use statrs::distribution::{ContinuousCDF as _, StudentsT};
 
 use crate::{
     bench::{self, BENCH_KIND, BenchFile},
@@ -27,6 +26,7 @@ use crate::{
     hist::{self, Summary},
     metrics::{self, Better, MetricSpec, RunMetric},
     record::{self, Recording},
+    stats::{self, WelchTest},
 };
 
 /// Bumped on any incompatible change to the `--format json` object.
@@ -417,80 +417,12 @@ pub struct SideStats {
 impl SideStats {
     fn of(values: &[f64]) -> Self {
         Self {
-            mean: mean(values),
-            stddev: metrics::stddev(values),
+            mean: stats::mean(values),
+            stddev: stats::stddev(values),
             n: values.len(),
             values: values.to_vec(),
         }
     }
-}
-
-/// Welch's t-test of NEW against BASE.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct WelchTest {
-    /// t statistic of mean(NEW) - mean(BASE); None when infinite (both
-    /// sides without spread, different means).
-    pub t: Option<f64>,
-    /// Welch–Satterthwaite degrees of freedom; None when neither side has
-    /// any spread (the difference is then exact).
-    pub df: Option<f64>,
-    /// Two-sided p-value.
-    pub p: f64,
-    /// 95% confidence interval of mean(NEW) - mean(BASE).
-    pub ci_low: f64,
-    pub ci_high: f64,
-}
-
-/// Welch's t-test on two samples, or None when a side has fewer than two
-/// values.
-pub fn welch(base: &[f64], new: &[f64]) -> Option<WelchTest> {
-    let (nb, nn) = (base.len() as f64, new.len() as f64);
-    if base.len() < 2 || new.len() < 2 {
-        return None;
-    }
-    let diff = mean(new) - mean(base);
-    // Squared standard errors of each mean.
-    let vb = metrics::stddev(base).powi(2) / nb;
-    let vn = metrics::stddev(new).powi(2) / nn;
-    let se2 = vb + vn;
-    if se2 == 0.0 {
-        // No spread on either side: the difference is exactly known.
-        let (t, p) = if diff == 0.0 {
-            (Some(0.0), 1.0)
-        } else {
-            (None, 0.0)
-        };
-        return Some(WelchTest {
-            t,
-            df: None,
-            p,
-            ci_low: diff,
-            ci_high: diff,
-        });
-    }
-    let se = se2.sqrt();
-    let t = diff / se;
-    // Welch–Satterthwaite.
-    let df = se2 * se2 / (vb * vb / (nb - 1.0) + vn * vn / (nn - 1.0));
-    // Values too large (or too close) for f64 leave no test to make; the
-    // distribution functions below would panic on NaN.
-    if !(t.is_finite() && df.is_finite() && df > 0.0) {
-        return None;
-    }
-    let dist = StudentsT::new(0.0, 1.0, df).ok()?;
-    let p = (2.0 * dist.sf(t.abs())).min(1.0);
-    let crit = dist.inverse_cdf(1.0 - (1.0 - CONFIDENCE) / 2.0);
-    Some(WelchTest {
-        t: Some(t),
-        df: Some(df),
-        p,
-        ci_low: diff - crit * se,
-        ci_high: diff + crit * se,
-    })
-}
-
-fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len() as f64
 }
 
 /// What a change means.
@@ -658,7 +590,7 @@ fn row(name: &str, b: &Values, n: &Values, statistics: Statistics, threshold: f6
     let diff = ns.mean - bs.mean;
     let change_pct = pct_of(diff, bs.mean);
     let test = match statistics {
-        Statistics::Welch => welch(&b.values, &n.values),
+        Statistics::Welch => stats::welch(&b.values, &n.values, CONFIDENCE),
         Statistics::None => None,
     };
     // Without a test (single values) any difference counts.
@@ -747,7 +679,7 @@ pub fn one_sided(base: &BTreeMap<String, Values>, new: &BTreeMap<String, Values>
                 metric: k.clone(),
                 unit: v.unit.clone(),
                 new: is_new,
-                mean: mean(&v.values),
+                mean: stats::mean(&v.values),
             })
             .collect::<Vec<_>>()
     };
@@ -1062,17 +994,8 @@ mod tests {
             let e = comparable(vec![rm(1.0), rm(v)]).expect_err("refused");
             assert!(e.contains("x/elapsed_s") && !e.contains('\n'), "{e}");
         }
-        // Were they let through, the t-test would see infinities and NaNs:
-        // it makes no test rather than panic in the distribution functions.
-        for (b, n) in [
-            ([f64::MAX, f64::MAX], [f64::MAX, 1.0]),
-            ([1e200, -1e200], [1e200, 1e200]),
-            ([f64::MAX, -f64::MAX], [0.0, 5e-324]),
-        ] {
-            if let Some(t) = welch(&b, &n) {
-                assert!((0.0..=1.0).contains(&t.p), "{b:?} {n:?}: p {}", t.p);
-            }
-        }
+        // Were they let through, stats::welch would make no test of them
+        // (values_too_large_for_f64_give_no_test_rather_than_panic).
     }
 
     #[test]
@@ -1106,59 +1029,6 @@ mod tests {
         assert_eq!(s.count, u64::MAX);
         assert_eq!(s.buckets[0].count, u64::MAX);
         assert_eq!(s.p50_ns, Some(1023));
-    }
-
-    #[test]
-    fn welch_matches_the_hand_computed_example() {
-        // BASE = 10, 12, 14: mean 12, deviations -2 0 2, s² = 8/2 = 4.
-        // NEW  = 20, 22, 24, 26: mean 23, deviations -3 -1 1 3, s² = 20/3.
-        // Squared standard errors: 4/3 = 1.3333 and (20/3)/4 = 5/3 = 1.6667;
-        // se² = 3, se = √3 = 1.73205.
-        // t = (23 - 12) / √3 = 11 / 1.73205 = 6.35085.
-        // df = se⁴ / ((4/3)²/2 + (5/3)²/3) = 9 / (0.888889 + 0.925926)
-        //    = 9 / 1.814815 = 4.95918.
-        // Student's t with 4.959 df (integrating its density numerically):
-        // two-sided p for t = 6.35085 is 0.001473; the 97.5% quantile is
-        // 2.57696 (between the tables' 2.5706 at 5 df and 2.7764 at 4 df),
-        // so the 95% CI is 11 ± 2.57696·√3 = [6.5366, 15.4634].
-        let w = welch(&[10.0, 12.0, 14.0], &[20.0, 22.0, 24.0, 26.0]).expect("two runs each");
-        close(w.t.expect("finite"), 6.350_853, 1e-5);
-        close(w.df.expect("spread"), 4.959_184, 1e-5);
-        close(w.p, 0.001_473, 2e-5);
-        close(w.ci_low, 6.536_58, 1e-3);
-        close(w.ci_high, 15.463_42, 1e-3);
-        // Swapping the sides flips the sign and nothing else.
-        let r = welch(&[20.0, 22.0, 24.0, 26.0], &[10.0, 12.0, 14.0]).expect("two runs each");
-        close(r.t.expect("finite"), -6.350_853, 1e-5);
-        close(r.p, w.p, 1e-12);
-        close(r.ci_high, -w.ci_low, 1e-9);
-    }
-
-    #[test]
-    fn welch_needs_two_runs_per_side() {
-        assert!(welch(&[1.0], &[2.0, 3.0]).is_none());
-        assert!(welch(&[1.0, 2.0], &[]).is_none());
-    }
-
-    #[test]
-    fn obviously_different_samples_are_significant_identical_ones_are_not() {
-        let a = [100.0, 101.0, 99.0, 100.5, 99.5];
-        let b = [150.0, 151.0, 149.0, 150.5, 149.5];
-        let w = welch(&a, &b).expect("five runs each");
-        assert!(w.p < 1e-6, "p = {}", w.p);
-        assert!(w.ci_low > 45.0 && w.ci_high < 55.0, "{w:?}");
-        let same = welch(&a, &a).expect("five runs each");
-        close(same.p, 1.0, 1e-12);
-        assert!(same.ci_low < 0.0 && same.ci_high > 0.0, "{same:?}");
-        // Overlapping noise is not significant.
-        let noisy = welch(&[10.0, 20.0, 15.0], &[12.0, 22.0, 14.0]).expect("three each");
-        assert!(noisy.p > ALPHA, "p = {}", noisy.p);
-        // Exact counts: no spread at all.
-        let exact = welch(&[600.0, 600.0, 600.0], &[6000.0, 6000.0, 6000.0]).expect("3");
-        assert_eq!((exact.t, exact.df, exact.p), (None, None, 0.0));
-        assert_eq!((exact.ci_low, exact.ci_high), (5400.0, 5400.0));
-        let flat = welch(&[7.0, 7.0], &[7.0, 7.0]).expect("2");
-        assert_eq!((flat.t, flat.p), (Some(0.0), 1.0));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{catalogue, child::CapturedOutput, record::Recording};
+use crate::{catalogue, child::CapturedOutput, record::Recording, stats};
 
 /// A run's main VM figures: what the report draws run by run and as bars.
 /// The report's main VM rows, in order (the catalogue's `main` rows).
@@ -260,23 +260,6 @@ pub struct MetricSummary {
     pub stddev: f64,
 }
 
-pub fn median(sorted: &[f64]) -> f64 {
-    let n = sorted.len();
-    match n {
-        0 => f64::NAN,
-        _ if n % 2 == 1 => sorted[n / 2],
-        _ => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
-    }
-}
-
-pub fn stddev(v: &[f64]) -> f64 {
-    if v.len() < 2 {
-        return 0.0;
-    }
-    let mean = v.iter().sum::<f64>() / v.len() as f64;
-    (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt()
-}
-
 /// Summarises each metric over the runs (a metric missing from some run is
 /// summarised over the runs that have it). `trim` is lowered when there are
 /// too few runs to drop that many from each end.
@@ -296,17 +279,16 @@ pub fn summarize(runs: &[Vec<RunMetric>], trim: usize) -> BTreeMap<String, Metri
         .map(|(name, (unit, better, values))| {
             let mut sorted = values.clone();
             sorted.sort_by(f64::total_cmp);
-            let k = trim.min(sorted.len().saturating_sub(1) / 2);
-            let kept = &sorted[k..sorted.len() - k];
+            let (trimmed_mean, k) = stats::trimmed_mean(&sorted, trim);
             let s = MetricSummary {
                 unit,
                 better,
-                trimmed_mean: kept.iter().sum::<f64>() / kept.len() as f64,
+                trimmed_mean,
                 trim: k,
                 min: sorted[0],
-                median: median(&sorted),
+                median: stats::median_of_sorted(&sorted),
                 max: sorted[sorted.len() - 1],
-                stddev: stddev(&values),
+                stddev: stats::stddev(&values),
                 values,
             };
             (name, s)

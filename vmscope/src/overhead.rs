@@ -18,6 +18,7 @@ use crate::{
     cli::OverheadArgs,
     kernel::caps::Privileges,
     loader::{self, LoadOptions, SwapAttach},
+    stats,
 };
 
 /// This thread's CPU time. Unlike wall time it leaves out time other
@@ -129,16 +130,6 @@ fn attached_hooks(swap: SwapAttach) -> anyhow::Result<Vec<Hook>> {
             })
         })
         .collect())
-}
-
-pub fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 /// The measured configurations, in table order.
@@ -309,7 +300,7 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
             line.join(" / ")
         );
     }
-    let m: Vec<f64> = times.iter_mut().map(|t| median(t)).collect();
+    let m: Vec<f64> = times.iter_mut().map(|t| stats::median(t)).collect();
     let at = |mode: Mode| modes.iter().position(|&x| x == mode).map(|i| m[i]);
     let swap_on = loader::swap_active();
     println!(

@@ -4,12 +4,12 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
     child,
     cli::{Format, RecordArgs},
     collect::{Collector, Sample},
+    driver::{self, Signal, Signals},
     exit,
     kernel::{caps::Privileges, system},
     loader::{self, LoadOptions},
@@ -42,11 +42,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         }
     }
     Privileges::current().require_bpf()?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    rt.block_on(record(args, output, resolved))
+    driver::run(record(args, output, resolved))
 }
 
 async fn record(
@@ -147,9 +143,7 @@ async fn record(
     };
     take(collector.sample(&mut probes))?;
 
-    let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
-    let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
-    let mut sighup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
+    let mut signals = Signals::install(&[Signal::Int, Signal::Term, Signal::Hup])?;
 
     let mut waiter = match gated {
         Some(g) => {
@@ -164,9 +158,7 @@ async fn record(
         None => None,
     };
     let mut deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
-    let mut ticker =
-        tokio::time::interval_at(tokio::time::Instant::now() + args.interval, args.interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut ticker = driver::ticker(args.interval);
 
     let mut interrupted_by: Option<&'static str> = None;
     // vmscope's own failure mid-run: the recording ends, marked incomplete.
@@ -255,9 +247,7 @@ async fn record(
                 continue;
             }
             () = until_deadline => Some(("duration", libc::SIGTERM)),
-            _ = sigint.recv() => Some(("SIGINT", libc::SIGINT)),
-            _ = sigterm.recv() => Some(("SIGTERM", libc::SIGTERM)),
-            _ = sighup.recv() => Some(("SIGHUP", libc::SIGHUP)),
+            s = signals.recv() => Some((s.name(), s.number())),
         };
         let Some((why, signo)) = sig else { continue };
         match why {

@@ -43,14 +43,12 @@ use hyper::{
     header,
 };
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::{
-    signal::unix::{SignalKind, signal},
-    sync::Notify,
-};
+use tokio::sync::Notify;
 
 use crate::{
     cli::ServeArgs,
     collect::Collector,
+    driver::{self, Signal, Signals},
     exit,
     export::{self, Format, State},
     kernel::caps::Privileges,
@@ -335,11 +333,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
         ));
     }
     Privileges::current().require_bpf()?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    rt.block_on(serve(args))
+    driver::run(serve(args))
 }
 
 /// Failures in a row of one kind (refreshes, accepts), so that a burst is
@@ -459,11 +453,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     let mut accept_burst = Burst::default();
     let mut backoff = ACCEPT_BACKOFF_MIN;
     let mut paused_until: Option<tokio::time::Instant> = None;
-    let mut ticker =
-        tokio::time::interval_at(tokio::time::Instant::now() + args.interval, args.interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
-    let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+    let mut ticker = driver::ticker(args.interval);
+    let mut signals = Signals::install(&[Signal::Term, Signal::Int])?;
     loop {
         tokio::select! {
             _ = ticker.tick() => {
@@ -511,8 +502,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
             },
             () = tokio::time::sleep_until(paused_until.unwrap_or_else(tokio::time::Instant::now)),
                 if paused_until.is_some() => paused_until = None,
-            _ = sigterm.recv() => break,
-            _ = sigint.recv() => break,
+            _ = signals.recv() => break,
         }
     }
     crate::teardown::release(probes);

@@ -6,7 +6,6 @@
 use std::{collections::BTreeMap, fmt::Write as _};
 
 use serde::Deserialize;
-use statrs::distribution::{ContinuousCDF as _, StudentsT};
 
 use super::{Plot, charts, figures, html_escape, meta_table, recording};
 use crate::compare::{
@@ -81,14 +80,7 @@ pub fn from_report(r: &compare::Report) -> anyhow::Result<Doc> {
 /// The 95% interval of one side's mean (Student's t on its runs), or None
 /// with fewer than two runs.
 pub fn mean_interval(s: &SideStats, confidence: f64) -> Option<(f64, f64)> {
-    if s.n < 2 {
-        return None;
-    }
-    let t = StudentsT::new(0.0, 1.0, (s.n - 1) as f64)
-        .ok()?
-        .inverse_cdf(1.0 - (1.0 - confidence) / 2.0);
-    let half = t * s.stddev / (s.n as f64).sqrt();
-    Some((s.mean - half, s.mean + half))
+    crate::stats::mean_interval(s.mean, s.stddev, s.n, confidence)
 }
 
 fn signed_pct(p: f64) -> String {

@@ -23,7 +23,8 @@ use anyhow::Context as _;
 use crate::{
     cli::OverheadArgs,
     loader::{self, LoadOptions, SwapAttach},
-    overhead::{median, touch_pass},
+    overhead::touch_pass,
+    stats,
 };
 
 /// An empty program on cpu-clock of every CPU at `hz`.
@@ -154,7 +155,7 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
     // median: steadier than a ratio of medians on a noisy machine.
     let paired = |v: &[Vec<f64>; 3], mode: usize| {
         let mut r: Vec<f64> = v[mode].iter().zip(&v[0]).map(|(a, b)| a / b).collect();
-        median(&mut r)
+        stats::median(&mut r)
     };
     let (sr, sf, fr, ff) = (
         paired(&spin, 1),
@@ -162,10 +163,10 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
         paired(&fault, 1),
         paired(&fault, 2),
     );
-    let [s0, s1, s2] = spin.map(|mut v| median(&mut v));
-    let [f0, f1, f2] = fault.map(|mut v| median(&mut v));
-    let read = median(&mut read_ms);
-    let rate = median(&mut samples_per_s);
+    let [s0, s1, s2] = spin.map(|mut v| stats::median(&mut v));
+    let [f0, f1, f2] = fault.map(|mut v| stats::median(&mut v));
+    let read = stats::median(&mut read_ms);
+    let rate = stats::median(&mut samples_per_s);
     println!(
         "kernel-stack sampler at {} Hz per CPU, {threads} CPUs, {} rounds (medians):",
         args.sample_hz, args.rounds

@@ -7,27 +7,26 @@ pub mod draw;
 
 use std::{
     io::Write as _,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
+    pin::Pin,
+    sync::atomic::{AtomicBool, Ordering},
     time::{Duration, Instant},
 };
 
 use anyhow::Context as _;
 use crossterm::{
     cursor,
-    event::{self, Event, KeyEventKind},
+    event::{Event, EventStream, KeyEventKind},
     execute,
     terminal::{self, EnterAlternateScreen, LeaveAlternateScreen},
 };
+use futures_core::Stream as _;
 use ratatui::{Terminal, backend::CrosstermBackend};
-use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
     catalogue::{self, Need},
     cli::TopArgs,
     collect::Collector,
+    driver::{self, Signal, Signals},
     exit,
     kernel::{caps::Privileges, system},
     live::{Live, Unavailable},
@@ -60,11 +59,7 @@ pub fn run(args: TopArgs) -> anyhow::Result<u8> {
         ));
     }
     Privileges::current().require_bpf()?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    rt.block_on(async move {
+    driver::run(async move {
         let mut probes = loader::load(&LoadOptions {
             filtered: !args.pid.is_empty(),
             swap: loader::SwapAttach::Auto,
@@ -168,16 +163,16 @@ async fn batch(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
     let mut live = Live::new(unavailable(&probes));
     live.push(collector.sample(&mut probes)?);
     let mut app = App::new(header(&probes, args), args.interval);
-    let mut ticker =
-        tokio::time::interval_at(tokio::time::Instant::now() + args.interval, args.interval);
-    let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
-    let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
+    let mut ticker = driver::ticker(args.interval);
+    // Late snapshots bunch up to catch up: COUNT snapshots take COUNT
+    // intervals.
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut signals = Signals::install(&[Signal::Int, Signal::Term])?;
     let mut out = std::io::stdout().lock();
     for i in 0..count {
         tokio::select! {
             _ = ticker.tick() => {}
-            _ = sigint.recv() => break,
-            _ = sigterm.recv() => break,
+            _ = signals.recv() => break,
         }
         let sample = collector.sample(&mut probes)?;
         app.header = header(&probes, args);
@@ -282,9 +277,7 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
     log::set_max_level(log::LevelFilter::Off);
     // Caught before the terminal changes modes, so no signal's default
     // action can end vmscope with the terminal left raw.
-    let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
-    let mut sighup = signal(SignalKind::hangup()).context("installing SIGHUP handler")?;
-    let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
+    let mut signals = Signals::install(&[Signal::Term, Signal::Hup, Signal::Int])?;
     let mut collector = Collector::new(Instant::now());
     let mut live = Live::new(unavailable(&probes));
     live.push(collector.sample(&mut probes)?);
@@ -299,31 +292,9 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
     );
     term.clear().context("clearing the terminal")?;
 
-    // Terminal events come from a thread (crossterm's reader blocks).
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
-    let stop = Arc::new(AtomicBool::new(false));
-    let reader_stop = stop.clone();
-    let reader = std::thread::spawn(move || {
-        while !reader_stop.load(Ordering::Relaxed) {
-            if event::poll(Duration::from_millis(100)).unwrap_or(false) {
-                match event::read() {
-                    Ok(ev) => {
-                        if tx.send(ev).is_err() {
-                            break;
-                        }
-                    }
-                    Err(_) => break,
-                }
-            }
-        }
-    });
+    let mut events = EventStream::new();
 
-    let new_ticker = |d: Duration| {
-        let mut t = tokio::time::interval_at(tokio::time::Instant::now() + d, d);
-        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        t
-    };
-    let mut ticker = new_ticker(args.interval);
+    let mut ticker = driver::ticker(args.interval);
     let mut test_panic = TestPanic::from_env();
     let result: anyhow::Result<u8> = async {
         loop {
@@ -346,33 +317,34 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
                         app.update(v);
                     }
                 }
-                ev = rx.recv() => match ev {
-                    Some(Event::Key(k)) if k.kind != KeyEventKind::Release => {
+                ev = next_event(&mut events) => match ev {
+                    Some(Ok(Event::Key(k))) if k.kind != KeyEventKind::Release => {
                         match app.on_key(k) {
                             Action::Quit => return Ok(0),
                             Action::Reset => live.reset(),
-                            Action::Interval(d) => ticker = new_ticker(d),
+                            Action::Interval(d) => ticker = driver::ticker(d),
                             Action::None => {}
                         }
                     }
-                    Some(_) => {} // resize and others: redrawn at the top of the loop
-                    None if terminal_gone() => return Ok(ended_by(libc::SIGHUP)),
+                    Some(Ok(_)) => {} // resize and others: redrawn at the top of the loop
+                    Some(Err(_)) | None if terminal_gone() => return Ok(ended_by(libc::SIGHUP)),
+                    Some(Err(e)) => {
+                        return Err(anyhow::Error::new(e).context("reading the terminal's input"));
+                    }
                     None => anyhow::bail!("the terminal's input closed"),
                 },
-                _ = sigterm.recv() => return Ok(ended_by(libc::SIGTERM)),
-                _ = sighup.recv() => return Ok(ended_by(libc::SIGHUP)),
-                // Ctrl-C in the terminal is a key (raw mode); this is a
-                // SIGINT sent by someone else.
-                _ = sigint.recv() => return Ok(ended_by(libc::SIGINT)),
+                // SIGTERM, SIGHUP, or SIGINT sent by someone else: Ctrl-C
+                // in the terminal is a key (raw mode).
+                s = signals.recv() => return Ok(ended_by(s.number())),
             }
         }
     }
     .await;
-    // Not joined: once the terminal is gone (a hangup), the reader can be
-    // stuck inside the event poll for good, and waiting for it would keep
-    // vmscope alive. The process ends when `run` returns.
-    stop.store(true, Ordering::Relaxed);
-    drop(reader);
+    // Dropping the stream wakes crossterm's reader thread and does not wait
+    // for it: once the terminal is gone (a hangup), that thread can be
+    // stuck reading for good, and waiting would keep vmscope alive. The
+    // process ends when `run` returns.
+    drop(events);
     restore();
     crate::teardown::release(probes);
     match result {
@@ -381,6 +353,12 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
         Err(_) if terminal_gone() => Ok(ended_by(libc::SIGHUP)),
         r => r,
     }
+}
+
+/// The next terminal event. Cancel-safe: an event not yet taken stays
+/// with crossterm's reader.
+async fn next_event(events: &mut EventStream) -> Option<std::io::Result<Event>> {
+    std::future::poll_fn(|cx| Pin::new(&mut *events).poll_next(cx)).await
 }
 
 /// A test hook, not a feature: with `VMSCOPE_TEST_PANIC=N` in the

@@ -25,7 +25,7 @@ use std::{
 
 use anyhow::Context as _;
 
-use crate::{cli::LatArgs, exit};
+use crate::{cli::LatArgs, exit, stats};
 
 /// Column names, in table order, with their JSON keys.
 pub const COLUMNS: [(&str, &str); 9] = [
@@ -40,9 +40,9 @@ pub const COLUMNS: [(&str, &str); 9] = [
     ("Page Fault", "page_fault_us"),
 ];
 
+/// The upper median in microseconds (0 for no samples).
 fn median_us(mut ns: Vec<u64>) -> f64 {
-    ns.sort_unstable();
-    ns.get(ns.len() / 2).copied().unwrap_or(0) as f64 / 1e3
+    stats::upper_median(&mut ns).unwrap_or(0) as f64 / 1e3
 }
 
 fn create_delete(dir: &std::path::Path, size: usize, n: usize) -> anyhow::Result<(f64, f64)> {
