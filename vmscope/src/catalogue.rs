@@ -11,7 +11,10 @@
 
 use vmscope_common::{counter, hist};
 
-use crate::{collect::ProcSample, metrics::Better, record::Recording};
+use crate::{
+    metrics::Better,
+    model::{recording::Recording, sample::ProcSample},
+};
 
 /// Probe names, as the loader, `doctor` and `vmscope_probe_available` give
 /// them. A metric is available when its probe is attached.
@@ -483,11 +486,14 @@ pub fn hist_name(id: u32) -> String {
         return (*name).to_string();
     }
     if id >= hist::FAULT_BASE {
-        return format!("fault_{}", crate::hist::fault_kind(id - hist::FAULT_BASE));
+        return format!(
+            "fault_{}",
+            crate::model::hist::fault_kind(id - hist::FAULT_BASE)
+        );
     }
     format!(
         "madvise_{}",
-        crate::hist::behavior_name(id - hist::MADVISE_BASE)
+        crate::model::hist::behavior_name(id - hist::MADVISE_BASE)
     )
 }
 

@@ -23,8 +23,8 @@ use crate::{
     catalogue::{self, Place},
     cli::{CompareArgs, CompareFormat},
     exit,
-    hist::{self, Summary},
     metrics::{self, Better, MetricSpec, RunMetric},
+    model::hist::{self, Summary},
     record::{self, Recording},
     stats::{self, WelchTest},
 };

@@ -17,9 +17,9 @@ use vmscope_common::{FAULT_CLASSES, fault_class_name};
 
 use crate::{
     catalogue::{self, Export},
-    collect::{MadviseCounts, ProcSample, Sample},
-    hist::{self, HistSample},
-    loader::{FaultSource, ProbeStatus},
+    model::hist::{self, HistSample},
+    model::probes::{FaultSource, ProbeStatus},
+    model::sample::{MadviseCounts, ProcSample, Sample},
     procstat::{self, Psi, Vmstat},
 };
 
@@ -60,7 +60,7 @@ pub const LAST_BUCKET: u32 = 36; // ~68.7 s
 pub struct State {
     pub probes: Vec<ProbeStatus>,
     pub fault_source: Option<FaultSource>,
-    pub faults: crate::collect::FaultCounters,
+    pub faults: crate::model::sample::FaultCounters,
     pub counters: BTreeMap<String, u64>,
     pub madvise: Vec<MadviseCounts>,
     pub vmstat: Vmstat,
@@ -109,7 +109,7 @@ impl State {
     }
 
     fn usable(&self, probe: &str) -> bool {
-        crate::loader::probe_usable(&self.probes, probe)
+        crate::model::probes::probe_usable(&self.probes, probe)
     }
 }
 

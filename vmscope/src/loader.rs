@@ -13,7 +13,7 @@ use aya::{
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
-use serde::{Deserialize, Serialize};
+
 use vmscope_common::{FaultCache, MmSwap, ProcStats, off};
 
 use crate::kernel::tracefs;
@@ -24,54 +24,11 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 /// Comma-separated probe names to treat as absent (for testing fallbacks).
 pub const DISABLE_ENV: &str = "VMSCOPE_DISABLE_PROBES";
 
-/// What happened to one probe.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
-pub struct ProbeStatus {
-    /// The hook, e.g. `exceptions:page_fault_user`, or `perf:page-faults`.
-    pub probe: String,
-    /// How it is attached: `tracepoint`, `perf_event`.
-    pub method: String,
-    pub attached: bool,
-    /// Why it is not attached, or which fallback replaced it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// Not attached because nothing it counts could happen yet (the swap
-    /// probe while no swap device is active): its figures are true zeros,
-    /// not unavailable. It attaches as soon as that changes.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub deferred: bool,
-}
-
-impl ProbeStatus {
-    /// Whether the probe's figures can be trusted (attached, or deferred
-    /// while they are zero by construction).
-    pub fn usable(&self) -> bool {
-        self.attached || self.deferred
-    }
-}
-
-/// Whether `probe` is usable in `probes` ("always" names figures that need
-/// no probe). One answer for the recorder, totals, the exporter and top.
-pub fn probe_usable(probes: &[ProbeStatus], probe: &str) -> bool {
-    probe == crate::catalogue::probe::ALWAYS
-        || probes.iter().any(|p| p.probe == probe && p.usable())
-}
+pub use crate::model::probes::{FaultSource, ProbeStatus, probe_usable};
 
 /// The swap-attribution probe: on every RSS change, so it waits for a swap
 /// device before attaching.
 pub const SWAP_PROBE: &str = crate::catalogue::probe::SWAP;
-
-/// Where page-fault counts come from on this kernel.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum FaultSource {
-    /// `exceptions:page_fault_*`: counts with error-code classes.
-    Tracepoint,
-    /// The perf software page-faults event: counts only.
-    PerfSoftware,
-    /// Nothing could be attached.
-    Unavailable,
-}
 
 pub struct LoadOptions {
     /// Restrict per-process statistics to followed pids and their children.

@@ -128,7 +128,7 @@ async fn record(
     };
     // The totals are folded as samples arrive; a document keeps its
     // samples too, a stream has written them (so its memory stays flat).
-    let mut fold = crate::fold::Fold::new(limit);
+    let mut fold = crate::model::fold::Fold::new(limit);
     let mut samples: Vec<Sample> = Vec::new();
     // A stream folds only the samples it could write, so its lines and its
     // final recording agree.
@@ -314,7 +314,7 @@ async fn record(
         totals: Totals {
             system_faults,
             scope_faults,
-            vm: crate::totals::vm_totals(
+            vm: crate::model::totals::vm_totals(
                 &summary,
                 &probes.probes,
                 crate::procstat::read_psi().err().as_deref(),

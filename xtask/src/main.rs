@@ -6,6 +6,7 @@ mod bench_top;
 mod bootstrap;
 mod fuzz;
 mod kernels;
+mod layers;
 mod process;
 mod tasks;
 mod workspace;
@@ -86,6 +87,10 @@ enum Cmd {
         #[arg(long)]
         keep: bool,
     },
+    /// Print vmscope's module graph and its cycles; fail when the pure
+    /// model (vmscope/src/model/) names aya, the loader, the collector or
+    /// the kernel modules
+    Layers,
     /// Fuzz the parsers of untrusted input (vmscope/fuzz) with cargo-fuzz on
     /// the nightly toolchain, installing cargo-fuzz if it is missing
     Fuzz {
@@ -114,6 +119,7 @@ fn main() -> ExitCode {
             let argv: Vec<OsString> = std::iter::once(OsString::from(name)).chain(args).collect();
             tasks::run(&mut ws, &argv)
         }
+        Cmd::Layers => layers::layers(&ws),
         Cmd::Fuzz { time, target } => fuzz::fuzz(&ws, time, target.as_deref()),
         Cmd::Kernels {
             kernels: k,

@@ -62,6 +62,11 @@ pub fn run(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
 pub fn test(ws: &mut Workspace, extra: &[OsString]) -> Result<()> {
     bootstrap(ws, false)?;
     let mut failed = Vec::new();
+    say!("test: layers");
+    if crate::layers::layers(ws).is_err() {
+        say!("test: step `layers` failed");
+        failed.push("layers");
+    }
     let mut step = |name: &'static str, mut cmd: Command| -> Result<bool> {
         say!("test: {name}: {}", process::show(&cmd));
         let st = process::status(&mut cmd)?;

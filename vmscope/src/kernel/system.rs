@@ -2,15 +2,8 @@
 
 use std::path::Path;
 
+pub use crate::model::recording::KernelInfo;
 use serde::Serialize;
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema)]
-pub struct KernelInfo {
-    pub release: String,
-    pub version: String,
-    pub machine: String,
-    pub hostname: String,
-}
 
 pub fn kernel_info() -> KernelInfo {
     let u = rustix::system::uname();

@@ -11,7 +11,7 @@
 
 use plotters::prelude::*;
 
-use crate::{compare::fmt_value, hist::Summary, tui::draw::fmt_ns};
+use crate::{compare::fmt_value, model::hist::Summary, tui::draw::fmt_ns};
 
 /// Plot size in pixels.
 pub const W: u32 = 640;
@@ -512,11 +512,11 @@ pub fn overlay_plot(title: &str, base: &Summary, new: &Summary) -> anyhow::Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hist::Bucket;
+    use crate::model::hist::Bucket;
 
     fn summary(buckets: &[(u64, u64)]) -> Summary {
         Summary {
-            count: crate::hist::saturating_sum(buckets.iter().map(|b| b.1)),
+            count: crate::model::hist::saturating_sum(buckets.iter().map(|b| b.1)),
             buckets: buckets
                 .iter()
                 .map(|&(le_ns, count)| Bucket { le_ns, count })

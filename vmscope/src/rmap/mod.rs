@@ -97,7 +97,7 @@ pub struct FnTotal {
     pub kind: direct::Kind,
     pub calls: u64,
     /// Walks only.
-    pub latency: Option<crate::hist::Summary>,
+    pub latency: Option<crate::model::hist::Summary>,
 }
 
 /// One process's cumulative samples.
@@ -513,7 +513,7 @@ fn direct_totals(samples: &[crate::collect::Sample], reason: String) -> Result<R
             .calls
             .checked_sub(before.map_or(0, |b| b.calls))
             .ok_or("the call counts went backwards")?;
-        let hist = |s: &FnSample| crate::hist::HistSample {
+        let hist = |s: &FnSample| crate::model::hist::HistSample {
             name: s.function.clone(),
             sum_ns: s.ns,
             buckets: s.buckets.clone(),
@@ -521,7 +521,7 @@ fn direct_totals(samples: &[crate::collect::Sample], reason: String) -> Result<R
         let latency = match f.kind {
             direct::Kind::Walk => {
                 walk_calls += calls;
-                crate::hist::summarize(before.map(hist).as_ref(), &hist(f))
+                crate::model::hist::summarize(before.map(hist).as_ref(), &hist(f))
             }
             direct::Kind::Maintenance => {
                 maintenance_calls += calls;

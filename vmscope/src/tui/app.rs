@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use crate::live::{ProcRow, View};
+use crate::model::live::{ProcRow, View};
 
 /// The process table's columns, in order.
 pub const COLUMNS: [&str; 9] = [

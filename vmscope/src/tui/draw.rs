@@ -12,7 +12,7 @@ use ratatui::{
 };
 
 use super::app::{App, COLUMNS, Header, Panel};
-use crate::live::{Latency, ProcRow, Rate, View};
+use crate::model::live::{Latency, ProcRow, Rate, View};
 
 /// The smallest terminal the layout is drawn in.
 pub const MIN_WIDTH: u16 = 80;
@@ -406,8 +406,8 @@ mod tests {
 
     use super::*;
     use crate::{
-        hist::{Bucket, Summary},
-        live::{Latency, ProcRow, Rate, View},
+        model::hist::{Bucket, Summary},
+        model::live::{Latency, ProcRow, Rate, View},
     };
 
     fn rate(name: &'static str, value: Option<f64>, unavailable: Option<&str>) -> Rate {

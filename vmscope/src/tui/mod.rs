@@ -29,8 +29,8 @@ use crate::{
     driver::{self, Signal, Signals},
     exit,
     kernel::{caps::Privileges, system},
-    live::{Live, Unavailable},
     loader::{self, LoadOptions, Loaded},
+    model::live::{Live, Unavailable},
 };
 use app::{Action, App, Header};
 

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::{collect::Sample, model::delta};
+use crate::model::{delta, sample::Sample};
 use serde::{Deserialize, Serialize};
 
 /// Per-interval deltas. Interval `i` runs from `end_ns[i] - duration_ns[i]`
@@ -155,7 +155,7 @@ impl SeriesBuilder {
 mod tests {
     use super::*;
     use crate::{
-        collect::{FaultCounters, ProcSample},
+        model::sample::{FaultCounters, ProcSample},
         procstat::Vmstat,
     };
 

@@ -9,10 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     catalogue::counter_probe,
-    collect::Sample,
-    hist::{self, Summary},
-    loader::ProbeStatus,
     model::delta,
+    model::hist::{self, Summary},
+    model::probes::ProbeStatus,
+    model::sample::Sample,
     procstat::{self, PsiSummary, VmstatDelta},
 };
 
@@ -70,7 +70,7 @@ pub fn vm_totals(samples: &[Sample], probes: &[ProbeStatus], psi_error: Option<&
         let then = first.counters.get(name).copied().unwrap_or(0);
         t.counters.insert(name.clone(), delta(then, now));
     }
-    if let Some(why) = missing_probe(probes, crate::loader::ACCOUNT_PROBE) {
+    if let Some(why) = missing_probe(probes, crate::catalogue::probe::ACCOUNT) {
         t.unavailable.insert("gup_faults".into(), why);
     }
     // Histograms: replay to get each one's state at the first and last sample.
@@ -140,7 +140,7 @@ pub fn vm_totals(samples: &[Sample], probes: &[ProbeStatus], psi_error: Option<&
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{collect::MadviseCounts, hist::HistSample};
+    use crate::model::{hist::HistSample, sample::MadviseCounts};
 
     fn probe(name: &str, attached: bool) -> ProbeStatus {
         ProbeStatus {

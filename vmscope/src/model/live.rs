@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::{
     catalogue::{self, Detail, RateValue},
-    collect::{ProcSample, Sample},
-    hist::{self, HistSample, Summary},
+    model::hist::{self, HistSample, Summary},
+    model::sample::{ProcSample, Sample},
     procstat::Psi,
 };
 
@@ -337,7 +337,7 @@ impl Live {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collect::FaultCounters;
+    use crate::model::sample::FaultCounters;
 
     fn sample(t_s: u64, procs: Vec<(u32, u64, u64)>, pswpout: u64) -> Sample {
         let faults = |n| {

@@ -1,14 +1,23 @@
 //! Pure functions from raw samples to the figures users read. Nothing here
 //! touches the kernel, so everything is unit-tested with hand-made samples.
 
+pub mod fold;
+pub mod hist;
+pub mod live;
+pub mod probes;
+pub mod recording;
+pub mod sample;
+pub mod series;
+pub mod totals;
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use vmscope_common::{FAULT_CLASSES, fault_class_name};
 
 use crate::{
-    collect::{FaultCounters, Sample},
-    loader::FaultSource,
+    model::probes::FaultSource,
+    model::sample::{FaultCounters, Sample},
 };
 
 /// `now - then`, or `None` when the counter went backwards (reset or wrap):
@@ -163,8 +172,8 @@ pub struct ProcAvailability {
 /// told apart. Memory is bounded by the processes alive plus `keep`.
 #[derive(Default)]
 pub struct ProcBook {
-    live: BTreeMap<u32, crate::collect::ProcSample>,
-    ended: Vec<crate::collect::ProcSample>,
+    live: BTreeMap<u32, crate::model::sample::ProcSample>,
+    ended: Vec<crate::model::sample::ProcSample>,
     ended_faults: FaultCounters,
     keep: usize,
 }
@@ -311,7 +320,7 @@ pub fn lost(last: Option<&Sample>) -> Lost {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collect::ProcSample;
+    use crate::model::sample::ProcSample;
 
     fn counters(user_write_np: u64, kernel_read_np: u64) -> FaultCounters {
         let mut f = FaultCounters::default();
@@ -465,7 +474,7 @@ mod tests {
     }
     #[test]
     fn the_book_lists_each_process_under_a_reused_pid_and_sums_all() {
-        let p = |pid: u32, comm: &str, n: u64| crate::collect::ProcSample {
+        let p = |pid: u32, comm: &str, n: u64| crate::model::sample::ProcSample {
             pid,
             comm: comm.into(),
             madvise_calls: n,

@@ -6,11 +6,11 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::{
-    collect::Sample,
-    hist::HistSample,
     model::ProcBook,
+    model::hist::HistSample,
+    model::sample::Sample,
+    model::series::{Series, SeriesBuilder},
     rmap::RmapProc,
-    series::{Series, SeriesBuilder},
 };
 
 /// Processes' rmap figures kept beyond this are trimmed to the largest.
@@ -110,7 +110,7 @@ mod tests {
     /// give over all its samples.
     #[test]
     fn folding_gives_what_the_whole_recording_gives() {
-        let text = include_str!("../../tests/fixtures/churn.recording.json");
+        let text = include_str!("../../../tests/fixtures/churn.recording.json");
         let rec = crate::record::from_str(text).expect("the fixture is a recording");
         assert!(rec.samples.iter().any(|s| !s.exited.is_empty()));
         let source = rec.header.fault_source;
@@ -140,12 +140,12 @@ mod tests {
                 json(&model::tree_faults(source, true, &rec.samples)),
             );
             assert_eq!(
-                json(&crate::totals::vm_totals(
+                json(&crate::model::totals::vm_totals(
                     &fold.summary_samples(),
                     &rec.header.probes,
                     None
                 )),
-                json(&crate::totals::vm_totals(
+                json(&crate::model::totals::vm_totals(
                     &rec.samples,
                     &rec.header.probes,
                     None
@@ -153,7 +153,7 @@ mod tests {
             );
             assert_eq!(
                 json(&fold.series(available)),
-                json(&crate::series::series(&rec.samples, available)),
+                json(&crate::model::series::series(&rec.samples, available)),
             );
         }
     }

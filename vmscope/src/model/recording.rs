@@ -1,0 +1,131 @@
+//! The recording document: what `record` writes and `report`, `bench` and
+//! `compare` read. Pure types.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    child::ChildReport,
+    model::{
+        FaultTotals, Lost, ProcessTotal,
+        probes::{FaultSource, ProbeStatus},
+        sample::Sample,
+    },
+};
+
+/// Bumped on any incompatible change to [`Recording`].
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// How many processes `processes` lists (largest fault count first).
+pub const TOP_PROCESSES: usize = 50;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+impl Tool {
+    pub fn this() -> Self {
+        Self {
+            name: "vmscope".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ScopeKind {
+    /// Every process.
+    System,
+    /// The given pids and their descendants.
+    Pids,
+    /// The wrapped command's process tree.
+    Command,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Scope {
+    pub kind: ScopeKind,
+    pub pids: Vec<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Totals {
+    /// System-wide, whatever the scope.
+    pub system_faults: FaultTotals,
+    /// The scope's processes (all of them for a system-wide recording).
+    pub scope_faults: FaultTotals,
+    /// Everything else: eBPF counters, madvise, histograms, vmstat, PSI.
+    #[serde(flatten)]
+    pub vm: crate::model::totals::VmTotals,
+}
+
+/// One recording. Raw cumulative `samples` are kept next to the summaries so
+/// later tools can recompute with current code.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Recording {
+    /// What was known at the start (also the first line of a jsonl stream).
+    /// Its `probes` are as they stood at the end.
+    #[serde(flatten)]
+    pub header: Header,
+    pub end_time: String,
+    pub duration_ns: u64,
+    /// Set when the recording ended on a signal (e.g. "SIGINT").
+    pub interrupted_by: Option<String>,
+    /// Set when vmscope itself failed mid-run (a write error such as ENOSPC,
+    /// a failed read of the maps): the reason. The command was stopped
+    /// (SIGTERM, then SIGKILL after a grace period) and the recording ends
+    /// there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
+    pub child: Option<ChildReport>,
+    pub totals: Totals,
+    /// At most `processes_limit` rows.
+    pub processes: Vec<ProcessTotal>,
+    pub processes_limit: usize,
+    pub lost: Lost,
+    /// What happened in each interval, derived from `samples`.
+    #[serde(default)]
+    pub series: crate::model::series::Series,
+    pub samples: Vec<Sample>,
+}
+
+/// The fields of a recording known when it starts: the first line of a
+/// `--format jsonl` stream.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Header {
+    pub schema_version: u32,
+    pub tool: Tool,
+    pub kernel: KernelInfo,
+    /// vmscope's own command line.
+    pub command_line: Vec<String>,
+    /// The wrapped command, if any.
+    pub command: Option<Vec<String>>,
+    pub scope: Scope,
+    pub interval_ns: u64,
+    pub start_time: String,
+    pub probes: Vec<ProbeStatus>,
+    pub fault_source: FaultSource,
+    /// Names of the per-class slots in `samples[].faults.user/kernel`.
+    pub fault_classes: Vec<String>,
+}
+
+/// One line of a `--format jsonl` stream: a header, then one sample per
+/// interval, then the whole recording without its samples (they are the
+/// lines above it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Line {
+    Header(Box<Header>),
+    Sample(Box<Sample>),
+    Recording(Box<Recording>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct KernelInfo {
+    pub release: String,
+    pub version: String,
+    pub machine: String,
+    pub hostname: String,
+}

@@ -1,0 +1,153 @@
+//! The samples the kernel-facing source produces and every view reads:
+//! raw cumulative counters, changed processes only. Pure types.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use vmscope_common::FAULT_CLASSES;
+
+use crate::{
+    model::hist::HistSample,
+    procstat::{Psi, Vmstat},
+};
+
+/// Counters summed from the per-mm swap map (scope-filtered when scoped),
+/// named like the eBPF counters so totals treat them alike.
+pub const MM_SWAP_OUT: &str = "swap_out_pages";
+pub const MM_SWAP_IN: &str = "swap_in_pages";
+pub const MM_SWAP_FREED: &str = "swap_freed_pages";
+/// Swap entries copied into children at fork (no I/O, not swap-out).
+pub const MM_SWAP_COPIED: &str = "swap_copied_pages";
+pub const MM_SWAP_OUT_UNOWNED: &str = "swap_out_unowned_pages";
+
+/// Cumulative madvise counts for one behaviour.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MadviseCounts {
+    pub behavior: String,
+    pub calls: u64,
+    pub bytes: u64,
+    pub errors: u64,
+}
+
+impl FaultCounters {
+    /// Every fault counted, whatever its class, source or path.
+    pub fn total(&self) -> u64 {
+        self.exception() + self.gup
+    }
+
+    /// The faults seen on the exception path (tracepoints or perf event).
+    pub fn exception(&self) -> u64 {
+        self.user.iter().sum::<u64>() + self.kernel.iter().sum::<u64>() + self.unclassified
+    }
+}
+
+/// Cumulative page-fault counters.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub struct FaultCounters {
+    /// By class, in the order of `Recording::fault_classes`.
+    pub user: [u64; FAULT_CLASSES],
+    pub kernel: [u64; FAULT_CLASSES],
+    /// From the perf fallback, which has no classes.
+    pub unclassified: u64,
+    /// Faults the kernel accounted (`min_flt + maj_flt`) beyond those the
+    /// exception path saw: taken through get_user_pages (MAP_POPULATE,
+    /// mlock, MADV_POPULATE_*, remote access). Per process from the
+    /// kernel's per-task books (`min_flt + maj_flt`, read by the
+    /// `sched:sched_switch` probe; 0 when it is unavailable, which the
+    /// recording says); system-wide from /proc/vmstat `pgfault`.
+    #[serde(default)]
+    pub gup: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// One process's cumulative counters. Zero scalar counters are left out of
+/// the JSON (an absent one is 0) to keep long recordings small.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ProcSample {
+    pub pid: u32,
+    pub comm: String,
+    pub faults: FaultCounters,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub direct_reclaim_ns: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub direct_reclaims: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub memcg_reclaim_ns: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub memcg_reclaims: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub madvise_calls: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tlb_shootdowns: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub major_faults: u64,
+    /// Pages of this process's memory swapped out, whoever ran reclaim.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub swap_out_pages: u64,
+    /// Pages this process faulted back in from swap.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub swap_in_pages: u64,
+}
+
+/// Raw cumulative state at one instant. `procs` holds only the processes
+/// whose counters changed since the previous sample (an absent process kept
+/// its last value), which keeps long recordings small.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Sample {
+    /// Monotonic time since the recording started.
+    pub elapsed_ns: u64,
+    pub timestamp: String,
+    /// System-wide counters.
+    pub faults: FaultCounters,
+    pub procs: Vec<ProcSample>,
+    /// Live entries in the per-process map.
+    pub proc_entries: u64,
+    /// Entries ever created in it; `proc_inserts - proc_entries` were evicted.
+    pub proc_inserts: u64,
+    /// Children not followed because the followed set was full.
+    pub tracked_full: u64,
+    /// Entries in the followed set (tasks added, less those that exited);
+    /// 0 when not following a tree.
+    #[serde(default)]
+    pub tracked_entries: u64,
+    /// Live entries in the per-mm swap map, and entries ever created.
+    #[serde(default)]
+    pub mm_entries: u64,
+    #[serde(default)]
+    pub mm_inserts: u64,
+    /// Named counters (`catalogue::COUNTERS`), system-wide.
+    #[serde(default)]
+    pub counters: BTreeMap<String, u64>,
+    /// madvise per behaviour (scope-filtered), non-zero ones only.
+    #[serde(default)]
+    pub madvise: Vec<MadviseCounts>,
+    /// Histograms that changed since the previous sample.
+    #[serde(default)]
+    pub hists: Vec<HistSample>,
+    #[serde(default)]
+    pub vmstat: Vmstat,
+    /// Null when PSI is unavailable (the reason is in the recording).
+    #[serde(default)]
+    pub psi: Option<Psi>,
+    /// Kernel-stack sampling (rmap and other CPU costs); absent when the
+    /// sampler is not attached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rmap: Option<crate::rmap::RmapSample>,
+    /// Processes that had ended by the previous sample: their values up to
+    /// there are final. Readers forget them before applying `procs`, where
+    /// one of these pids is a new process under a reused pid.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exited: Vec<u32>,
+    /// Per-process entries deleted after their process exited, ever
+    /// (`proc_inserts - proc_entries - proc_pruned` were evicted).
+    #[serde(default)]
+    pub proc_pruned: u64,
+    /// Per-mm swap entries deleted after their owner exited, ever.
+    #[serde(default)]
+    pub mm_pruned: u64,
+}

@@ -1,0 +1,261 @@
+//! `cargo xtask layers`: vmscope's module graph, read from the sources'
+//! `crate::` paths. Fails when the pure model (`vmscope/src/model/`)
+//! reaches the kernel-facing side (aya, the loader, the collector, the
+//! kernel probes), and prints the graph between top-level modules with any
+//! cycles in it.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fs,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context as _, Result};
+
+use crate::{
+    process::{Exit, say},
+    workspace::Workspace,
+};
+
+/// What `model/` may not name.
+const FORBIDDEN_IN_MODEL: &[&str] = &[
+    "aya",
+    "crate::loader",
+    "crate::collect",
+    "crate::kernel",
+    "crate::rmap::sampler",
+    "crate::rmap::direct",
+];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    for e in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let p = e?.path();
+        if p.is_dir() {
+            rust_files(&p, out)?;
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+/// The source without comments (line comments and doc comments), so a
+/// comment that mentions a module is not a dependency.
+fn code_of(text: &str) -> String {
+    text.lines()
+        .map(|l| match l.find("//") {
+            Some(i) if !l[..i].contains('"') => &l[..i],
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Top-level modules named by `crate::` paths, including the first names
+/// of `use crate::{a::.., b, ..}` groups.
+fn crate_refs(code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut rest = code;
+    while let Some(i) = rest.find("crate::") {
+        rest = &rest[i + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut depth = 1;
+            let mut at_item = true;
+            for (j, ch) in group.char_indices() {
+                match ch {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            rest = &group[j..];
+                            break;
+                        }
+                    }
+                    ',' if depth == 1 => at_item = true,
+                    c if depth == 1 && at_item && (c.is_ascii_alphabetic() || c == '_') => {
+                        let name = ident(&group[j..]);
+                        if name != "self" {
+                            out.insert(name);
+                        }
+                        at_item = false;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            let name = ident(rest);
+            if !name.is_empty() {
+                out.insert(name);
+            }
+        }
+    }
+    out
+}
+
+/// The top-level module a file belongs to (`model/hist.rs` is `model`).
+fn module_of(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).unwrap_or(file);
+    let first = rel
+        .components()
+        .next()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    first.trim_end_matches(".rs").to_string()
+}
+
+/// Strongly connected components with more than one module (Tarjan).
+fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct T<'a> {
+        g: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        next: usize,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(t: &mut T<'a>, v: &'a str) {
+        t.index.insert(v, t.next);
+        t.low.insert(v, t.next);
+        t.next += 1;
+        t.stack.push(v);
+        t.on.insert(v);
+        let g = t.g;
+        for w in g.get(v).into_iter().flatten() {
+            let w = w.as_str();
+            if !g.contains_key(w) {
+                continue;
+            }
+            if !t.index.contains_key(w) {
+                visit(t, w);
+                let lw = t.low[w];
+                let lv = t.low[v];
+                t.low.insert(v, lv.min(lw));
+            } else if t.on.contains(w) {
+                let iw = t.index[w];
+                let lv = t.low[v];
+                t.low.insert(v, lv.min(iw));
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut scc = Vec::new();
+            while let Some(w) = t.stack.pop() {
+                t.on.remove(w);
+                scc.push(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            if scc.len() > 1 {
+                scc.sort();
+                t.out.push(scc);
+            }
+        }
+    }
+    let mut t = T {
+        g: graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        next: 0,
+        out: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !t.index.contains_key(v.as_str()) {
+            visit(&mut t, v);
+        }
+    }
+    t.out
+}
+
+pub fn layers(ws: &Workspace) -> Result<()> {
+    let src = ws.root.join("vmscope/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files)?;
+    files.sort();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut broken = Vec::new();
+    for f in &files {
+        let text = fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+        let code = code_of(&text);
+        let m = module_of(&src, f);
+        if m == "model" {
+            for bad in FORBIDDEN_IN_MODEL {
+                let hit = if *bad == "aya" {
+                    code.contains("aya::") || code.contains("use aya")
+                } else {
+                    code.contains(bad)
+                };
+                if hit {
+                    broken.push(format!(
+                        "{} names {bad}",
+                        f.strip_prefix(&ws.root).unwrap_or(f).display()
+                    ));
+                }
+            }
+        }
+        let refs = crate_refs(&code);
+        let entry = graph.entry(m.clone()).or_default();
+        entry.extend(refs.into_iter().filter(|r| *r != m));
+    }
+    for (m, deps) in &graph {
+        let deps: Vec<&str> = deps.iter().map(String::as_str).collect();
+        say!("layers: {m} -> {}", deps.join(", "));
+    }
+    let cyc = cycles(&graph);
+    if cyc.is_empty() {
+        say!("layers: no cycles between top-level modules");
+    }
+    for c in &cyc {
+        say!("layers: cycle among {}", c.join(", "));
+    }
+    if broken.is_empty() {
+        say!("layers: model/ names no aya, loader, collector or kernel module");
+        Ok(())
+    } else {
+        for b in &broken {
+            say!("layers: {b}: the model must stay pure (move the code, or pass the data in)");
+        }
+        Err(Exit(1).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crate_paths_and_groups_are_read() {
+        let code = "use crate::{\n    catalogue::{self, Need},\n    cli::TopArgs,\n    model::{hist, sample::Sample},\n};\nfn f() { crate::loader::load(); }";
+        let r = crate_refs(code);
+        assert_eq!(
+            r.into_iter().collect::<Vec<_>>(),
+            ["catalogue", "cli", "loader", "model"]
+        );
+    }
+
+    #[test]
+    fn comments_are_not_dependencies() {
+        assert!(crate_refs(&code_of("// see crate::loader\nfn f() {}")).is_empty());
+    }
+
+    #[test]
+    fn cycles_are_found() {
+        let g: BTreeMap<String, BTreeSet<String>> = [
+            ("a", vec!["b"]),
+            ("b", vec!["c"]),
+            ("c", vec!["a"]),
+            ("d", vec!["a"]),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.into_iter().map(String::from).collect()))
+        .collect();
+        assert_eq!(cycles(&g), vec![vec!["a", "b", "c"]]);
+    }
+}
