@@ -17,7 +17,7 @@ use crate::{
     cli::BenchArgs,
     exit,
     kernel::caps::Privileges,
-    metrics::{self, MetricSummary, RunMetric},
+    model::metrics::{self, MetricSummary, RunMetric},
     record::{self, Output, Recording, Tool},
     stats,
 };

@@ -223,7 +223,7 @@ pub struct BenchArgs {
     /// A figure read from each run's output, as in `compare --metric`
     /// (shown in the summary).
     #[arg(long, value_name = "NAME=REGEX")]
-    pub metric: Vec<crate::metrics::MetricSpec>,
+    pub metric: Vec<crate::model::metrics::MetricSpec>,
 
     /// Sampling interval of each run's recording.
     #[arg(short, long, default_value = "1s", value_parser = parse_duration)]
@@ -264,7 +264,7 @@ pub struct CompareArgs {
     /// 'mb_s=Throughput ([0-9.]+) MB/sec'. NAME:lower for lower-is-better
     /// (default higher). Repeatable.
     #[arg(long, value_name = "NAME=REGEX")]
-    pub metric: Vec<crate::metrics::MetricSpec>,
+    pub metric: Vec<crate::model::metrics::MetricSpec>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -170,7 +170,7 @@ impl Collector {
                 faults.exception().saturating_sub(exc0),
             );
         }
-        let mut named: BTreeMap<String, u64> = crate::catalogue::COUNTERS
+        let mut named: BTreeMap<String, u64> = crate::model::catalogue::COUNTERS
             .iter()
             .filter_map(|k| Some((k.key.to_string(), c(k.slot?))))
             .collect();

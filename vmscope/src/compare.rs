@@ -20,11 +20,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     bench::{self, BENCH_KIND, BenchFile},
-    catalogue::{self, Place},
     cli::{CompareArgs, CompareFormat},
     exit,
-    metrics::{self, Better, MetricSpec, RunMetric},
-    model::hist::{self, Summary},
+    model::{
+        catalogue::{self, Place},
+        hist::{self, Summary},
+        metrics::{self, Better, MetricSpec, RunMetric},
+    },
     record::{self, Recording},
     stats::{self, WelchTest},
 };

@@ -16,10 +16,12 @@ use std::{
 use vmscope_common::{FAULT_CLASSES, fault_class_name};
 
 use crate::{
-    catalogue::{self, Export},
-    model::hist::{self, HistSample},
-    model::probes::{FaultSource, ProbeStatus},
-    model::sample::{MadviseCounts, ProcSample, Sample},
+    model::{
+        catalogue::{self, Export},
+        hist::{self, HistSample},
+        probes::{FaultSource, ProbeStatus},
+        sample::{MadviseCounts, ProcSample, Sample},
+    },
     procstat::{self, Psi, Vmstat},
 };
 

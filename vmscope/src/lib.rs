@@ -8,7 +8,6 @@
 pub mod app;
 pub mod batch;
 pub mod bench;
-pub mod catalogue;
 pub mod child;
 pub mod cli;
 pub mod collect;
@@ -19,7 +18,6 @@ pub mod export;
 pub mod kernel;
 pub mod lab;
 pub mod loader;
-pub mod metrics;
 pub mod model;
 pub mod overhead;
 pub mod pressure;

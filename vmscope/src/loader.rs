@@ -28,7 +28,7 @@ pub use crate::model::probes::{FaultSource, ProbeStatus, probe_usable};
 
 /// The swap-attribution probe: on every RSS change, so it waits for a swap
 /// device before attaching.
-pub const SWAP_PROBE: &str = crate::catalogue::probe::SWAP;
+pub const SWAP_PROBE: &str = crate::model::catalogue::probe::SWAP;
 
 pub struct LoadOptions {
     /// Restrict per-process statistics to followed pids and their children.
@@ -1149,7 +1149,7 @@ fn rss_btf_offsets(disabled: &[String]) -> Result<Vec<(usize, u32)>, String> {
 }
 
 /// The page-fault timing probe (fentry/fexit on `handle_mm_fault`).
-pub const FAULT_TIMING_PROBE: &str = crate::catalogue::probe::FAULT_TIMING;
+pub const FAULT_TIMING_PROBE: &str = crate::model::catalogue::probe::FAULT_TIMING;
 
 /// Times `handle_mm_fault` with fentry/fexit, both or neither, and gives
 /// the program `vm_area_struct.vm_file`'s offset.
@@ -1190,7 +1190,7 @@ fn attach_fault_timing(ebpf: &mut Ebpf, disabled: &[String]) -> Result<(), Strin
 }
 
 /// The probe that reads the kernel's fault books at context switch.
-pub const ACCOUNT_PROBE: &str = crate::catalogue::probe::ACCOUNT;
+pub const ACCOUNT_PROBE: &str = crate::model::catalogue::probe::ACCOUNT;
 
 /// Offsets in `task_struct` the programs read, from the kernel's BTF.
 struct TaskOffsets {
@@ -1256,7 +1256,7 @@ fn attach_account(ebpf: &mut Ebpf, offsets: Result<(), String>) -> ProbeStatus {
 }
 
 /// The probe name of the major-fault counter.
-pub const MAJOR_FAULTS_PROBE: &str = crate::catalogue::probe::MAJOR_FAULTS;
+pub const MAJOR_FAULTS_PROBE: &str = crate::model::catalogue::probe::MAJOR_FAULTS;
 
 fn attach_major_faults(ebpf: &mut Ebpf, disabled: &[String]) -> ProbeStatus {
     let result = if disabled.iter().any(|d| d == MAJOR_FAULTS_PROBE) {

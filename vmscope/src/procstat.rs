@@ -22,13 +22,106 @@ pub const VMSTAT_PATH: &str = "/proc/vmstat";
 /// Path of the system-wide memory pressure-stall information.
 pub const PSI_MEMORY_PATH: &str = "/proc/pressure/memory";
 
-use crate::catalogue::VMSTAT_GAUGES as GAUGE_KEYS;
-pub use crate::catalogue::VMSTAT_KEYS;
+/// The `/proc/vmstat` entries vmscope records. Only those present on the
+/// running kernel are kept; the rest are reported as unavailable.
+pub const VMSTAT_KEYS: &[&str] = &[
+    // Faults and swap traffic.
+    "pgfault",
+    "pgmajfault",
+    "pswpin",
+    "pswpout",
+    // Reclaim scanning and stealing.
+    "pgscan_kswapd",
+    "pgscan_direct",
+    "pgscan_khugepaged",
+    "pgscan_anon",
+    "pgscan_file",
+    "pgsteal_kswapd",
+    "pgsteal_direct",
+    "pgsteal_khugepaged",
+    "pgsteal_anon",
+    "pgsteal_file",
+    "pgrefill",
+    "pglazyfree",
+    "pglazyfreed",
+    // Working-set detection.
+    "workingset_refault_anon",
+    "workingset_refault_file",
+    "workingset_activate_anon",
+    "workingset_activate_file",
+    "workingset_restore_anon",
+    "workingset_restore_file",
+    // LRU movement and page allocator.
+    "pgactivate",
+    "pgdeactivate",
+    "pgfree",
+    "pgalloc_normal",
+    "allocstall_normal",
+    "allocstall_movable",
+    // Transparent huge pages.
+    "thp_fault_alloc",
+    "thp_fault_fallback",
+    "thp_collapse_alloc",
+    "thp_split_page",
+    "thp_swpout",
+    "thp_swpout_fallback",
+    // Compaction.
+    "compact_stall",
+    "compact_fail",
+    "compact_success",
+    "compact_migrate_scanned",
+    "compact_free_scanned",
+    // Background reclaim thread.
+    "kswapd_low_wmark_hit_quickly",
+    "kswapd_high_wmark_hit_quickly",
+    "pageoutrun",
+    // Swap readahead.
+    "swap_ra",
+    "swap_ra_hit",
+    // TLB flushes (only on kernels built with TLB flush debugging).
+    "nr_tlb_remote_flush",
+    "nr_tlb_remote_flush_received",
+    "nr_tlb_local_flush_all",
+    "nr_tlb_local_flush_one",
+    // Gauges: see VMSTAT_GAUGES.
+    "nr_free_pages",
+    "nr_anon_pages",
+    "nr_file_pages",
+    "nr_swapcached",
+];
+
+/// The subset of [`VMSTAT_KEYS`] that are instantaneous levels, not
+/// monotonically increasing event counts.
+pub const VMSTAT_GAUGES: &[&str] = &[
+    "nr_free_pages",
+    "nr_anon_pages",
+    "nr_file_pages",
+    "nr_swapcached",
+];
+
+/// The vmstat counters that get a column in a recording's series (when
+/// this kernel has them).
+pub const VMSTAT_COLUMNS: &[&str] = &[
+    "pgfault",
+    "pgmajfault",
+    "pswpin",
+    "pswpout",
+    "pgscan_kswapd",
+    "pgscan_direct",
+    "pgsteal_kswapd",
+    "pgsteal_direct",
+    "pglazyfree",
+    "pglazyfreed",
+    "workingset_refault_anon",
+    "workingset_refault_file",
+    "thp_fault_alloc",
+    "compact_stall",
+];
 
 /// Whether `key` is a gauge (a level in pages) rather than a cumulative
 /// counter. Deltas of gauges are meaningless; report their last value.
 pub fn is_gauge(key: &str) -> bool {
-    GAUGE_KEYS.contains(&key)
+    VMSTAT_GAUGES.contains(&key)
 }
 
 fn is_recorded(key: &str) -> bool {
@@ -322,7 +415,7 @@ swap_ra 0
         for key in VMSTAT_KEYS {
             assert!(seen.insert(*key), "duplicate key {key}");
         }
-        for gauge in GAUGE_KEYS {
+        for gauge in VMSTAT_GAUGES.iter().chain(VMSTAT_COLUMNS) {
             assert!(VMSTAT_KEYS.contains(gauge), "{gauge} not in VMSTAT_KEYS");
         }
         assert_eq!(VMSTAT_KEYS.len(), 53);

@@ -323,7 +323,7 @@ async fn record(
         processes: fold.procs.totals(source, avail, limit),
         processes_limit: limit.min(u32::MAX as usize),
         lost: model::lost(fold.last()),
-        series: fold.series(|name| attached(crate::catalogue::counter_probe(name))),
+        series: fold.series(|name| attached(crate::model::catalogue::counter_probe(name))),
         samples,
     };
     let written = match stream.as_mut() {

@@ -5,12 +5,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::{
-    model::ProcBook,
-    model::hist::HistSample,
-    model::sample::Sample,
-    model::series::{Series, SeriesBuilder},
+use crate::model::{
+    ProcBook,
+    hist::HistSample,
     rmap::RmapProc,
+    sample::Sample,
+    series::{Series, SeriesBuilder},
 };
 
 /// Processes' rmap figures kept beyond this are trimmed to the largest.

@@ -7,7 +7,7 @@ use vmscope_common::{HIST_BUCKETS, madvise};
 
 /// The name of histogram `id`, as used in JSON and metrics.
 pub fn name(id: u32) -> String {
-    crate::catalogue::hist_name(id)
+    crate::model::catalogue::hist_name(id)
 }
 
 /// The kind of a page-fault histogram: `minor_anon`, `minor_file`,
@@ -32,7 +32,7 @@ pub fn behavior_name(slot: u32) -> String {
 
 /// The probe (tracepoint) a histogram depends on.
 pub fn probe_of(id: u32) -> &'static str {
-    crate::catalogue::hist_probe(id)
+    crate::model::catalogue::hist_probe(id)
 }
 
 /// Cumulative state of one histogram in a sample: non-zero buckets only.

@@ -6,9 +6,11 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::{
-    catalogue::{self, Detail, RateValue},
-    model::hist::{self, HistSample, Summary},
-    model::sample::{ProcSample, Sample},
+    model::{
+        catalogue::{self, Detail, RateValue},
+        hist::{self, HistSample, Summary},
+        sample::{ProcSample, Sample},
+    },
     procstat::Psi,
 };
 
@@ -270,7 +272,7 @@ impl Live {
             )
         };
         let rmap = match (&a.rmap, &s.rmap) {
-            (Some(x), Some(y)) => crate::rmap::interval(x, y),
+            (Some(x), Some(y)) => crate::model::rmap::interval(x, y),
             _ => None,
         };
         let rmap_part = |v: RateValue| -> Option<u64> {
@@ -437,7 +439,7 @@ mod tests {
                 [("kswapd".to_string(), walk)].into(),
             );
             counts.insert("user".to_string(), [("process".to_string(), other)].into());
-            s.rmap = Some(crate::rmap::RmapSample {
+            s.rmap = Some(crate::model::rmap::RmapSample {
                 counts,
                 ..Default::default()
             });

@@ -1,11 +1,14 @@
 //! Pure functions from raw samples to the figures users read. Nothing here
 //! touches the kernel, so everything is unit-tested with hand-made samples.
 
+pub mod catalogue;
 pub mod fold;
 pub mod hist;
 pub mod live;
+pub mod metrics;
 pub mod probes;
 pub mod recording;
+pub mod rmap;
 pub mod sample;
 pub mod series;
 pub mod totals;
@@ -15,9 +18,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use vmscope_common::{FAULT_CLASSES, fault_class_name};
 
-use crate::{
-    model::probes::FaultSource,
-    model::sample::{FaultCounters, Sample},
+use crate::model::{
+    probes::FaultSource,
+    sample::{FaultCounters, Sample},
 };
 
 /// `now - then`, or `None` when the counter went backwards (reset or wrap):

@@ -32,7 +32,7 @@ impl ProbeStatus {
 /// Whether `probe` is usable in `probes` ("always" names figures that need
 /// no probe). One answer for the recorder, totals, the exporter and top.
 pub fn probe_usable(probes: &[ProbeStatus], probe: &str) -> bool {
-    probe == crate::catalogue::probe::ALWAYS
+    probe == crate::model::catalogue::probe::ALWAYS
         || probes.iter().any(|p| p.probe == probe && p.usable())
 }
 

@@ -137,7 +137,7 @@ pub struct Sample {
     /// Kernel-stack sampling (rmap and other CPU costs); absent when the
     /// sampler is not attached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rmap: Option<crate::rmap::RmapSample>,
+    pub rmap: Option<crate::model::rmap::RmapSample>,
     /// Processes that had ended by the previous sample: their values up to
     /// there are final. Readers forget them before applying `procs`, where
     /// one of these pids is a new process under a reused pid.

@@ -53,7 +53,7 @@ pub struct SeriesBuilder {
 impl SeriesBuilder {
     pub fn new(first: &Sample) -> Self {
         let counter_names = first.counters.keys().cloned().collect();
-        let vmstat_names = crate::catalogue::VMSTAT_COLUMNS
+        let vmstat_names = crate::procstat::VMSTAT_COLUMNS
             .iter()
             .copied()
             .filter(|k| first.vmstat.get(k).is_some())

@@ -8,11 +8,13 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    catalogue::counter_probe,
-    model::delta,
-    model::hist::{self, Summary},
-    model::probes::ProbeStatus,
-    model::sample::Sample,
+    model::{
+        catalogue::counter_probe,
+        delta,
+        hist::{self, Summary},
+        probes::ProbeStatus,
+        sample::Sample,
+    },
     procstat::{self, PsiSummary, VmstatDelta},
 };
 
@@ -40,11 +42,11 @@ pub struct VmTotals {
     /// rmap walk and maintenance CPU (null when unavailable: see
     /// `unavailable.rmap`).
     #[serde(default)]
-    pub rmap: Option<crate::rmap::RmapTotals>,
+    pub rmap: Option<crate::model::rmap::RmapTotals>,
 }
 
 fn missing_probe(probes: &[ProbeStatus], probe: &str) -> Option<String> {
-    if probe == crate::catalogue::probe::ALWAYS {
+    if probe == crate::model::catalogue::probe::ALWAYS {
         return None;
     }
     match probes.iter().find(|p| p.probe == probe) {
@@ -70,7 +72,7 @@ pub fn vm_totals(samples: &[Sample], probes: &[ProbeStatus], psi_error: Option<&
         let then = first.counters.get(name).copied().unwrap_or(0);
         t.counters.insert(name.clone(), delta(then, now));
     }
-    if let Some(why) = missing_probe(probes, crate::catalogue::probe::ACCOUNT) {
+    if let Some(why) = missing_probe(probes, crate::model::catalogue::probe::ACCOUNT) {
         t.unavailable.insert("gup_faults".into(), why);
     }
     // Histograms: replay to get each one's state at the first and last sample.
@@ -91,7 +93,7 @@ pub fn vm_totals(samples: &[Sample], probes: &[ProbeStatus], psi_error: Option<&
             t.histograms.insert(name, s);
         }
     }
-    if let Some(why) = missing_probe(probes, crate::catalogue::probe::MADVISE) {
+    if let Some(why) = missing_probe(probes, crate::model::catalogue::probe::MADVISE) {
         t.unavailable.insert("madvise".into(), why);
     } else {
         for m in &last.madvise {
@@ -116,7 +118,7 @@ pub fn vm_totals(samples: &[Sample], probes: &[ProbeStatus], psi_error: Option<&
             );
         }
     }
-    match crate::rmap::totals(samples, probes) {
+    match crate::model::rmap::totals(samples, probes) {
         Ok(r) => t.rmap = Some(r),
         Err(why) => {
             t.unavailable.insert("rmap".into(), why);

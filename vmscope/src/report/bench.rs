@@ -11,7 +11,7 @@ use super::{Plot, charts, figures, html_escape, meta_table, recording, shell_wor
 use crate::{
     bench::BenchFile,
     compare::{self, fmt_value},
-    metrics::{RunMetric, main_vm},
+    model::metrics::{RunMetric, main_vm},
 };
 
 /// The times drawn together, run by run.

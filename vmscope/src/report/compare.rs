@@ -18,7 +18,7 @@ use crate::compare::{
 fn is_bar(metric: &str) -> bool {
     crate::compare::headline().any(|m| m == metric)
         || metric == "maxrss"
-        || crate::metrics::main_vm().any(|m| m == metric)
+        || crate::model::metrics::main_vm().any(|m| m == metric)
 }
 
 /// One side as the compare output names it.

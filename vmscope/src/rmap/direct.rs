@@ -10,7 +10,6 @@ use aya::{
     maps::{MapData, PerCpuArray},
     programs::{FEntry, FExit, KProbe},
 };
-use serde::{Deserialize, Serialize};
 use vmscope_common::{HIST_BUCKETS, sample::timing};
 
 use crate::loader::one_line;
@@ -67,14 +66,7 @@ pub fn all_names() -> impl Iterator<Item = &'static str> {
     )
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    /// Calls counted and timed (latency histogram).
-    Walk,
-    /// Calls counted.
-    Maintenance,
-}
+pub use crate::model::rmap::Kind;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Missed {

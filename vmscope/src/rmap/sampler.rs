@@ -25,7 +25,7 @@ use super::{
 use crate::loader::ProbeStatus;
 
 /// The probe name of the sampler.
-pub const PROBE: &str = crate::catalogue::probe::RMAP_SAMPLER;
+pub const PROBE: &str = crate::model::catalogue::probe::RMAP_SAMPLER;
 
 /// Default sampling rate per CPU: 199 Hz, a prime, so the samples do not
 /// beat against timer ticks and other periodic work. At 999 Hz the sampler

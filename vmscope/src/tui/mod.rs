@@ -23,14 +23,16 @@ use futures_core::Stream as _;
 use ratatui::{Terminal, backend::CrosstermBackend};
 
 use crate::{
-    catalogue::{self, Need},
     cli::TopArgs,
     collect::Collector,
     driver::{self, Signal, Signals},
     exit,
     kernel::{caps::Privileges, system},
     loader::{self, LoadOptions, Loaded},
-    model::live::{Live, Unavailable},
+    model::{
+        catalogue::{self, Need},
+        live::{Live, Unavailable},
+    },
 };
 use app::{Action, App, Header};
 

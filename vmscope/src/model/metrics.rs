@@ -5,7 +5,11 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{catalogue, child::CapturedOutput, record::Recording, stats};
+use crate::{
+    child::CapturedOutput,
+    model::{catalogue, recording::Recording},
+    stats,
+};
 
 /// A run's main VM figures: what the report draws run by run and as bars.
 /// The report's main VM rows, in order (the catalogue's `main` rows).

@@ -12,8 +12,11 @@
 use vmscope_common::{counter, hist};
 
 use crate::{
-    metrics::Better,
-    model::{recording::Recording, sample::ProcSample},
+    model::{
+        metrics::Better,
+        {recording::Recording, sample::ProcSample},
+    },
+    procstat,
 };
 
 /// Probe names, as the loader, `doctor` and `vmscope_probe_available` give
@@ -44,6 +47,8 @@ pub mod probe {
     pub const FAULT_TIMING: &str = "fentry:handle_mm_fault";
     /// The rmap stack sampler.
     pub const RMAP_SAMPLER: &str = "perf:cpu-clock";
+    /// rmap direct timing (fentry/fexit on the rmap functions).
+    pub const RMAP_DIRECT: &str = "fentry:rmap";
 }
 
 /// How a system-wide counter is exported.
@@ -506,102 +511,6 @@ pub fn hist_probe(id: u32) -> &'static str {
     }
 }
 
-/// The `/proc/vmstat` entries vmscope records. Only those present on the
-/// running kernel are kept; the rest are reported as unavailable.
-pub const VMSTAT_KEYS: &[&str] = &[
-    // Faults and swap traffic.
-    "pgfault",
-    "pgmajfault",
-    "pswpin",
-    "pswpout",
-    // Reclaim scanning and stealing.
-    "pgscan_kswapd",
-    "pgscan_direct",
-    "pgscan_khugepaged",
-    "pgscan_anon",
-    "pgscan_file",
-    "pgsteal_kswapd",
-    "pgsteal_direct",
-    "pgsteal_khugepaged",
-    "pgsteal_anon",
-    "pgsteal_file",
-    "pgrefill",
-    "pglazyfree",
-    "pglazyfreed",
-    // Working-set detection.
-    "workingset_refault_anon",
-    "workingset_refault_file",
-    "workingset_activate_anon",
-    "workingset_activate_file",
-    "workingset_restore_anon",
-    "workingset_restore_file",
-    // LRU movement and page allocator.
-    "pgactivate",
-    "pgdeactivate",
-    "pgfree",
-    "pgalloc_normal",
-    "allocstall_normal",
-    "allocstall_movable",
-    // Transparent huge pages.
-    "thp_fault_alloc",
-    "thp_fault_fallback",
-    "thp_collapse_alloc",
-    "thp_split_page",
-    "thp_swpout",
-    "thp_swpout_fallback",
-    // Compaction.
-    "compact_stall",
-    "compact_fail",
-    "compact_success",
-    "compact_migrate_scanned",
-    "compact_free_scanned",
-    // Background reclaim thread.
-    "kswapd_low_wmark_hit_quickly",
-    "kswapd_high_wmark_hit_quickly",
-    "pageoutrun",
-    // Swap readahead.
-    "swap_ra",
-    "swap_ra_hit",
-    // TLB flushes (only on kernels built with TLB flush debugging).
-    "nr_tlb_remote_flush",
-    "nr_tlb_remote_flush_received",
-    "nr_tlb_local_flush_all",
-    "nr_tlb_local_flush_one",
-    // Gauges: see VMSTAT_GAUGES.
-    "nr_free_pages",
-    "nr_anon_pages",
-    "nr_file_pages",
-    "nr_swapcached",
-];
-
-/// The subset of [`VMSTAT_KEYS`] that are instantaneous levels, not
-/// monotonically increasing event counts.
-pub const VMSTAT_GAUGES: &[&str] = &[
-    "nr_free_pages",
-    "nr_anon_pages",
-    "nr_file_pages",
-    "nr_swapcached",
-];
-
-/// The vmstat counters that get a column in a recording's series (when
-/// this kernel has them).
-pub const VMSTAT_COLUMNS: &[&str] = &[
-    "pgfault",
-    "pgmajfault",
-    "pswpin",
-    "pswpout",
-    "pgscan_kswapd",
-    "pgscan_direct",
-    "pgsteal_kswapd",
-    "pgsteal_direct",
-    "pglazyfree",
-    "pglazyfreed",
-    "workingset_refault_anon",
-    "workingset_refault_file",
-    "thp_fault_alloc",
-    "compact_stall",
-];
-
 /// A per-process figure: its field in [`ProcSample`], its probe, and its
 /// Prometheus family (`serve --per-process`).
 #[derive(Clone, Copy, Debug)]
@@ -959,7 +868,7 @@ fn vmstat(rec: &Recording, key: &str) -> Option<f64> {
 /// The workload's own record count (its `.../records` figure), if any.
 fn records(rec: &Recording) -> Option<f64> {
     let o = rec.child.as_ref()?.output.as_ref()?;
-    crate::metrics::reported(o)
+    crate::model::metrics::reported(o)
         .iter()
         .find(|r| r.name.ends_with("/records"))
         .map(|r| r.value)
@@ -972,7 +881,7 @@ fn madvise_calls(rec: &Recording, behaviour: &str) -> Option<f64> {
         .then(|| vm.madvise.get(behaviour).map_or(0, |x| x.calls) as f64)
 }
 
-fn rmap(rec: &Recording) -> Option<&crate::rmap::RmapTotals> {
+fn rmap(rec: &Recording) -> Option<&crate::model::rmap::RmapTotals> {
     rec.totals.vm.rmap.as_ref()
 }
 
@@ -1310,7 +1219,7 @@ pub const RUN_ROWS: &[RunRow] = &[
         "Stack samples behind the rmap shares (sampling only).",
         |r| {
             let x = rmap(r)?;
-            (x.method == crate::rmap::Method::StackSampling).then_some(x.samples as f64)
+            (x.method == crate::model::rmap::Method::StackSampling).then_some(x.samples as f64)
         },
     ),
 ];
@@ -1337,7 +1246,7 @@ pub fn reference() -> String {
     };
     let _ = writeln!(
         o,
-        "# Metrics reference\n\nGenerated from `vmscope/src/catalogue.rs` (a test fails when this page \
+        "# Metrics reference\n\nGenerated from `vmscope/src/model/catalogue.rs` (a test fails when this page \
          is stale; `VMSCOPE_BLESS=1 cargo test -p vmscope --lib catalogue` rewrites it). A metric \
          whose probe is not attached is unavailable, with the reason, in every view: never 0. \
          `doctor` lists the probes and their fallbacks.\n"
@@ -1481,9 +1390,9 @@ pub fn reference() -> String {
          as unavailable); counters are exported as `vmscope_vmstat_events_total{{counter}}`, \
          growth since vmscope started.\n\n- Recorded: {}\n- Gauges (last value, not a delta): {}\n\
          - A column in a recording's series: {}",
-        list(VMSTAT_KEYS),
-        list(VMSTAT_GAUGES),
-        list(VMSTAT_COLUMNS)
+        list(procstat::VMSTAT_KEYS),
+        list(procstat::VMSTAT_GAUGES),
+        list(procstat::VMSTAT_COLUMNS)
     );
     o
 }
@@ -1534,13 +1443,6 @@ mod tests {
             have == want,
             "docs/metrics.md is stale: VMSCOPE_BLESS=1 cargo test -p vmscope --lib catalogue"
         );
-    }
-
-    #[test]
-    fn vmstat_subsets_are_recorded_keys() {
-        for k in VMSTAT_GAUGES.iter().chain(VMSTAT_COLUMNS) {
-            assert!(VMSTAT_KEYS.contains(k), "{k}");
-        }
     }
 
     #[test]
