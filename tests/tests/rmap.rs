@@ -119,7 +119,10 @@ fn sixty_four_sharers_cost_more_rmap_walking_than_one_beyond_the_error() {
             "no {row} row:\n{text}"
         );
     }
-    let at = format!("[rmap: stack sampling at {} Hz]", vmscope::rmap::DEFAULT_HZ);
+    let at = format!(
+        "[rmap: stack sampling at {} Hz]",
+        vmscope::model::rmap::DEFAULT_HZ
+    );
     assert!(text.contains(&at), "{text}");
     let probe = rec["probes"]
         .as_array()

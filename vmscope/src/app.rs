@@ -3,14 +3,14 @@
 
 use crate::{
     cli::{Cli, Command},
-    exit, kernel, recorder,
+    exit, recorder,
 };
 
 /// Runs vmscope and returns its exit code.
 pub fn run(cli: Cli) -> u8 {
     init_logging(cli.verbose);
     let (result, default_code) = match cli.command {
-        Command::Doctor(args) => (kernel::doctor::run(&args), exit::FAILURE),
+        Command::Doctor(args) => (crate::doctor::run(&args), exit::FAILURE),
         Command::Overhead(args) => (crate::overhead::run(&args), exit::FAILURE),
         Command::Compare(args) => (crate::compare::run(&args), exit::USAGE),
         Command::Workload(w) => (crate::workload::run(&w), exit::FAILURE),

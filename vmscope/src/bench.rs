@@ -16,9 +16,9 @@ use serde::{Deserialize, Serialize};
 use crate::{
     cli::BenchArgs,
     exit,
-    kernel::caps::Privileges,
     model::metrics::{self, MetricSummary, RunMetric},
     record::{self, Output, Recording, Tool},
+    source::kernel::caps::Privileges,
     stats,
 };
 
@@ -307,7 +307,7 @@ fn summary_table(metrics: &BTreeMap<String, MetricSummary>) -> String {
         "metric", "trimmed mean ± stddev", "min", "median", "max"
     );
     let mut names: Vec<&String> = metrics.keys().collect();
-    names.sort_by(|a, b| crate::compare::by_rank(a, b));
+    names.sort_by(|a, b| crate::model::catalogue::by_rank(a, b));
     for name in names {
         let m = &metrics[name];
         let v = |x: f64| summary_value(x, &m.unit);
@@ -338,9 +338,9 @@ fn summary_value(v: f64, unit: &str) -> String {
         return "n/a".into();
     }
     if is_count(unit) {
-        crate::compare::fmt_value(v.round(), unit)
+        crate::units::fmt_value(v.round(), unit)
     } else {
-        crate::compare::fmt_value(v, unit)
+        crate::units::fmt_value(v, unit)
     }
 }
 

@@ -132,7 +132,7 @@ pub struct TopArgs {
 
     /// Kernel-stack samples per second per CPU for the rmap and CPU-cost
     /// figures (0 turns sampling off).
-    #[arg(long, value_name = "HZ", default_value_t = crate::rmap::DEFAULT_HZ,
+    #[arg(long, value_name = "HZ", default_value_t = crate::model::rmap::DEFAULT_HZ,
           value_parser = clap::value_parser!(u32).range(0..=10000))]
     pub sample_hz: u32,
 }
@@ -428,7 +428,7 @@ pub struct OverheadArgs {
     #[arg(long)]
     pub sampling: bool,
     /// With --sampling: samples per second per CPU.
-    #[arg(long, value_name = "HZ", default_value_t = crate::rmap::DEFAULT_HZ,
+    #[arg(long, value_name = "HZ", default_value_t = crate::model::rmap::DEFAULT_HZ,
           value_parser = clap::value_parser!(u32).range(1..=10000))]
     pub sample_hz: u32,
 }
@@ -487,7 +487,7 @@ pub struct RecordArgs {
 
     /// Kernel-stack samples per second per CPU for the rmap and CPU-cost
     /// figures (0 turns sampling off).
-    #[arg(long, value_name = "HZ", default_value_t = crate::rmap::DEFAULT_HZ,
+    #[arg(long, value_name = "HZ", default_value_t = crate::model::rmap::DEFAULT_HZ,
           value_parser = clap::value_parser!(u32).range(0..=10000))]
     pub sample_hz: u32,
 

@@ -14,7 +14,7 @@
 //!
 //! Loading and printing are at the top; everything below `run` is pure.
 
-use std::{cmp::Ordering, collections::BTreeMap, fmt::Write as _, path::Path};
+use std::{collections::BTreeMap, fmt::Write as _, path::Path};
 
 use serde::{Deserialize, Serialize};
 
@@ -23,7 +23,6 @@ use crate::{
     cli::{CompareArgs, CompareFormat},
     exit,
     model::{
-        catalogue::{self, Place},
         hist::{self, Summary},
         metrics::{self, Better, MetricSpec, RunMetric},
     },
@@ -43,13 +42,7 @@ pub const CONFIDENCE: f64 = 0.95;
 /// A difference is significant when its p-value is below this.
 pub const ALPHA: f64 = 0.05;
 
-/// The headline rows (the catalogue's), first and in this order.
-pub fn headline() -> impl Iterator<Item = &'static str> {
-    catalogue::RUN_ROWS
-        .iter()
-        .filter(|r| r.place == Place::Headline)
-        .map(|r| r.name)
-}
+pub use crate::model::catalogue::headline;
 
 // ---------------------------------------------------------------- input --
 
@@ -91,8 +84,10 @@ impl Input {
             Self::Bench(b) => b.runs.first()?,
         };
         rec.totals.vm.rmap.as_ref().map(|r| match r.method {
-            crate::rmap::Method::StackSampling => format!("stack sampling at {} Hz", r.rate_hz),
-            crate::rmap::Method::DirectTiming => "direct timing (fentry/fexit)".to_string(),
+            crate::source::rmap::Method::StackSampling => {
+                format!("stack sampling at {} Hz", r.rate_hz)
+            }
+            crate::source::rmap::Method::DirectTiming => "direct timing (fentry/fexit)".to_string(),
         })
     }
 
@@ -535,36 +530,7 @@ fn pct_of(x: f64, base: f64) -> Option<f64> {
     }
 }
 
-/// Where a metric's row goes: headline, then faults, swap and reclaim, the
-/// latency histograms' quantiles, the rest of the catalogue's rows, anything
-/// else by name. The catalogue lists its rows in this order.
-fn rank(name: &str) -> (usize, &str, usize) {
-    let rows = catalogue::RUN_ROWS;
-    let row = rows.iter().position(|r| r.name == name);
-    let place = row.map(|i| rows[i].place);
-    let headline = headline().count();
-    let hist = rows.iter().filter(|r| r.place <= Place::Before).count() + 1;
-    match (row, place) {
-        (Some(i), Some(Place::Headline)) => return (i, "", 0),
-        // The workload's own figures come right after the headline.
-        _ if name.contains('/') => return (headline, name, 0),
-        (Some(i), Some(Place::Before)) => return (i + 1, "", 0),
-        _ => {}
-    }
-    if let Some((h, q)) = name.rsplit_once('.')
-        && let Some(qi) = catalogue::QUANTILES.iter().position(|x| *x == q)
-    {
-        return (hist, h, qi);
-    }
-    match (row, place) {
-        (Some(i), Some(Place::After)) => (i + 2, "", 0),
-        _ => (rows.len() + 2, name, 0),
-    }
-}
-
-pub fn by_rank(a: &str, b: &str) -> Ordering {
-    rank(a).cmp(&rank(b))
-}
+pub use crate::model::catalogue::by_rank;
 
 /// The rows: every metric present on both sides, in display order.
 pub fn build_rows(
@@ -710,36 +676,7 @@ pub fn one_sided_line(r: &Report) -> Option<String> {
 
 // ------------------------------------------------------------ formatting --
 
-/// A value in its unit, compactly.
-pub fn fmt_value(v: f64, unit: &str) -> String {
-    let num = |v: f64| {
-        if v.fract() == 0.0 && v.abs() < 1e15 {
-            format!("{v:.0}")
-        } else if v.abs() >= 100.0 {
-            format!("{v:.1}")
-        } else {
-            format!("{v:.3}")
-        }
-    };
-    if v == 0.0 {
-        return "0".into();
-    }
-    match unit {
-        "s" if v.abs() < 1.0 => format!("{:.2} ms", v * 1e3),
-        "s" => format!("{v:.3} s"),
-        "ms" => format!("{v:.2} ms"),
-        "%" => format!("{v:.1}%"),
-        "µs" => fmt_value(v * 1e3, "ns"),
-        "ns" if v.abs() >= 1e9 => format!("{:.2} s", v / 1e9),
-        "ns" if v.abs() >= 1e6 => format!("{:.2} ms", v / 1e6),
-        "ns" if v.abs() >= 1e3 => format!("{:.1} µs", v / 1e3),
-        "ns" => format!("{} ns", num(v)),
-        "bytes" if v.abs() >= 1024.0 * 1024.0 => format!("{:.1} MiB", v / 1024.0 / 1024.0),
-        "bytes" if v.abs() >= 1024.0 => format!("{:.1} KiB", v / 1024.0),
-        "bytes" => format!("{} B", num(v)),
-        _ => num(v),
-    }
-}
+pub use crate::units::fmt_value;
 
 /// The statistics line.
 pub fn method_line(r: &Report) -> String {

@@ -491,7 +491,7 @@ mod tests {
                 probe("exceptions:page_fault_user", true),
                 probe("tlb:tlb_flush", true),
                 probe("vmscan:mm_vmscan_memcg_reclaim_end", true),
-                probe(crate::loader::MAJOR_FAULTS_PROBE, false),
+                probe(crate::source::loader::MAJOR_FAULTS_PROBE, false),
             ],
             fault_source: Some(FaultSource::Tracepoint),
             ..Default::default()

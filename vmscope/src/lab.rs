@@ -41,9 +41,9 @@ use crate::{
     cli::{BenchArgs, CompareFormat, Lab, LabCommon, LazyfreeLabArgs, RmapLabArgs},
     compare::{self, Input, Report},
     exit,
-    kernel::caps::Privileges,
     pressure::{self, ZramSwap},
     record,
+    source::kernel::caps::Privileges,
 };
 
 /// One side of a lab.
@@ -555,12 +555,15 @@ fn evidence_text(r: &Report, evidence: &[Evidence], format: CompareFormat) -> St
         Some((s.mean, row.unit.clone()))
     };
     let cell = |metric: &str, new: bool| match side_mean(metric, new) {
-        Some((v, unit)) => compare::fmt_value(v, &unit),
+        Some((v, unit)) => crate::units::fmt_value(v, &unit),
         None => r
             .one_sided
             .iter()
             .find(|x| x.metric == metric && x.new == new)
-            .map_or_else(|| "-".to_string(), |x| compare::fmt_value(x.mean, &x.unit)),
+            .map_or_else(
+                || "-".to_string(),
+                |x| crate::units::fmt_value(x.mean, &x.unit),
+            ),
     };
     let mut s = String::new();
     let (bn, nn) = (r.base.name.as_str(), r.new.name.as_str());

@@ -6,18 +6,15 @@
 //! only format.
 
 pub mod app;
-pub mod batch;
 pub mod bench;
 pub mod child;
 pub mod cli;
-pub mod collect;
 pub mod compare;
+pub mod doctor;
 pub mod driver;
 pub mod exit;
 pub mod export;
-pub mod kernel;
 pub mod lab;
-pub mod loader;
 pub mod model;
 pub mod overhead;
 pub mod pressure;
@@ -25,11 +22,11 @@ pub mod procstat;
 pub mod record;
 pub mod recorder;
 pub mod report;
-pub mod rmap;
 pub mod schema;
 pub mod serve;
+pub mod source;
 pub mod stats;
-pub mod teardown;
 pub mod timefmt;
 pub mod tui;
+pub mod units;
 pub mod workload;

@@ -8,13 +8,12 @@ use anyhow::Context as _;
 use crate::{
     child,
     cli::{Format, RecordArgs},
-    collect::{Collector, Sample},
     driver::{self, Signal, Signals},
-    exit,
-    kernel::{caps::Privileges, system},
-    loader::{self, LoadOptions},
-    model,
+    exit, model,
     record::{self, Header, JsonlWriter, Line, Output, Recording, Scope, ScopeKind, Totals},
+    source::collect::{Collector, Sample},
+    source::kernel::{caps::Privileges, system},
+    source::loader::{self, LoadOptions},
     timefmt,
 };
 
@@ -340,7 +339,7 @@ async fn record(
         None => output.write(&rec),
     };
     // The document is out: detach without making the user wait for it.
-    crate::teardown::release(probes);
+    crate::source::teardown::release(probes);
     if let Some(e) = failure {
         let stopped = match &child_report {
             Some(c) if !c.signals_sent.is_empty() => {

@@ -47,12 +47,12 @@ use tokio::sync::Notify;
 
 use crate::{
     cli::ServeArgs,
-    collect::Collector,
     driver::{self, Signal, Signals},
     exit,
     export::{self, Format, State},
-    kernel::caps::Privileges,
-    loader::{self, LoadOptions},
+    source::collect::Collector,
+    source::kernel::caps::Privileges,
+    source::loader::{self, LoadOptions},
 };
 
 /// The largest request head accepted (hyper's smallest buffer).
@@ -505,7 +505,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
             _ = signals.recv() => break,
         }
     }
-    crate::teardown::release(probes);
+    crate::source::teardown::release(probes);
     eprintln!("vmscope serve: stopped");
     Ok(0)
 }
@@ -532,7 +532,7 @@ fn swap_pending(probes: &loader::Loaded) -> bool {
 /// Returns whether CAP_BPF+CAP_PERFMON were kept for the swap probe, to be
 /// given up once it no longer waits. `now` begins the line.
 fn shed_privileges(probes: &loader::Loaded, now: &str, say: &mut Vec<String>) -> bool {
-    use crate::kernel::privdrop;
+    use crate::source::kernel::privdrop;
     use ::caps::Capability::{CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN};
     let before = match privdrop::Held::current() {
         Ok(h) => h,

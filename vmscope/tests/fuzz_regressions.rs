@@ -13,7 +13,7 @@ use std::{
     path::PathBuf,
 };
 
-use vmscope::{kernel::format::EventFormat, record};
+use vmscope::{record, source::kernel::format::EventFormat};
 
 /// The same size sets as the `format_parser` target.
 const SIZE_SETS: &[&[u32]] = &[&[], &[1], &[2], &[4], &[8], &[4, 8], &[0, u32::MAX]];

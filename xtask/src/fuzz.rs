@@ -51,7 +51,7 @@ const FUZZ_FLAGS: &str = "--debug-assertions";
 const REGRESSIONS_DIR: &str = "vmscope/tests/fuzz-regressions";
 
 /// Tracefs format fixtures, which seed `format_parser`.
-const FORMAT_FIXTURES: &str = "vmscope/src/kernel/testdata/formats";
+const FORMAT_FIXTURES: &str = "vmscope/src/source/kernel/testdata/formats";
 
 /// Runs `target`, or every target, for `secs` seconds each. A target that
 /// fails (a crash, or a build error) does not stop the others; the run fails
@@ -206,11 +206,11 @@ mod tests {
         let root = Path::new("/w");
         let a = seed_name(
             root,
-            Path::new("/w/vmscope/src/kernel/testdata/formats/5.15-x86_64/rss_stat.format"),
+            Path::new("/w/vmscope/src/source/kernel/testdata/formats/5.15-x86_64/rss_stat.format"),
         );
         let b = seed_name(
             root,
-            Path::new("/w/vmscope/src/kernel/testdata/formats/6.18-x86_64/rss_stat.format"),
+            Path::new("/w/vmscope/src/source/kernel/testdata/formats/6.18-x86_64/rss_stat.format"),
         );
         assert!(!a.contains('/'));
         assert_ne!(a, b);

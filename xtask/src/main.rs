@@ -88,8 +88,7 @@ enum Cmd {
         keep: bool,
     },
     /// Print vmscope's module graph and its cycles; fail when the pure
-    /// model (vmscope/src/model/) names aya, the loader, the collector or
-    /// the kernel modules
+    /// model (vmscope/src/model/) names aya or the kernel-facing source
     Layers,
     /// Fuzz the parsers of untrusted input (vmscope/fuzz) with cargo-fuzz on
     /// the nightly toolchain, installing cargo-fuzz if it is missing

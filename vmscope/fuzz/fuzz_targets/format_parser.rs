@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use vmscope::kernel::format::EventFormat;
+use vmscope::source::kernel::format::EventFormat;
 
 /// Size sets the loader asks `int_field` for: exact sizes, either word size,
 /// none at all, and an absurd one.

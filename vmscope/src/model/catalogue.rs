@@ -1224,6 +1224,45 @@ pub const RUN_ROWS: &[RunRow] = &[
     ),
 ];
 
+/// The headline rows (the catalogue's), first and in this order.
+pub fn headline() -> impl Iterator<Item = &'static str> {
+    RUN_ROWS
+        .iter()
+        .filter(|r| r.place == Place::Headline)
+        .map(|r| r.name)
+}
+
+/// Where a metric's row goes: headline, then faults, swap and reclaim, the
+/// latency histograms' quantiles, the rest of the catalogue's rows, anything
+/// else by name. The catalogue lists its rows in this order.
+fn rank(name: &str) -> (usize, &str, usize) {
+    let rows = RUN_ROWS;
+    let row = rows.iter().position(|r| r.name == name);
+    let place = row.map(|i| rows[i].place);
+    let headline = headline().count();
+    let hist = rows.iter().filter(|r| r.place <= Place::Before).count() + 1;
+    match (row, place) {
+        (Some(i), Some(Place::Headline)) => return (i, "", 0),
+        // The workload's own figures come right after the headline.
+        _ if name.contains('/') => return (headline, name, 0),
+        (Some(i), Some(Place::Before)) => return (i + 1, "", 0),
+        _ => {}
+    }
+    if let Some((h, q)) = name.rsplit_once('.')
+        && let Some(qi) = QUANTILES.iter().position(|x| *x == q)
+    {
+        return (hist, h, qi);
+    }
+    match (row, place) {
+        (Some(i), Some(Place::After)) => (i + 2, "", 0),
+        _ => (rows.len() + 2, name, 0),
+    }
+}
+
+pub fn by_rank(a: &str, b: &str) -> std::cmp::Ordering {
+    rank(a).cmp(&rank(b))
+}
+
 /// The run row named `name`.
 pub fn run_row(name: &str) -> Option<&'static RunRow> {
     RUN_ROWS.iter().find(|r| r.name == name)

@@ -10,8 +10,9 @@ use plotters::style::RGBColor;
 use super::{Plot, charts, figures, html_escape, meta_table, recording, shell_words};
 use crate::{
     bench::BenchFile,
-    compare::{self, fmt_value},
+    compare,
     model::metrics::{RunMetric, main_vm},
+    units::fmt_value,
 };
 
 /// The times drawn together, run by run.

@@ -11,7 +11,10 @@
 
 use plotters::prelude::*;
 
-use crate::{compare::fmt_value, model::hist::Summary, tui::draw::fmt_ns};
+use crate::{
+    model::hist::Summary,
+    units::{fmt_ns, fmt_value},
+};
 
 /// Plot size in pixels.
 pub const W: u32 = 640;

@@ -35,15 +35,7 @@ fn fmt_bytes(b: Option<u64>) -> String {
         Some(b) => format!("{:.0} MiB", b as f64 / f64::from(1u32 << 20)),
     }
 }
-
-pub fn fmt_ns(ns: u64) -> String {
-    match ns {
-        n if n >= 1_000_000_000 => format!("{:.1}s", n as f64 / 1e9),
-        n if n >= 1_000_000 => format!("{:.1}ms", n as f64 / 1e6),
-        n if n >= 1_000 => format!("{:.1}us", n as f64 / 1e3),
-        n => format!("{n}ns"),
-    }
-}
+pub use crate::units::fmt_ns;
 
 /// A sparkline as text, scaled to the largest value shown.
 pub fn sparkline(values: &[f64], width: usize) -> String {

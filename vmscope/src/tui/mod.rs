@@ -24,15 +24,15 @@ use ratatui::{Terminal, backend::CrosstermBackend};
 
 use crate::{
     cli::TopArgs,
-    collect::Collector,
     driver::{self, Signal, Signals},
     exit,
-    kernel::{caps::Privileges, system},
-    loader::{self, LoadOptions, Loaded},
     model::{
         catalogue::{self, Need},
         live::{Live, Unavailable},
     },
+    source::collect::Collector,
+    source::kernel::{caps::Privileges, system},
+    source::loader::{self, LoadOptions, Loaded},
 };
 use app::{Action, App, Header};
 
@@ -188,7 +188,7 @@ async fn batch(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
         write!(out, "{}", draw::snapshot_text(&app)).context("writing to stdout")?;
         out.flush().context("writing to stdout")?;
     }
-    crate::teardown::release(probes);
+    crate::source::teardown::release(probes);
     Ok(0)
 }
 
@@ -348,7 +348,7 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
     // process ends when `run` returns.
     drop(events);
     restore();
-    crate::teardown::release(probes);
+    crate::source::teardown::release(probes);
     match result {
         // An error cannot be shown on a terminal that has hung up (and
         // printing it there would panic): it ends as the hangup.

@@ -398,7 +398,7 @@ mod tests {
             .join(name);
         let text = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-        crate::rmap::sampler::parse_dump(&text)
+        crate::source::rmap::sampler::parse_dump(&text)
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
             .into_iter()
             .map(|s| (s.tgid, s.comm, s.frames))
@@ -535,7 +535,7 @@ mod tests {
             let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("tests/fixtures/stacks/memcg_zram_sharers64.txt");
             let text = std::fs::read_to_string(path).expect("fixture");
-            crate::rmap::sampler::parse_dump(&text)
+            crate::source::rmap::sampler::parse_dump(&text)
                 .expect("parses")
                 .into_iter()
                 .map(|d| (d.frames.join("/"), d.count))

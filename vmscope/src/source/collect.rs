@@ -12,9 +12,10 @@ use vmscope_common::{
 };
 
 use crate::{
-    loader::Loaded,
     model::hist::{HistSample, behavior_name},
-    procstat, timefmt,
+    procstat,
+    source::loader::Loaded,
+    timefmt,
 };
 
 pub use crate::model::sample::{
@@ -72,7 +73,7 @@ impl Collector {
         if probes.poll_swap() {
             log::info!(
                 "a swap device became active: attached {}",
-                crate::loader::SWAP_PROBE
+                crate::source::loader::SWAP_PROBE
             );
         }
         let counters = read_counters(probes)?;
@@ -102,7 +103,10 @@ impl Collector {
             .map(|(&pid, st)| (pid, st.born_ns))
             .collect();
         let swap = self.read_mms(probes, &ending)?;
-        let accounted = crate::loader::probe_usable(&probes.probes, crate::loader::ACCOUNT_PROBE);
+        let accounted = crate::source::loader::probe_usable(
+            &probes.probes,
+            crate::source::loader::ACCOUNT_PROBE,
+        );
         let mut procs = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for (pid, stats) in table {
@@ -252,7 +256,7 @@ fn read_procs(
         let before = read_cache()?;
         let mut table = BTreeMap::new();
         let map = aya::maps::IterableMap::<u32, ProcStats>::map(&probes.procs);
-        match crate::batch::lookup_all::<u32, ProcStats>(map, 256)
+        match crate::source::batch::lookup_all::<u32, ProcStats>(map, 256)
             .context("reading the per-process map")?
         {
             Some(all) => table.extend(all),
@@ -324,7 +328,7 @@ impl Collector {
         ending: &std::collections::HashSet<u32>,
     ) -> anyhow::Result<SwapSums> {
         let map = aya::maps::IterableMap::<u64, MmSwap>::map(&probes.mms);
-        let all = match crate::batch::lookup_all::<u64, MmSwap>(map, 256)
+        let all = match crate::source::batch::lookup_all::<u64, MmSwap>(map, 256)
             .context("reading the per-mm swap map")?
         {
             Some(all) => all,
@@ -372,7 +376,7 @@ impl Collector {
                 &probes.hists,
             );
         let all: Vec<(u32, Vec<vmscope_common::HistSlot>)> =
-            match crate::batch::lookup_all_percpu(map, hist::COUNT as usize)
+            match crate::source::batch::lookup_all_percpu(map, hist::COUNT as usize)
                 .context("reading the histograms")?
             {
                 Some(all) => all,

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::{Method, direct, kallsyms::Symbols, sampler};
-use crate::loader;
+use crate::source::loader;
 
 #[derive(Debug, Serialize)]
 pub struct MissedFunction {
@@ -39,7 +39,7 @@ pub fn report() -> RmapReport {
             };
         }
     };
-    let plan = match (crate::kernel::btf::aya_vmlinux(), Symbols::shared()) {
+    let plan = match (crate::source::kernel::btf::aya_vmlinux(), Symbols::shared()) {
         (Ok(btf), Ok(syms)) => Some((direct::plan_here(btf, &syms), btf)),
         _ => None,
     };

@@ -22,8 +22,8 @@ use anyhow::Context as _;
 
 use crate::{
     cli::OverheadArgs,
-    loader::{self, LoadOptions, SwapAttach},
     overhead::touch_pass,
+    source::loader::{self, LoadOptions, SwapAttach},
     stats,
 };
 
@@ -117,7 +117,7 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
                 let why = probes
                     .probes
                     .iter()
-                    .find(|p| p.probe == super::PROBE)
+                    .find(|p| p.probe == crate::source::rmap::PROBE)
                     .and_then(|p| p.reason.clone())
                     .unwrap_or_default();
                 anyhow::bail!("the sampler did not attach: {why}");

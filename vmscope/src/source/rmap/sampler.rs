@@ -22,17 +22,12 @@ use super::{
     categorize::{Category, Context, classify},
     kallsyms::Symbols,
 };
-use crate::loader::ProbeStatus;
+use crate::source::loader::ProbeStatus;
 
 /// The probe name of the sampler.
 pub const PROBE: &str = crate::model::catalogue::probe::RMAP_SAMPLER;
 
-/// Default sampling rate per CPU: 199 Hz, a prime, so the samples do not
-/// beat against timer ticks and other periodic work. At 999 Hz the sampler
-/// cost 1.2% of a CPU loop and 5% per page fault in a VM (nearly all of it
-/// the cpu-clock interrupts themselves); at 199 Hz a fifth of that, for
-/// errors on the shares √5 ≈ 2.2 times larger (`--sample-hz` trades back).
-pub const DEFAULT_HZ: u32 = 199;
+pub use crate::model::rmap::DEFAULT_HZ;
 
 /// When set to a file name, every interval rewrites that file with each
 /// symbolized stack and its count (for capturing test fixtures).
@@ -97,7 +92,10 @@ pub fn attach(
     let result = if hz == 0 {
         Err("not requested (sampling rate 0)".to_string())
     } else if disabled.iter().any(|d| d == PROBE) {
-        Err(format!("disabled by {}", crate::loader::DISABLE_ENV))
+        Err(format!(
+            "disabled by {}",
+            crate::source::loader::DISABLE_ENV
+        ))
     } else {
         try_attach(ebpf, hz)
     };
@@ -137,7 +135,7 @@ pub fn attach(
 fn try_attach(ebpf: &mut Ebpf, hz: u32) -> Result<Sampler, String> {
     super::kallsyms::visible()?;
     let period_ns = 1_000_000_000 / u64::from(hz);
-    let cpus = crate::loader::attach_perf_sw(
+    let cpus = crate::source::loader::attach_perf_sw(
         ebpf,
         "cpu_clock_sample",
         SoftwareEvent::CpuClock,
@@ -187,8 +185,8 @@ impl Sampler {
         // The statistics slots, every CPU's, in one batch where the kernel
         // has batched lookups.
         let map = aya::maps::IterableMap::<u32, aya::maps::PerCpuValues<u64>>::map(&self.stats);
-        let batched: Option<Vec<(u32, Vec<u64>)>> =
-            crate::batch::lookup_all_percpu(map, 8).context("reading the sampling statistics")?;
+        let batched: Option<Vec<(u32, Vec<u64>)>> = crate::source::batch::lookup_all_percpu(map, 8)
+            .context("reading the sampling statistics")?;
         let stat = |i: u32| -> anyhow::Result<u64> {
             if let Some(all) = &batched {
                 return Ok(all
@@ -271,7 +269,7 @@ impl Sampler {
     /// the kernel's map as it is read.
     fn drain(&mut self) -> anyhow::Result<Vec<(SampleKey, u64)>> {
         let map = aya::maps::IterableMap::<SampleKey, u64>::map(&self.counts);
-        if let Some(keys) = crate::batch::take_all::<SampleKey, u64>(map, 256)
+        if let Some(keys) = crate::source::batch::take_all::<SampleKey, u64>(map, 256)
             .context("reading the sample counts")?
         {
             return Ok(keys);

@@ -2,8 +2,6 @@
 //! A hook that cannot be attached is recorded as unavailable with the reason;
 //! the others go on.
 
-use std::fmt::Write as _;
-
 use anyhow::{Context as _, anyhow};
 use aya::{
     Ebpf, EbpfLoader,
@@ -16,7 +14,7 @@ use aya::{
 
 use vmscope_common::{FaultCache, MmSwap, ProcStats, off};
 
-use crate::kernel::tracefs;
+use crate::source::kernel::tracefs;
 
 /// The eBPF object built by build.rs (empty when built with AYA_BUILD_SKIP=1).
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/vmscope"));
@@ -77,7 +75,7 @@ pub struct Loaded {
     swap_btf: Result<(), String>,
     /// The rmap figures' probes (stack sampling or direct timing), when
     /// attached.
-    pub rmap: Option<crate::rmap::Rmap>,
+    pub rmap: Option<crate::source::rmap::Rmap>,
 }
 
 impl Loaded {
@@ -134,7 +132,7 @@ impl Loaded {
 
 /// Whether any swap device is active.
 pub fn swap_active() -> bool {
-    !crate::kernel::system::swap_devices().is_empty()
+    !crate::source::kernel::system::swap_devices().is_empty()
 }
 
 /// The swap probe reads its fields with one copy; every kernel with the
@@ -187,47 +185,7 @@ pub fn object() -> anyhow::Result<&'static [u8]> {
     Ok(EBPF_OBJECT)
 }
 
-/// Renders an error and its causes on one line.
-pub fn one_line(e: &dyn std::error::Error) -> String {
-    let mut s = summarize_verifier(&e.to_string());
-    let mut src = e.source();
-    while let Some(cause) = src {
-        let _ = write!(s, ": {}", summarize_verifier(&cause.to_string()));
-        src = cause.source();
-    }
-    s
-}
-
-/// An error with a verifier log, on one line: the error, then the log line
-/// that says why the program was refused. That is the last line before the
-/// log's statistics, not its first line, which can be a harmless complaint
-/// the verifier ignores (older kernels note that a main function's `void *`
-/// context argument is "unsupported").
-pub fn summarize_verifier(s: &str) -> String {
-    let first = s.lines().next().unwrap_or_default();
-    let Some((head, log)) = first
-        .split_once("Verifier output:")
-        .map(|(h, rest)| (h, std::iter::once(rest).chain(s.lines().skip(1))))
-    else {
-        return first.to_string();
-    };
-    let statistics = |l: &str| {
-        l.starts_with("processed ")
-            || l.starts_with("verification time")
-            || l.starts_with("stack depth")
-            || l.starts_with("-- END PROG LOAD LOG --")
-    };
-    let why = log
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !statistics(l))
-        .last()
-        .unwrap_or_default();
-    if why.is_empty() {
-        head.trim_end().to_string()
-    } else {
-        format!("{} verifier: {why}", head.trim_end())
-    }
-}
+pub use crate::source::kernel::errors::{one_line, summarize_verifier};
 
 /// A tracepoint program and the fields it reads.
 struct Spec {
@@ -464,7 +422,7 @@ fn plan(
 /// syscall hooks stand in for the syscall events without it.
 pub fn classic_only() -> (Vec<String>, bool) {
     let raw = cfg!(target_arch = "x86_64")
-        && crate::kernel::btf::Btf::vmlinux()
+        && crate::source::kernel::btf::Btf::vmlinux()
             .is_ok_and(|b| b.has_tracepoint("sys_enter") && b.has_tracepoint("sys_exit"));
     let mut probes: Vec<String> = SPECS
         .iter()
@@ -567,7 +525,7 @@ fn btf_tracepoints_usable(disabled: &[String]) -> Result<(), String> {
     if disabled.iter().any(|d| d == "tp_btf") {
         return Err(format!("tp_btf disabled by {DISABLE_ENV}"));
     }
-    crate::kernel::btf::aya_vmlinux().map(drop)
+    crate::source::kernel::btf::aya_vmlinux().map(drop)
 }
 
 /// Attaches one planned hook: as a BTF tracepoint where it has such a
@@ -610,8 +568,8 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     // for field offsets): at once, on as many CPUs as there are.
     let mut loader = std::thread::scope(|s| {
         let loader = s.spawn(EbpfLoader::new);
-        let ours = s.spawn(|| drop(crate::kernel::btf::Btf::vmlinux()));
-        drop(crate::kernel::btf::aya_vmlinux());
+        let ours = s.spawn(|| drop(crate::source::kernel::btf::Btf::vmlinux()));
+        drop(crate::source::kernel::btf::aya_vmlinux());
         let _ = ours.join();
         loader.join()
     })
@@ -648,7 +606,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     // The exit hook tells a process's last thread by `signal->live`; both
     // of its programs read it from the current task (without BTF, the
     // leader's exit stands for the process's).
-    if let Ok(btf) = crate::kernel::btf::Btf::vmlinux()
+    if let Ok(btf) = crate::source::kernel::btf::Btf::vmlinux()
         && let (Ok(sig), Ok(live)) = (
             btf.field("task_struct", "signal"),
             btf.field("signal_struct", "live"),
@@ -659,7 +617,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         offsets[off::SIGNAL_LIVE] = Some(live.offset);
     }
     // And a reused pid's process by its start: after the old entry's birth.
-    if let Ok(btf) = crate::kernel::btf::Btf::vmlinux()
+    if let Ok(btf) = crate::source::kernel::btf::Btf::vmlinux()
         && let (Ok(leader), Ok(start)) = (
             btf.field("task_struct", "group_leader"),
             btf.field("task_struct", "start_time"),
@@ -673,14 +631,14 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     let btf_tracepoints = btf_tracepoints_usable(&disabled);
     // The BTF fork program reads the child's pid from its task_struct.
     let btf_fork = btf_tracepoints.clone().and_then(|()| {
-        let pid = crate::kernel::btf::Btf::vmlinux()?.field("task_struct", "pid")?;
+        let pid = crate::source::kernel::btf::Btf::vmlinux()?.field("task_struct", "pid")?;
         offsets[off::TASK_PID] = Some(pid.offset);
         Ok(())
     });
     // The BTF LRU program reads `struct reclaim_stat`'s counters, and the
     // write-back one a folio's flags.
     let btf_shrink = btf_tracepoints.clone().and_then(|()| {
-        let btf = crate::kernel::btf::Btf::vmlinux()?;
+        let btf = crate::source::kernel::btf::Btf::vmlinux()?;
         for (idx, name) in [
             (off::RSTAT_DIRTY, "nr_dirty"),
             (off::RSTAT_WRITEBACK, "nr_writeback"),
@@ -700,7 +658,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         Ok(())
     });
     let btf_write = btf_tracepoints.clone().and_then(|()| {
-        let btf = crate::kernel::btf::Btf::vmlinux()?;
+        let btf = crate::source::kernel::btf::Btf::vmlinux()?;
         let flags = btf
             .field("folio", "flags")
             .or_else(|_| btf.field("page", "flags"))?;
@@ -722,13 +680,13 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     offsets[off::RAW_SYSCALLS] = raw.as_ref().map(|r| r.mask).ok();
     let globals: [u32; off::COUNT] = offsets.map(|o| o.unwrap_or(0));
     let filtered: u32 = opts.filtered.into();
-    if let Ok(btf) = crate::kernel::btf::aya_vmlinux() {
+    if let Ok(btf) = crate::source::kernel::btf::aya_vmlinux() {
         loader.btf(Some(btf));
     }
     loader
         .override_global("FILTER_ENABLED", &filtered, true)
         .override_global("OFFSETS", &globals, true);
-    crate::rmap::size_maps(&mut loader, opts.sample_hz);
+    crate::source::rmap::size_maps(&mut loader, opts.sample_hz);
     let mut ebpf = loader
         .load(object)
         .context("loading the eBPF object into the kernel")?;
@@ -861,7 +819,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         reason: timing.err(),
         deferred: false,
     });
-    let (rmap, status) = crate::rmap::attach(&mut ebpf, opts.sample_hz, &disabled);
+    let (rmap, status) = crate::source::rmap::attach(&mut ebpf, opts.sample_hz, &disabled);
     probes.push(status);
 
     let counters = PerCpuArray::try_from(take(&mut ebpf, "COUNTERS")?)?;
@@ -1009,7 +967,7 @@ fn raw_syscalls(
         ));
     }
     btf_ok.clone().map_err(|e| format!("{why}; {e}"))?;
-    let btf = crate::kernel::btf::Btf::vmlinux()?;
+    let btf = crate::source::kernel::btf::Btf::vmlinux()?;
     if !(btf.has_tracepoint("sys_enter") && btf.has_tracepoint("sys_exit")) {
         return Err(format!("{why}; and no raw syscall tracepoints here"));
     }
@@ -1074,7 +1032,7 @@ fn load_btf<'a>(
     prog: &str,
     event: &str,
 ) -> Result<&'a mut BtfTracePoint, String> {
-    let btf = crate::kernel::btf::aya_vmlinux()?;
+    let btf = crate::source::kernel::btf::aya_vmlinux()?;
     let p: &mut BtfTracePoint = ebpf
         .program_mut(prog)
         .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?
@@ -1098,7 +1056,7 @@ fn rss_btf_offsets(disabled: &[String]) -> Result<Vec<(usize, u32)>, String> {
     if disabled.iter().any(|d| d == "tp_btf") {
         return Err(format!("tp_btf disabled by {DISABLE_ENV}"));
     }
-    let btf = crate::kernel::btf::Btf::vmlinux()?;
+    let btf = crate::source::kernel::btf::Btf::vmlinux()?;
     if btf.field_type_name("mm_struct", "rss_stat").as_deref() != Some("percpu_counter") {
         return Err(
             "mm_struct.rss_stat is not per-CPU counters here (kernels before 6.2), \
@@ -1157,7 +1115,7 @@ fn attach_fault_timing(ebpf: &mut Ebpf, disabled: &[String]) -> Result<(), Strin
     if disabled.iter().any(|d| d == FAULT_TIMING_PROBE) {
         return Err(format!("disabled by {DISABLE_ENV}"));
     }
-    let btf = crate::kernel::btf::aya_vmlinux()?;
+    let btf = crate::source::kernel::btf::aya_vmlinux()?;
     let entry: &mut FEntry = ebpf
         .program_mut("fault_enter")
         .ok_or("program fault_enter missing from the eBPF object")?
@@ -1205,7 +1163,7 @@ fn task_offsets(disabled: &[String]) -> Result<TaskOffsets, String> {
     if disabled.iter().any(|d| d == ACCOUNT_PROBE) {
         return Err(format!("disabled by {DISABLE_ENV}"));
     }
-    let btf = crate::kernel::btf::Btf::vmlinux()?;
+    let btf = crate::source::kernel::btf::Btf::vmlinux()?;
     let min = btf.field("task_struct", "min_flt")?;
     let maj = btf.field("task_struct", "maj_flt")?;
     if (min.size, maj.size, maj.offset) != (8, 8, min.offset + 8) {
@@ -1233,7 +1191,7 @@ fn task_offsets(disabled: &[String]) -> Result<TaskOffsets, String> {
 /// tracepoint (no classic fallback: it needs the task pointers).
 fn attach_account(ebpf: &mut Ebpf, offsets: Result<(), String>) -> ProbeStatus {
     let result = offsets.and_then(|()| {
-        let btf = crate::kernel::btf::aya_vmlinux()?;
+        let btf = crate::source::kernel::btf::aya_vmlinux()?;
         let prog = "sched_switch_btf";
         let p: &mut BtfTracePoint = ebpf
             .program_mut(prog)

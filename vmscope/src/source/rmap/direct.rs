@@ -12,7 +12,7 @@ use aya::{
 };
 use vmscope_common::{HIST_BUCKETS, sample::timing};
 
-use crate::loader::one_line;
+use crate::source::loader::one_line;
 
 /// The rmap walks, outermost first.
 pub const WALK: &[&str] = &[
@@ -296,7 +296,7 @@ impl DirectTimer {
     pub fn read(&self) -> anyhow::Result<super::RmapSample> {
         let mut out = super::RmapSample {
             method: super::Method::DirectTiming,
-            cpus: crate::rmap::online_cpus(),
+            cpus: crate::source::rmap::online_cpus(),
             outer_walk_ns: sum(&self.ns, timing::OUTER_NS)?,
             ..Default::default()
         };

@@ -12,8 +12,13 @@ use aya::{
 };
 use serde::Serialize;
 
-use super::{caps::Privileges, hooks, system, tracefs};
-use crate::{cli::DoctorArgs, exit, loader, record::Tool};
+use crate::{
+    cli::DoctorArgs,
+    exit,
+    record::Tool,
+    source::kernel::{PROBE_FUNCTION, caps::Privileges, hooks, system, tracefs},
+    source::loader,
+};
 
 #[derive(Debug, Serialize)]
 pub struct HookReport {
@@ -78,7 +83,7 @@ pub struct Report {
     /// stack sampling through perf_event.
     pub function_timing: &'static str,
     /// Which method gives the rmap figures, and why.
-    pub rmap: crate::rmap::doctor::RmapReport,
+    pub rmap: crate::source::rmap::doctor::RmapReport,
     pub swap_devices: Vec<system::SwapDevice>,
     pub psi_memory: Availability,
     pub memory_cgroup: system::MemoryCgroup,
@@ -167,7 +172,7 @@ pub fn collect(privileges: Privileges) -> Report {
         } else {
             "stack sampling (perf_event); fentry refused"
         },
-        rmap: crate::rmap::doctor::report(),
+        rmap: crate::source::rmap::doctor::report(),
         swap_devices: system::swap_devices(),
         psi_memory: match system::psi_memory_available() {
             Ok(()) => Availability {
@@ -216,7 +221,7 @@ fn privilege_gaps(p: &Privileges, tracefs: &TracefsReport) -> Vec<PrivilegeGap> 
             });
         }
     }
-    if crate::rmap::kallsyms::visible().is_err() && !p.cap_syslog {
+    if crate::source::rmap::kallsyms::visible().is_err() && !p.cap_syslog {
         gaps.push(PrivilegeGap {
             needs: "CAP_SYSLOG".into(),
             would_add: "kernel addresses in /proc/kallsyms: the rmap figures from stack samples"
@@ -249,7 +254,7 @@ fn probe_attach_kinds(tracefs: &TracefsReport) -> Vec<AttachKind> {
                 .collect();
         }
     };
-    let btf = crate::kernel::btf::aya_vmlinux().map_err(|e| format!("{e} unavailable"));
+    let btf = crate::source::kernel::btf::aya_vmlinux().map_err(|e| format!("{e} unavailable"));
     kinds
         .iter()
         .map(|&kind| {
@@ -265,12 +270,6 @@ fn probe_attach_kinds(tracefs: &TracefsReport) -> Vec<AttachKind> {
         })
         .collect()
 }
-
-/// The kernel function the fentry, fexit and kprobe probes attach to: one
-/// every kernel has, that returns (the verifier refuses fexit on a
-/// `__noreturn` function such as `do_exit`, which says nothing about fexit
-/// elsewhere).
-pub const PROBE_FUNCTION: &str = "vfs_read";
 
 fn try_kind(ebpf: &mut Ebpf, kind: &str, btf: &Result<&Btf, String>) -> Result<(), String> {
     let e = |err: aya::programs::ProgramError| loader::one_line(&err);
@@ -384,7 +383,7 @@ pub fn render(r: &Report) -> String {
         }
     }
     let _ = writeln!(s, "function timing: {}", r.function_timing);
-    s.push_str(&crate::rmap::doctor::render(&r.rmap));
+    s.push_str(&crate::source::rmap::doctor::render(&r.rmap));
     let _ = writeln!(s, "\nhooks:");
     for h in &r.hooks {
         if let Some(why) = &h.unknown {
@@ -450,7 +449,7 @@ pub fn render(r: &Report) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::loader::group_syscalls;
+    use crate::source::loader::group_syscalls;
 
     #[test]
     fn syscall_events_are_listed_once_per_call() {

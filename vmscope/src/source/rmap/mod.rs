@@ -5,7 +5,6 @@
 pub mod direct;
 pub mod doctor;
 pub mod kallsyms;
-pub mod overhead;
 pub mod sampler;
 
 pub use self::sampler::{DEFAULT_HZ, PROBE, Sampler, size_maps};
@@ -84,12 +83,12 @@ fn choose_method(
             Method::StackSampling,
             format!(
                 "direct timing disabled by {}; stack sampling",
-                crate::loader::DISABLE_ENV
+                crate::source::loader::DISABLE_ENV
             ),
             None,
         );
     }
-    let btf = match crate::kernel::btf::aya_vmlinux() {
+    let btf = match crate::source::kernel::btf::aya_vmlinux() {
         Ok(b) => b,
         Err(e) => {
             return (
@@ -102,7 +101,7 @@ fn choose_method(
     // Whether fentry attaches at all, tried on a function every kernel
     // has, before reading kallsyms (0.1-0.2 s) to plan which rmap
     // functions to time.
-    match direct::can_attach(ebpf, btf, crate::kernel::doctor::PROBE_FUNCTION) {
+    match direct::can_attach(ebpf, btf, crate::source::kernel::PROBE_FUNCTION) {
         Err(why) => {
             return (
                 Method::StackSampling,

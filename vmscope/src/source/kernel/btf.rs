@@ -84,9 +84,11 @@ pub struct Field {
 /// needs it for every tp_btf and fentry program.
 pub fn aya_vmlinux() -> Result<&'static aya::Btf, String> {
     static BTF: OnceLock<Result<aya::Btf, String>> = OnceLock::new();
-    BTF.get_or_init(|| aya::Btf::from_sys_fs().map_err(|e| crate::loader::one_line(&e)))
-        .as_ref()
-        .map_err(|e| format!("kernel BTF: {e}"))
+    BTF.get_or_init(|| {
+        aya::Btf::from_sys_fs().map_err(|e| crate::source::kernel::errors::one_line(&e))
+    })
+    .as_ref()
+    .map_err(|e| format!("kernel BTF: {e}"))
 }
 
 impl Btf {

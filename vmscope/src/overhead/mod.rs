@@ -8,6 +8,8 @@
 //! The perf-event programs (major faults) are not part of the floor: they
 //! do not fire on the minor faults this loop takes.
 
+pub mod sampling;
+
 use anyhow::Context as _;
 use aya::{
     Ebpf,
@@ -16,8 +18,8 @@ use aya::{
 
 use crate::{
     cli::OverheadArgs,
-    kernel::caps::Privileges,
-    loader::{self, LoadOptions, SwapAttach},
+    source::kernel::caps::Privileges,
+    source::loader::{self, LoadOptions, SwapAttach},
     stats,
 };
 
@@ -89,7 +91,7 @@ fn floor(hooks: &[Hook]) -> anyhow::Result<Vec<Ebpf>> {
     }
     loaded.push(classic);
     for h in hooks.iter().filter(|h| h.btf) {
-        let btf = crate::kernel::btf::aya_vmlinux().map_err(|e| anyhow::anyhow!(e))?;
+        let btf = crate::source::kernel::btf::aya_vmlinux().map_err(|e| anyhow::anyhow!(e))?;
         // One object per hook: a BTF program is loaded for one event.
         let mut ebpf = Ebpf::load(loader::object()?).context("loading the eBPF object")?;
         let p: &mut BtfTracePoint = ebpf
@@ -259,9 +261,9 @@ fn measure(mode: Mode, hooks: &[Vec<Hook>; 3], args: &OverheadArgs) -> anyhow::R
 pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
     Privileges::current().require_bpf()?;
     if args.sampling {
-        return crate::rmap::overhead::run(args);
+        return sampling::run(args);
     }
-    crate::kernel::tracefs::tracefs().map_err(|e| anyhow::anyhow!(e))?;
+    crate::source::kernel::tracefs::tracefs().map_err(|e| anyhow::anyhow!(e))?;
     let hooks = SWAP_CHOICES.map(attached_hooks);
     let [never, always, classic] = hooks;
     let hooks = [never?, always?, classic?];

@@ -16,7 +16,7 @@ fn hidden() -> String {
             .ok()
             .and_then(|v| v.trim().parse::<i64>().ok())
     };
-    let syslog = crate::kernel::caps::Privileges::current().cap_syslog;
+    let syslog = crate::source::kernel::caps::Privileges::current().cap_syslog;
     let why = hidden_reason(
         sysctl("kptr_restrict"),
         sysctl("perf_event_paranoid"),

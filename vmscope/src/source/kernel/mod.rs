@@ -1,0 +1,17 @@
+//! What the running kernel offers: privileges, tracefs, BTF, the hook
+//! catalogue.
+
+pub mod btf;
+pub mod caps;
+pub mod errors;
+pub mod format;
+pub mod hooks;
+pub mod privdrop;
+pub mod system;
+pub mod tracefs;
+
+/// The kernel function the fentry, fexit and kprobe probes attach to: one
+/// every kernel has, that returns (the verifier refuses fexit on a
+/// `__noreturn` function such as `do_exit`, which says nothing about fexit
+/// elsewhere).
+pub const PROBE_FUNCTION: &str = "vfs_read";
