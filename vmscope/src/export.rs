@@ -241,7 +241,23 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
             })
             .collect(),
     );
-    // Page faults.
+    page_faults(&mut w, state);
+    counters(&mut w, state);
+    madvise(&mut w, state);
+    vmstat(&mut w, state);
+    psi(&mut w, state);
+    histograms(&mut w, state);
+    if per_process > 0 {
+        per_process_series(&mut w, state, per_process);
+    }
+    if format == Format::OpenMetrics {
+        w.out.push_str("# EOF\n");
+    }
+    w.out
+}
+
+/// Page faults by mode and class.
+fn page_faults(w: &mut Writer, state: &State) {
     let mut faults: Series = Vec::new();
     match state.fault_source {
         Some(FaultSource::Tracepoint) => {
@@ -279,8 +295,10 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
          through get_user_pages (populate, mlock, remote access), which have no class.",
         faults,
     );
-    // The catalogue's counters: plain ones first, then the labelled
-    // families by name.
+}
+
+/// The catalogue's counters: plain ones first, then the labelled families.
+fn counters(w: &mut Writer, state: &State) {
     let mut labelled: BTreeMap<&str, Series> = BTreeMap::new();
     for c in catalogue::COUNTERS {
         let Some(&v) = state.counters.get(c.key) else {
@@ -309,7 +327,10 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
             w.counter(metric, help, series);
         }
     }
-    // madvise per behaviour.
+}
+
+/// madvise per behaviour.
+fn madvise(w: &mut Writer, state: &State) {
     if state.usable(catalogue::probe::MADVISE) {
         type Field = fn(&MadviseCounts) -> u64;
         let parts: [(&str, &str, Field); 3] = [
@@ -341,7 +362,10 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
             );
         }
     }
-    // vmstat.
+}
+
+/// /proc/vmstat: pswpin/pswpout, then every recorded counter.
+fn vmstat(w: &mut Writer, state: &State) {
     for (key, metric, help) in [
         (
             "pswpin",
@@ -374,7 +398,10 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
             })
             .collect(),
     );
-    // PSI.
+}
+
+/// PSI memory: ratios and stall time.
+fn psi(w: &mut Writer, state: &State) {
     if let Some(p) = &state.psi {
         let ratio = |v: f64| format!("{}", v / 100.0);
         let base = state.psi_base.unwrap_or_default();
@@ -405,7 +432,10 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
             );
         }
     }
-    // Histograms.
+}
+
+/// The latency histograms, by family.
+fn histograms(w: &mut Writer, state: &State) {
     let mut families: BTreeMap<&str, (&str, HistSeries)> = BTreeMap::new();
     let mut names: Vec<&String> = state.hists.keys().collect();
     names.sort();
@@ -431,13 +461,6 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
     for (metric, (help, hs)) in families {
         w.histogram(metric, help, hs);
     }
-    if per_process > 0 {
-        per_process_series(&mut w, state, per_process);
-    }
-    if format == Format::OpenMetrics {
-        w.out.push_str("# EOF\n");
-    }
-    w.out
 }
 
 fn per_process_series(w: &mut Writer, state: &State, n: usize) {

@@ -1276,13 +1276,6 @@ pub const QUANTILES: &[&str] = &["p50", "p90", "p99"];
 pub fn reference() -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
-    let code = |s: &str| {
-        if s.is_empty() {
-            String::new()
-        } else {
-            format!("`{s}`")
-        }
-    };
     let _ = writeln!(
         o,
         "# Metrics reference\n\nGenerated from `vmscope/src/model/catalogue.rs` (a test fails when this page \
@@ -1290,6 +1283,26 @@ pub fn reference() -> String {
          whose probe is not attached is unavailable, with the reason, in every view: never 0. \
          `doctor` lists the probes and their fallbacks.\n"
     );
+    counters_md(&mut o);
+    histograms_md(&mut o);
+    processes_md(&mut o);
+    rates_md(&mut o);
+    runs_md(&mut o);
+    vmstat_md(&mut o);
+    o
+}
+
+/// A name as code in the reference (`none` for figures that need no probe).
+fn code(s: &str) -> String {
+    match s {
+        "" => String::new(),
+        probe::ALWAYS => "none".to_string(),
+        s => format!("`{s}`"),
+    }
+}
+
+fn counters_md(o: &mut String) {
+    use std::fmt::Write as _;
     let _ = writeln!(
         o,
         "## Counters\n\nSystem-wide (scope-filtered when a recording follows a process tree). \
@@ -1317,6 +1330,10 @@ pub fn reference() -> String {
             c.help
         );
     }
+}
+
+fn histograms_md(o: &mut String) {
+    use std::fmt::Write as _;
     let _ = writeln!(
         o,
         "\n## Latency histograms\n\nlog2 buckets in ns; exported in seconds with the bucket \
@@ -1347,6 +1364,10 @@ pub fn reference() -> String {
             f.help
         );
     }
+}
+
+fn processes_md(o: &mut String) {
+    use std::fmt::Write as _;
     let _ = writeln!(
         o,
         "\n## Per process\n\nJSON: `samples[].procs[]` and `processes[]`; `serve --per-process N` \
@@ -1369,6 +1390,10 @@ pub fn reference() -> String {
             f.help
         );
     }
+}
+
+fn rates_md(o: &mut String) {
+    use std::fmt::Write as _;
     let _ = writeln!(
         o,
         "\n## `top` rates\n\n| row | unit | needs | meaning |\n|---|---|---|---|"
@@ -1391,6 +1416,10 @@ pub fn reference() -> String {
             r.help
         );
     }
+}
+
+fn runs_md(o: &mut String) {
+    use std::fmt::Write as _;
     let _ = writeln!(
         o,
         "\n## Run figures (`bench`, `compare`, `report`)\n\nIn compare's order. The workload's own \
@@ -1417,6 +1446,10 @@ pub fn reference() -> String {
             r.name, r.unit, r.help
         );
     }
+}
+
+fn vmstat_md(o: &mut String) {
+    use std::fmt::Write as _;
     let list = |keys: &[&str]| {
         keys.iter()
             .map(|k| format!("`{k}`"))
@@ -1433,7 +1466,6 @@ pub fn reference() -> String {
         list(procstat::VMSTAT_GAUGES),
         list(procstat::VMSTAT_COLUMNS)
     );
-    o
 }
 
 #[cfg(test)]
