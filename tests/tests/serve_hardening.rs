@@ -495,6 +495,18 @@ fn fail_bpf_calls(tid: i32, window: Duration) -> Result<u64, String> {
     }
 }
 
+/// The thread of `pid` that owns the probes and reads their maps.
+fn sampling_thread(pid: u32) -> i32 {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .map(|t| t.unwrap().path())
+        .find(|t| {
+            std::fs::read_to_string(t.join("comm")).is_ok_and(|c| c.trim() == "vmscope-source")
+        })
+        .and_then(|t| t.file_name()?.to_str()?.parse().ok())
+        .unwrap_or_else(|| panic!("no vmscope-source thread in {pid}"))
+}
+
 /// x86-64 only: the failures are injected through its registers.
 #[cfg(target_arch = "x86_64")]
 #[test]
@@ -516,9 +528,9 @@ fn failed_refreshes_serve_the_last_body_with_its_age() {
         .unwrap()
         .count();
 
-    // The refreshes run on the main thread (a current-thread runtime).
-    let pid = serve.pid() as i32;
-    let injector = std::thread::spawn(move || fail_bpf_calls(pid, FAILING));
+    // The maps are read on the sampling thread.
+    let tid = sampling_thread(serve.pid());
+    let injector = std::thread::spawn(move || fail_bpf_calls(tid, FAILING));
     let mut during = Vec::new();
     let t = Instant::now();
     std::thread::sleep(Duration::from_millis(300));
@@ -697,6 +709,7 @@ fn thread_caps(pid: u32) -> Vec<(String, Caps)> {
     for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let t = t.unwrap();
         let status = std::fs::read_to_string(t.path().join("status")).unwrap();
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
         let field = |name: &str| {
             status
                 .lines()
@@ -707,7 +720,7 @@ fn thread_caps(pid: u32) -> Vec<(String, Caps)> {
         };
         let set = |name: &str| u64::from_str_radix(&field(name), 16).unwrap();
         out.push((
-            t.file_name().to_string_lossy().into_owned(),
+            format!("{} ({})", t.file_name().to_string_lossy(), comm.trim()),
             Caps {
                 eff: set("CapEff:"),
                 prm: set("CapPrm:"),
@@ -721,22 +734,35 @@ fn thread_caps(pid: u32) -> Vec<(String, Caps)> {
     out
 }
 
-/// Asserts that every thread of `pid` holds exactly `held` as effective
-/// and permitted, nothing inheritable or ambient, with no_new_privs; and,
-/// when `bounding` is given, exactly that as its bounding set.
+/// Asserts that the sampling thread of `pid` (the one that owns the
+/// probes) holds exactly `held` as effective and permitted, and every other
+/// thread (those that talk to the network) nothing; none holds anything
+/// inheritable or ambient, all have no_new_privs; and, when `bounding` is
+/// given, the sampling thread has exactly that as its bounding set and the
+/// others an empty one.
 fn assert_holds(pid: u32, held: u64, bounding: Option<u64>, stderr: &str) {
     let threads = thread_caps(pid);
+    assert!(
+        threads.iter().any(|(t, _)| t.ends_with("(vmscope-source)")),
+        "no sampling thread among {threads:x?}"
+    );
     for (tid, c) in &threads {
-        let ok = c.eff == held
-            && c.prm == held
+        let sampling = tid.ends_with("(vmscope-source)");
+        let (want, bnd) = if sampling {
+            (held, bounding)
+        } else {
+            (0, bounding.map(|_| 0))
+        };
+        let ok = c.eff == want
+            && c.prm == want
             && c.inh == 0
             && c.amb == 0
             && c.no_new_privs
-            && bounding.is_none_or(|b| c.bnd == b);
+            && bnd.is_none_or(|b| c.bnd == b);
         assert!(
             ok,
-            "thread {tid} of {pid}: {c:x?}, want CapEff = CapPrm = {held:#x}, CapInh = CapAmb = 0, \
-             NoNewPrivs, CapBnd {bounding:x?} ({} threads)\nstderr:\n{stderr}",
+            "thread {tid} of {pid}: {c:x?}, want CapEff = CapPrm = {want:#x}, CapInh = CapAmb = 0, \
+             NoNewPrivs, CapBnd {bnd:x?} ({} threads)\nstderr:\n{stderr}",
             threads.len()
         );
     }

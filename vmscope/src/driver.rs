@@ -1,14 +1,12 @@
 //! What `record`, `top` and `serve` share around their loops: the
-//! single-threaded runtime they run on, the interval ticker and the signals
-//! that end them. What each does on each signal stays in its loop.
+//! single-threaded runtime they run on and the signals that end them. What
+//! each does on each signal stays in its loop; the reads come from the
+//! sampling thread (`source::thread`), which keeps the interval.
 
-use std::{future::Future, time::Duration};
+use std::future::Future;
 
 use anyhow::Context as _;
-use tokio::{
-    signal::unix::{self, SignalKind},
-    time::{Instant, Interval, MissedTickBehavior},
-};
+use tokio::signal::unix::{self, SignalKind};
 
 /// Runs `f` to completion on a current-thread runtime: the loops wait on
 /// timers, signals and sockets, and the sampling they do is short.
@@ -18,15 +16,6 @@ pub fn run<T>(f: impl Future<Output = anyhow::Result<T>>) -> anyhow::Result<T> {
         .build()
         .context("starting the async runtime")?
         .block_on(f)
-}
-
-/// A ticker whose first tick is one interval from now (the caller has just
-/// taken its first sample). A tick that comes late pushes the next ones
-/// back rather than bunching them up: samples stay an interval apart.
-pub fn ticker(interval: Duration) -> Interval {
-    let mut t = tokio::time::interval_at(Instant::now() + interval, interval);
-    t.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    t
 }
 
 /// A signal a loop can end on.
@@ -132,17 +121,6 @@ mod tests {
             // handler is installed above.
             unsafe { libc::raise(libc::SIGHUP) };
             assert_eq!(s.recv().await, Signal::Hup);
-            Ok(())
-        })
-        .expect("the runtime runs");
-    }
-
-    #[test]
-    fn the_first_tick_is_one_interval_away() {
-        run(async {
-            let start = Instant::now();
-            ticker(Duration::from_millis(30)).tick().await;
-            assert!(start.elapsed() >= Duration::from_millis(30));
             Ok(())
         })
         .expect("the runtime runs");

@@ -10,10 +10,12 @@ use crate::{
     cli::{Format, RecordArgs},
     driver::{self, Signal, Signals},
     exit, model,
+    model::probes::ProbeStatus,
     record::{self, Header, JsonlWriter, Line, Output, Recording, Scope, ScopeKind, Totals},
-    source::collect::{Collector, Sample},
+    source::collect::Sample,
     source::kernel::{caps::Privileges, system},
     source::loader::{self, LoadOptions},
+    source::{Reading, Source},
     timefmt,
 };
 
@@ -49,243 +51,289 @@ async fn record(
     output: Output,
     resolved: Option<std::path::PathBuf>,
 ) -> anyhow::Result<u8> {
-    let (scope, filtered) = if !args.command.is_empty() {
-        (ScopeKind::Command, true)
-    } else if !args.pid.is_empty() {
-        (ScopeKind::Pids, true)
-    } else {
-        (ScopeKind::System, false)
-    };
-    let mut probes = loader::load(&LoadOptions {
-        filtered,
-        swap: loader::SwapAttach::Auto,
-        sample_hz: args.sample_hz,
-    })?;
-    for (names, why) in loader::unusable_by_reason(&probes.probes) {
-        log::warn!("{names} unavailable: {why}");
-    }
-    let mut pids = args.pid.clone();
-    for &pid in &pids {
-        probes.track(pid)?;
-    }
-    // Opened before the command exists, so a refused path never leaves it
-    // waiting.
-    let mut stream = match args.format {
-        Format::Json => None,
-        Format::Jsonl => Some(JsonlWriter::create(&output)?),
-    };
-    let wraps = resolved.is_some();
-    let mut tap = None;
-    let gated = match &resolved {
-        Some(path) => {
-            let stdout = if args.keep_output {
-                // With the recording on stdout, the command's output goes to stderr.
-                let (w, t) = child::Tap::start(matches!(output, Output::Stdout))?;
-                tap = Some(t);
-                Some(w)
-            } else {
-                None
-            };
-            let g = child::spawn_gated(
-                path,
-                &args.command,
-                child::run_as_from_sudo(args.as_root),
-                stdout,
-            )?;
-            probes.track(g.pid)?;
-            pids.push(g.pid);
-            Some(g)
-        }
-        None => None,
-    };
-
-    let start_wall = SystemTime::now();
-    let start = Instant::now();
-    let header = Header {
-        schema_version: record::SCHEMA_VERSION,
-        tool: record::Tool::this(),
-        kernel: system::kernel_info(),
-        command_line: std::env::args().collect(),
-        command: (!args.command.is_empty()).then(|| args.command.clone()),
-        scope: Scope { kind: scope, pids },
-        interval_ns: nanos(args.interval),
-        start_time: timefmt::rfc3339(start_wall),
-        probes: probes.probes.clone(),
-        fault_source: probes.fault_source,
-        fault_classes: (0..vmscope_common::FAULT_CLASSES)
-            .map(|k| vmscope_common::fault_class_name(k).to_string())
-            .collect(),
-    };
-    if let Some(w) = stream.as_mut() {
-        w.line(&Line::Header(Box::new(header.clone())))?;
-    }
-    let mut collector = Collector::new(start);
+    let mut setup = Setup::open(&args, &output, resolved)?;
     let limit = if args.all {
         usize::MAX
     } else {
         record::TOP_PROCESSES
     };
-    // The totals are folded as samples arrive; a document keeps its
-    // samples too, a stream has written them (so its memory stays flat).
-    let mut fold = crate::model::fold::Fold::new(limit);
-    let mut samples: Vec<Sample> = Vec::new();
-    // A stream folds only the samples it could write, so its lines and its
-    // final recording agree.
-    let mut take = |s: anyhow::Result<Sample>| -> anyhow::Result<()> {
-        let s = s?;
-        fold.push(&s);
-        match stream.as_mut() {
-            Some(w) => w.line(&Line::Sample(Box::new(s)))?,
-            None => samples.push(s),
-        }
-        Ok(())
-    };
-    take(collector.sample(&mut probes))?;
+    let mut book = Book::new(limit, setup.stream.take(), setup.source.probes.clone());
+    let start = Instant::now();
+    setup.source.start(start, args.interval);
+    book.take(setup.source.next().await)?;
 
-    let mut signals = Signals::install(&[Signal::Int, Signal::Term, Signal::Hup])?;
-
-    let mut waiter = match gated {
-        Some(g) => {
-            let (started, handle) = g.release()?;
-            let h = handle.clone();
-            Some((
-                handle,
-                started,
-                tokio::task::spawn_blocking(move || h.wait(started)),
-            ))
-        }
+    let signals = Signals::install(&[Signal::Int, Signal::Term, Signal::Hup])?;
+    let command = match setup.gated.take() {
+        Some(g) => Some(Command::release(g, setup.tap.take())?),
         None => None,
     };
-    let mut deadline = args.duration.map(|d| tokio::time::Instant::now() + d);
-    let mut ticker = driver::ticker(args.interval);
-
-    let mut interrupted_by: Option<&'static str> = None;
-    // vmscope's own failure mid-run: the recording ends, marked incomplete.
-    let mut failure: Option<anyhow::Error> = None;
-    // When the command gets SIGKILL, after vmscope's own SIGTERM.
-    let mut kill_at: Option<tokio::time::Instant> = None;
-    let mut sent: Vec<child::SignalSent> = Vec::new();
-    let mut child_report = None;
-    let send = |sent: &mut Vec<child::SignalSent>,
-                handle: &child::Handle,
-                started: Instant,
-                signo: i32,
-                reason: &str| {
-        log::info!(
-            "{reason}: sending {} to the command (pid {})",
-            child::signal_name(signo),
-            handle.pid
-        );
-        let delivered = if signo == libc::SIGKILL {
-            let n = handle.kill_tree();
-            log::info!("SIGKILL also sent to {n} descendants");
-            true
-        } else {
-            handle.signal(signo)
-        };
-        if delivered {
-            sent.push(child::SignalSent {
-                signal: child::signal_name(signo),
-                reason: reason.into(),
-                after_ns: nanos(started.elapsed()),
-            });
-        }
+    let mut run = Run {
+        source: &mut setup.source,
+        book: &mut book,
+        signals,
+        command,
+        deadline: args.duration.map(|d| tokio::time::Instant::now() + d),
+        interrupted_by: None,
+        failure: None,
+        child_report: None,
     };
-    loop {
-        let dl = deadline;
-        let until_deadline = async move {
-            match dl {
-                Some(d) => tokio::time::sleep_until(d).await,
-                None => std::future::pending().await,
-            }
-        };
-        let ka = kill_at;
-        let until_kill = async move {
-            match ka {
-                Some(d) => tokio::time::sleep_until(d).await,
-                None => std::future::pending().await,
-            }
-        };
-        let child_done = async {
-            match waiter.as_mut() {
-                Some((_, _, h)) => h.await,
-                None => std::future::pending().await,
-            }
-        };
-        let sig = tokio::select! {
-            _ = ticker.tick(), if failure.is_none() => {
-                match take(collector.sample(&mut probes)) {
-                    Ok(()) => None,
-                    Err(e) => {
-                        log::debug!("recording failed: {e:#}");
-                        failure = Some(e);
-                        Some(("error", libc::SIGTERM))
-                    }
-                }
-            }
-            r = child_done => {
-                match r.context("waiting for the command").and_then(|r| r) {
-                    Ok(mut report) => {
-                        if let Some(t) = tap.take() {
-                            report.output = Some(t.finish(Duration::from_secs(1)));
-                        }
-                        report.signals_sent = std::mem::take(&mut sent);
-                        child_report = Some(report);
-                    }
-                    Err(e) => {
-                        failure.get_or_insert(e);
-                    }
-                }
-                break;
-            }
-            () = until_kill => {
-                kill_at = None;
-                if let Some((handle, started, _)) = &waiter {
-                    send(&mut sent, handle, *started, libc::SIGKILL, "grace");
-                }
-                continue;
-            }
-            () = until_deadline => Some(("duration", libc::SIGTERM)),
-            s = signals.recv() => Some((s.name(), s.number())),
-        };
-        let Some((why, signo)) = sig else { continue };
-        match why {
-            "duration" => deadline = None,
-            "error" => deadline = None,
-            _ => {
-                interrupted_by.get_or_insert(why);
-            }
-        }
-        match &waiter {
-            // Forward and keep sampling until it exits: the document is
-            // written once the command is gone, so nothing is lost. vmscope's
-            // own SIGTERM (duration, failure) is followed by SIGKILL to the
-            // command's tree if it is still running after the grace period.
-            Some((handle, started, _)) => {
-                let reason = if matches!(why, "duration" | "error") {
-                    if kill_at.is_none() {
-                        kill_at = Some(tokio::time::Instant::now() + child::GRACE);
-                    }
-                    why
-                } else {
-                    "forwarded"
-                };
-                send(&mut sent, handle, *started, signo, reason);
-            }
-            None => break,
+    run.until_done().await;
+    let Run {
+        interrupted_by,
+        mut failure,
+        child_report,
+        ..
+    } = run;
+    // The reads not yet taken and a last one: nothing read is lost.
+    for r in setup.source.finish().await {
+        if let Err(e) = book.take(r) {
+            failure.get_or_insert(e);
+            break;
         }
     }
-    // The last sample, unless sampling itself is what failed.
-    if let Err(e) = take(collector.sample(&mut probes)) {
-        failure.get_or_insert(e);
-    }
-    let end_wall = SystemTime::now();
-    let duration = start.elapsed();
+    let ended = Ended {
+        end_wall: SystemTime::now(),
+        duration: start.elapsed(),
+        interrupted_by,
+        failure,
+        child_report,
+    };
+    let (written, failure, child_report) = book.write(setup.header, ended, &output);
+    // The document is out: detach without making the user wait for it.
+    setup.source.release();
+    conclude(
+        failure,
+        child_report.as_ref(),
+        interrupted_by,
+        written,
+        &output,
+        setup.wraps,
+    )
+}
 
-    let source = probes.fault_source;
+/// What is ready before the first sample: the probes (loaded and told whom
+/// to follow), the stream, the command (created, held at its exec) and the
+/// recording's header.
+struct Setup {
+    source: Source,
+    stream: Option<JsonlWriter>,
+    gated: Option<child::Gated>,
+    tap: Option<child::Tap>,
+    header: Header,
+    wraps: bool,
+}
+
+impl Setup {
+    fn open(
+        args: &RecordArgs,
+        output: &Output,
+        resolved: Option<std::path::PathBuf>,
+    ) -> anyhow::Result<Setup> {
+        let (scope, filtered) = if !args.command.is_empty() {
+            (ScopeKind::Command, true)
+        } else if !args.pid.is_empty() {
+            (ScopeKind::Pids, true)
+        } else {
+            (ScopeKind::System, false)
+        };
+        let source = Source::load(LoadOptions {
+            filtered,
+            swap: loader::SwapAttach::Auto,
+            sample_hz: args.sample_hz,
+        })?;
+        for (names, why) in loader::unusable_by_reason(&source.probes) {
+            log::warn!("{names} unavailable: {why}");
+        }
+        let mut pids = args.pid.clone();
+        for &pid in &pids {
+            source.track(pid)?;
+        }
+        // Opened before the command exists, so a refused path never leaves
+        // it waiting.
+        let mut stream = match args.format {
+            Format::Json => None,
+            Format::Jsonl => Some(JsonlWriter::create(output)?),
+        };
+        let wraps = resolved.is_some();
+        let (gated, tap) = match &resolved {
+            Some(path) => {
+                let (g, tap) = spawn(args, output, path)?;
+                source.track(g.pid)?;
+                pids.push(g.pid);
+                (Some(g), tap)
+            }
+            None => (None, None),
+        };
+        let header = Header {
+            schema_version: record::SCHEMA_VERSION,
+            tool: record::Tool::this(),
+            kernel: system::kernel_info(),
+            command_line: std::env::args().collect(),
+            command: (!args.command.is_empty()).then(|| args.command.clone()),
+            scope: Scope { kind: scope, pids },
+            interval_ns: nanos(args.interval),
+            start_time: timefmt::rfc3339(SystemTime::now()),
+            probes: source.probes.clone(),
+            fault_source: source.fault_source,
+            fault_classes: (0..vmscope_common::FAULT_CLASSES)
+                .map(|k| vmscope_common::fault_class_name(k).to_string())
+                .collect(),
+        };
+        if let Some(w) = stream.as_mut() {
+            w.line(&Line::Header(Box::new(header.clone())))?;
+        }
+        Ok(Setup {
+            source,
+            stream,
+            gated,
+            tap,
+            header,
+            wraps,
+        })
+    }
+}
+
+/// Creates the command, held before its exec until the first sample.
+fn spawn(
+    args: &RecordArgs,
+    output: &Output,
+    path: &std::path::Path,
+) -> anyhow::Result<(child::Gated, Option<child::Tap>)> {
+    let (stdout, tap) = if args.keep_output {
+        // With the recording on stdout, the command's output goes to stderr.
+        let (w, t) = child::Tap::start(matches!(output, Output::Stdout))?;
+        (Some(w), Some(t))
+    } else {
+        (None, None)
+    };
+    let g = child::spawn_gated(
+        path,
+        &args.command,
+        child::run_as_from_sudo(args.as_root),
+        stdout,
+    )?;
+    Ok((g, tap))
+}
+
+/// The samples as they arrive: folded into the totals at once, and kept
+/// (a document) or written (a stream, so its memory stays flat).
+struct Book {
+    fold: crate::model::fold::Fold,
+    samples: Vec<Sample>,
+    stream: Option<JsonlWriter>,
+    /// The probes' status as of the latest read (the swap probe can attach
+    /// late).
+    probes: Vec<ProbeStatus>,
+    limit: usize,
+}
+
+impl Book {
+    fn new(limit: usize, stream: Option<JsonlWriter>, probes: Vec<ProbeStatus>) -> Book {
+        Book {
+            fold: crate::model::fold::Fold::new(limit),
+            samples: Vec::new(),
+            stream,
+            probes,
+            limit,
+        }
+    }
+
+    /// A stream folds only the samples it could write, so its lines and
+    /// its final recording agree.
+    fn take(&mut self, r: anyhow::Result<Reading>) -> anyhow::Result<()> {
+        let r = r?;
+        self.probes = r.probes;
+        let s = r.sample;
+        self.fold.push(&s);
+        match self.stream.as_mut() {
+            Some(w) => w.line(&Line::Sample(Box::new(s)))?,
+            None => self.samples.push(s),
+        }
+        Ok(())
+    }
+
+    /// Writes the document (or the stream's closing line); returns how
+    /// that went, with the run's failure and the command's report.
+    fn write(
+        self,
+        header: Header,
+        ended: Ended,
+        output: &Output,
+    ) -> (
+        anyhow::Result<()>,
+        Option<anyhow::Error>,
+        Option<child::ChildReport>,
+    ) {
+        let Book {
+            fold,
+            samples,
+            mut stream,
+            probes,
+            limit,
+        } = self;
+        let failure = ended.failure;
+        let child_report = ended.child_report;
+        let rec = document(Document {
+            fold,
+            samples,
+            probes,
+            limit,
+            header,
+            end_wall: ended.end_wall,
+            duration: ended.duration,
+            interrupted_by: ended.interrupted_by,
+            incomplete: failure.as_ref().map(|e| format!("{e:#}")),
+            child: child_report.clone(),
+        });
+        let written = match stream.as_mut() {
+            Some(w) => {
+                let mut rec = rec;
+                rec.samples = Vec::new();
+                // A broken stdout takes nothing more; a file may, once the
+                // command is gone (it may have freed the space it took).
+                if failure.is_some() && !w.is_file() {
+                    Err(anyhow::anyhow!("not written"))
+                } else {
+                    w.line(&Line::Recording(Box::new(rec)))
+                }
+            }
+            None => output.write(&rec),
+        };
+        (written, failure, child_report)
+    }
+}
+
+/// How the run ended.
+struct Ended {
+    end_wall: SystemTime,
+    duration: Duration,
+    interrupted_by: Option<&'static str>,
+    failure: Option<anyhow::Error>,
+    child_report: Option<child::ChildReport>,
+}
+
+/// Everything the finished document is made of.
+struct Document {
+    fold: crate::model::fold::Fold,
+    samples: Vec<Sample>,
+    probes: Vec<ProbeStatus>,
+    limit: usize,
+    header: Header,
+    end_wall: SystemTime,
+    duration: Duration,
+    interrupted_by: Option<&'static str>,
+    incomplete: Option<String>,
+    child: Option<child::ChildReport>,
+}
+
+/// The recording: the header as it was at the start but with the probes'
+/// final status, and the totals folded from every sample.
+fn document(d: Document) -> Recording {
+    let fold = d.fold;
+    let source = d.header.fault_source;
     let first = fold.first().map(|s| s.faults).unwrap_or_default();
     let last = fold.last().map(|s| s.faults).unwrap_or_default();
-    let attached = |name: &str| loader::probe_usable(&probes.probes, name);
+    let attached = |name: &str| loader::probe_usable(&d.probes, name);
     let gup = attached(loader::ACCOUNT_PROBE);
     // The system's get_user_pages part comes from /proc/vmstat (pgfault).
     let system_faults = model::fault_totals(
@@ -300,48 +348,207 @@ async fn record(
         gup_faults: gup,
     };
     let summary = fold.summary_samples();
-    let mut rec = Recording {
-        header: Header {
-            probes: probes.probes.clone(),
-            ..header
-        },
-        end_time: timefmt::rfc3339(end_wall),
-        duration_ns: nanos(duration),
-        interrupted_by: interrupted_by.map(str::to_string),
-        incomplete: failure.as_ref().map(|e| format!("{e:#}")),
-        child: child_report.clone(),
+    let vm = crate::model::totals::vm_totals(
+        &summary,
+        &d.probes,
+        crate::procstat::read_psi().err().as_deref(),
+    );
+    Recording {
+        end_time: timefmt::rfc3339(d.end_wall),
+        duration_ns: nanos(d.duration),
+        interrupted_by: d.interrupted_by.map(str::to_string),
+        incomplete: d.incomplete,
+        child: d.child,
         totals: Totals {
             system_faults,
             scope_faults,
-            vm: crate::model::totals::vm_totals(
-                &summary,
-                &probes.probes,
-                crate::procstat::read_psi().err().as_deref(),
-            ),
+            vm,
         },
-        processes: fold.procs.totals(source, avail, limit),
-        processes_limit: limit.min(u32::MAX as usize),
+        processes: fold.procs.totals(source, avail, d.limit),
+        processes_limit: d.limit.min(u32::MAX as usize),
         lost: model::lost(fold.last()),
         series: fold.series(|name| attached(crate::model::catalogue::counter_probe(name))),
-        samples,
-    };
-    let written = match stream.as_mut() {
-        Some(w) => {
-            rec.samples = Vec::new();
-            // A broken stdout takes nothing more; a file may, once the
-            // command is gone (it may have freed the space it took).
-            if failure.is_some() && !w.is_file() {
-                Err(anyhow::anyhow!("not written"))
-            } else {
-                w.line(&Line::Recording(Box::new(rec)))
+        samples: d.samples,
+        header: Header {
+            probes: d.probes.clone(),
+            ..d.header
+        },
+    }
+}
+
+/// The wrapped command once released: whom to signal, and its wait.
+struct Command {
+    handle: child::Handle,
+    started: Instant,
+    wait: tokio::task::JoinHandle<anyhow::Result<child::ChildReport>>,
+    tap: Option<child::Tap>,
+    sent: Vec<child::SignalSent>,
+    /// When it gets SIGKILL, after vmscope's own SIGTERM.
+    kill_at: Option<tokio::time::Instant>,
+}
+
+impl Command {
+    fn release(g: child::Gated, tap: Option<child::Tap>) -> anyhow::Result<Command> {
+        let (started, handle) = g.release()?;
+        let h = handle.clone();
+        Ok(Command {
+            handle,
+            started,
+            wait: tokio::task::spawn_blocking(move || h.wait(started)),
+            tap,
+            sent: Vec::new(),
+            kill_at: None,
+        })
+    }
+
+    fn send(&mut self, signo: i32, reason: &str) {
+        log::info!(
+            "{reason}: sending {} to the command (pid {})",
+            child::signal_name(signo),
+            self.handle.pid
+        );
+        let delivered = if signo == libc::SIGKILL {
+            let n = self.handle.kill_tree();
+            log::info!("SIGKILL also sent to {n} descendants");
+            true
+        } else {
+            self.handle.signal(signo)
+        };
+        if delivered {
+            self.sent.push(child::SignalSent {
+                signal: child::signal_name(signo),
+                reason: reason.into(),
+                after_ns: nanos(self.started.elapsed()),
+            });
+        }
+    }
+
+    /// The command's report once it has exited, with its captured output
+    /// and the signals vmscope sent it.
+    fn finish(
+        &mut self,
+        r: Result<anyhow::Result<child::ChildReport>, tokio::task::JoinError>,
+    ) -> anyhow::Result<child::ChildReport> {
+        let mut report = r.context("waiting for the command").and_then(|r| r)?;
+        if let Some(t) = self.tap.take() {
+            report.output = Some(t.finish(Duration::from_secs(1)));
+        }
+        report.signals_sent = std::mem::take(&mut self.sent);
+        Ok(report)
+    }
+}
+
+/// Sleeps until `at`, or for ever.
+async fn until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The loop between the first sample and the last: it ends when the
+/// command exits, or (without a command) at the duration or a signal.
+struct Run<'a> {
+    source: &'a mut Source,
+    book: &'a mut Book,
+    signals: Signals,
+    command: Option<Command>,
+    deadline: Option<tokio::time::Instant>,
+    interrupted_by: Option<&'static str>,
+    /// vmscope's own failure mid-run: the recording ends, marked
+    /// incomplete.
+    failure: Option<anyhow::Error>,
+    child_report: Option<child::ChildReport>,
+}
+
+impl Run<'_> {
+    async fn until_done(&mut self) {
+        loop {
+            let kill_at = self.command.as_ref().and_then(|c| c.kill_at);
+            let child_done = async {
+                match self.command.as_mut() {
+                    Some(c) => (&mut c.wait).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let sig = tokio::select! {
+                r = self.source.next(), if self.failure.is_none() => match self.book.take(r) {
+                    Ok(()) => None,
+                    Err(e) => {
+                        log::debug!("recording failed: {e:#}");
+                        self.failure = Some(e);
+                        Some(("error", libc::SIGTERM))
+                    }
+                },
+                r = child_done => {
+                    if let Some(c) = self.command.as_mut() {
+                        match c.finish(r) {
+                            Ok(report) => self.child_report = Some(report),
+                            Err(e) => {
+                                self.failure.get_or_insert(e);
+                            }
+                        }
+                    }
+                    return;
+                }
+                () = until(kill_at) => {
+                    if let Some(c) = self.command.as_mut() {
+                        c.kill_at = None;
+                        c.send(libc::SIGKILL, "grace");
+                    }
+                    continue;
+                }
+                () = until(self.deadline) => Some(("duration", libc::SIGTERM)),
+                s = self.signals.recv() => Some((s.name(), s.number())),
+            };
+            let Some((why, signo)) = sig else { continue };
+            if !self.on_stop(why, signo) {
+                return;
             }
         }
-        None => output.write(&rec),
-    };
-    // The document is out: detach without making the user wait for it.
-    crate::source::teardown::release(probes);
+    }
+
+    /// A reason to stop. Without a command the loop ends (false). With
+    /// one, the signal is forwarded and sampling goes on until it exits:
+    /// the document is written once the command is gone, so nothing is
+    /// lost. vmscope's own SIGTERM (duration, failure) is followed by
+    /// SIGKILL to the command's tree if it still runs after the grace
+    /// period.
+    fn on_stop(&mut self, why: &'static str, signo: i32) -> bool {
+        let own = matches!(why, "duration" | "error");
+        if own {
+            self.deadline = None;
+        } else {
+            self.interrupted_by.get_or_insert(why);
+        }
+        let Some(c) = self.command.as_mut() else {
+            return false;
+        };
+        let reason = if own {
+            if c.kill_at.is_none() {
+                c.kill_at = Some(tokio::time::Instant::now() + child::GRACE);
+            }
+            why
+        } else {
+            "forwarded"
+        };
+        c.send(signo, reason);
+        true
+    }
+}
+
+/// The exit status, or the one-line error that says what became of the
+/// command and the recording.
+fn conclude(
+    failure: Option<anyhow::Error>,
+    child_report: Option<&child::ChildReport>,
+    interrupted_by: Option<&'static str>,
+    written: anyhow::Result<()>,
+    output: &Output,
+    wraps: bool,
+) -> anyhow::Result<u8> {
     if let Some(e) = failure {
-        let stopped = match &child_report {
+        let stopped = match child_report {
             Some(c) if !c.signals_sent.is_empty() => {
                 let names: Vec<&str> = c.signals_sent.iter().map(|s| s.signal.as_str()).collect();
                 format!(
@@ -352,7 +559,7 @@ async fn record(
             }
             _ => String::new(),
         };
-        let doc = match (&written, &output) {
+        let doc = match (&written, output) {
             (Ok(()), Output::File(p)) => {
                 format!("; an incomplete recording is in {}", p.display())
             }
@@ -370,10 +577,9 @@ async fn record(
         ));
     }
     written?;
-    Ok(match (&child_report, interrupted_by) {
+    Ok(match (child_report, interrupted_by) {
         (Some(c), _) => u8::try_from(c.exit_code).unwrap_or(exit::WRAPPER_FAILED),
-        (None, Some(_)) => 0,
-        (None, None) => 0,
+        (None, _) => 0,
     })
 }
 

@@ -50,9 +50,9 @@ use crate::{
     driver::{self, Signal, Signals},
     exit,
     export::{self, Format, State},
-    source::collect::Collector,
     source::kernel::caps::Privileges,
     source::loader::{self, LoadOptions},
+    source::{Reading, Source, shed::Shed},
 };
 
 /// The largest request head accepted (hyper's smallest buffer).
@@ -372,245 +372,235 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
                 ),
             )
         })?;
-    let mut probes = loader::load(&LoadOptions {
+    let mut source = Source::load(LoadOptions {
         filtered: false,
         swap: loader::SwapAttach::Auto,
         // The exporter has no rmap series yet.
         sample_hz: 0,
     })?;
-    let mut collector = Collector::new(Instant::now());
-    let mut state = State {
-        fault_source: Some(probes.fault_source),
-        ..Default::default()
+    let mut exporter = Exporter {
+        state: State {
+            fault_source: Some(source.fault_source),
+            ..Default::default()
+        },
+        per_process: args.per_process,
+        interval: args.interval,
+        failures: Burst::default(),
     };
-    let render = |state: &mut State,
-                  probes: &mut loader::Loaded,
-                  collector: &mut Collector|
-     -> anyhow::Result<Bodies> {
-        state.apply(collector.sample(probes)?);
-        state.probes = probes.probes.clone();
-        let om = export::render(state, Format::OpenMetrics, args.per_process);
-        let om = om.strip_suffix(OPENMETRICS_EOF).unwrap_or(&om).to_owned();
-        Ok(Bodies {
-            prometheus: Bytes::from(export::render(state, Format::Prometheus, args.per_process)),
-            openmetrics: Bytes::from(om),
-            rendered: Instant::now(),
-        })
-    };
+    source.start(Instant::now(), args.interval);
     // Without a first good sample there is nothing to serve.
-    let first = render(&mut state, &mut probes, &mut collector)?;
+    let first = exporter.render(source.next().await)?;
     let shared = Arc::new(Shared {
         bodies: Mutex::new(first),
         refresh_failures: AtomicU64::new(0),
         dropped: Default::default(),
     });
-    let mut refresh_burst = Burst::default();
-    let mut refresh = |state: &mut State, probes: &mut loader::Loaded| match render(
-        state,
-        probes,
-        &mut collector,
-    ) {
-        Ok(b) => {
-            if let Some((n, took)) = refresh_burst.end() {
-                eprintln!(
-                    "vmscope serve: refreshing works again after {n} failed refreshes \
-                     over {:.1} s",
-                    took.as_secs_f64()
-                );
-            }
-            if let Ok(mut slot) = shared.bodies.lock() {
-                *slot = b;
-            }
-        }
-        Err(e) => {
-            shared.refresh_failures.fetch_add(1, Ordering::Relaxed);
-            if refresh_burst.fail() {
-                let age = shared
-                    .bodies
-                    .lock()
-                    .map(|b| b.rendered.elapsed().as_secs_f64())
-                    .unwrap_or_default();
-                eprintln!(
-                    "vmscope serve: refreshing the metrics failed: {e:#}; serving the last \
-                     good ones ({age:.1} s old) and retrying every {}",
-                    humantime::format_duration(args.interval)
-                );
-            }
-        }
-    };
     // Everything that attaches at start has; the listener is bound.
-    let mut said = Vec::new();
-    let mut held_for_swap = shed_privileges(&probes, "", &mut said);
+    let said = shed_privileges(&source);
     let local: SocketAddr = listener.local_addr().context("reading the bound address")?;
     // The listening line first (scripts wait for it), then what was shed
     // before it.
     eprintln!("vmscope serve: listening on http://{local}/metrics");
-    for line in said {
-        eprintln!("{line}");
+    eprintln!("{said}");
+    let signals = Signals::install(&[Signal::Term, Signal::Int])?;
+    Listening {
+        listener,
+        shared,
+        conns: Arc::new(Mutex::new(Conns::default())),
+        failures: Burst::default(),
+        backoff: ACCEPT_BACKOFF_MIN,
+        paused_until: None,
     }
-
-    let conns = Arc::new(Mutex::new(Conns::default()));
-    let mut accept_burst = Burst::default();
-    let mut backoff = ACCEPT_BACKOFF_MIN;
-    let mut paused_until: Option<tokio::time::Instant> = None;
-    let mut ticker = driver::ticker(args.interval);
-    let mut signals = Signals::install(&[Signal::Term, Signal::Int])?;
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {
-                refresh(&mut state, &mut probes);
-                if held_for_swap && !swap_pending(&probes) {
-                    let mut said = Vec::new();
-                    held_for_swap =
-                        shed_privileges(&probes, "the swap probe no longer waits: ", &mut said);
-                    for line in said {
-                        eprintln!("{line}");
-                    }
-                }
-            }
-            accepted = listener.accept(), if paused_until.is_none() => match accepted {
-                Ok((stream, peer)) => {
-                    if let Some((n, took)) = accept_burst.end() {
-                        eprintln!(
-                            "vmscope serve: accepting again after {n} failed accepts over {:.1} s",
-                            took.as_secs_f64()
-                        );
-                    }
-                    backoff = ACCEPT_BACKOFF_MIN;
-                    // Refused: dropped, so closed at once.
-                    if let Some(ticket) = admit(&conns, peer.ip().to_canonical(), &shared) {
-                        tokio::spawn(connection(stream, shared.clone(), ticket));
-                    }
-                }
-                // The peer gave up before it was accepted: nothing to wait for.
-                Err(e) if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
-                ) => {}
-                Err(e) => {
-                    if accept_burst.fail() {
-                        eprintln!(
-                            "vmscope serve: accepting a connection failed: {e}; retrying after \
-                             {} ms, backing off to {} s",
-                            backoff.as_millis(),
-                            ACCEPT_BACKOFF_MAX.as_secs()
-                        );
-                    }
-                    paused_until = Some(tokio::time::Instant::now() + backoff);
-                    backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
-                }
-            },
-            () = tokio::time::sleep_until(paused_until.unwrap_or_else(tokio::time::Instant::now)),
-                if paused_until.is_some() => paused_until = None,
-            _ = signals.recv() => break,
-        }
-    }
-    crate::source::teardown::release(probes);
+    .run(&mut source, &mut exporter, signals)
+    .await;
+    source.release();
     eprintln!("vmscope serve: stopped");
     Ok(0)
 }
 
-/// Whether a probe waits to attach later (the swap probe, until a swap
-/// device is active).
-fn swap_pending(probes: &loader::Loaded) -> bool {
-    probes.probes.iter().any(|p| p.deferred)
+/// Turns reads into the bodies served.
+struct Exporter {
+    state: State,
+    per_process: usize,
+    interval: Duration,
+    /// Refreshes that failed in a row.
+    failures: Burst,
+}
+
+impl Exporter {
+    /// The bodies for this read; an error for a read that failed.
+    fn render(&mut self, r: anyhow::Result<Reading>) -> anyhow::Result<Bodies> {
+        let r = r?;
+        self.state.apply(r.sample);
+        self.state.probes = r.probes;
+        if let Some(shed) = r.shed {
+            eprintln!(
+                "{}",
+                shed_line(&shed, "the swap probe no longer waits: ", None)
+            );
+        }
+        let om = export::render(&self.state, Format::OpenMetrics, self.per_process);
+        let om = om.strip_suffix(OPENMETRICS_EOF).unwrap_or(&om).to_owned();
+        Ok(Bodies {
+            prometheus: Bytes::from(export::render(
+                &self.state,
+                Format::Prometheus,
+                self.per_process,
+            )),
+            openmetrics: Bytes::from(om),
+            rendered: Instant::now(),
+        })
+    }
+
+    /// Serves this read's bodies from now on, or keeps the last good ones
+    /// (logged once per burst of failures).
+    fn refresh(&mut self, r: anyhow::Result<Reading>, shared: &Shared) {
+        match self.render(r) {
+            Ok(b) => {
+                if let Some((n, took)) = self.failures.end() {
+                    eprintln!(
+                        "vmscope serve: refreshing works again after {n} failed refreshes \
+                         over {:.1} s",
+                        took.as_secs_f64()
+                    );
+                }
+                if let Ok(mut slot) = shared.bodies.lock() {
+                    *slot = b;
+                }
+            }
+            Err(e) => {
+                shared.refresh_failures.fetch_add(1, Ordering::Relaxed);
+                if self.failures.fail() {
+                    let age = shared
+                        .bodies
+                        .lock()
+                        .map(|b| b.rendered.elapsed().as_secs_f64())
+                        .unwrap_or_default();
+                    eprintln!(
+                        "vmscope serve: refreshing the metrics failed: {e:#}; serving the last \
+                         good ones ({age:.1} s old) and retrying every {}",
+                        humantime::format_duration(self.interval)
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The accept loop and what it keeps between accepts.
+struct Listening {
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    conns: Arc<Mutex<Conns>>,
+    failures: Burst,
+    backoff: Duration,
+    paused_until: Option<tokio::time::Instant>,
+}
+
+impl Listening {
+    /// Serves until SIGTERM or SIGINT, refreshing the bodies at every read.
+    async fn run(&mut self, source: &mut Source, exporter: &mut Exporter, mut signals: Signals) {
+        loop {
+            let paused = self.paused_until;
+            tokio::select! {
+                r = source.next() => exporter.refresh(r, &self.shared),
+                accepted = self.listener.accept(), if paused.is_none() => self.on_accept(accepted),
+                () = tokio::time::sleep_until(paused.unwrap_or_else(tokio::time::Instant::now)),
+                    if paused.is_some() => self.paused_until = None,
+                _ = signals.recv() => return,
+            }
+        }
+    }
+
+    fn on_accept(&mut self, accepted: std::io::Result<(tokio::net::TcpStream, SocketAddr)>) {
+        match accepted {
+            Ok((stream, peer)) => {
+                if let Some((n, took)) = self.failures.end() {
+                    eprintln!(
+                        "vmscope serve: accepting again after {n} failed accepts over {:.1} s",
+                        took.as_secs_f64()
+                    );
+                }
+                self.backoff = ACCEPT_BACKOFF_MIN;
+                // Refused: dropped, so closed at once.
+                if let Some(ticket) = admit(&self.conns, peer.ip().to_canonical(), &self.shared) {
+                    tokio::spawn(connection(stream, self.shared.clone(), ticket));
+                }
+            }
+            // The peer gave up before it was accepted: nothing to wait for.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset
+                ) => {}
+            Err(e) => {
+                if self.failures.fail() {
+                    eprintln!(
+                        "vmscope serve: accepting a connection failed: {e}; retrying after \
+                         {} ms, backing off to {} s",
+                        self.backoff.as_millis(),
+                        ACCEPT_BACKOFF_MAX.as_secs()
+                    );
+                }
+                self.paused_until = Some(tokio::time::Instant::now() + self.backoff);
+                self.backoff = (self.backoff * 2).min(ACCEPT_BACKOFF_MAX);
+            }
+        }
+    }
 }
 
 /// Gives up every capability the exporter no longer needs, for good, and
-/// says in one line what it kept and why. What it still does:
-/// - reads the maps through descriptors it holds, which carry the access
-///   (kernels before 6.5 ask CAP_BPF of every bpf(2) call while
-///   `kernel.unprivileged_bpf_disabled` is set: tried here, not assumed);
-/// - reads /proc/vmstat, /proc/pressure/memory, /proc/swaps and
-///   /proc/PID/comm, which anyone may;
-/// - accepts on a socket already bound;
-/// - detaches at exit by closing descriptors (see `teardown`);
-/// - attaches the deferred swap probe when a swap device appears, which
-///   needs CAP_BPF+CAP_PERFMON (the BPF tracepoint link; a classic
-///   tracepoint's system-wide perf event): those two stay while it waits.
-///
-/// Returns whether CAP_BPF+CAP_PERFMON were kept for the swap probe, to be
-/// given up once it no longer waits. `now` begins the line.
-fn shed_privileges(probes: &loader::Loaded, now: &str, say: &mut Vec<String>) -> bool {
+/// says so in one line. The sampling thread keeps what reading and the
+/// deferred swap probe need (see `source::shed`); this thread, which talks
+/// to the network, keeps nothing: it only accepts on a socket already
+/// bound and renders owned samples.
+fn shed_privileges(source: &Source) -> String {
+    let shed = source.shed();
+    let own = crate::source::kernel::privdrop::keep_only(&[]).err();
+    shed_line(&shed, "", Some(own))
+}
+
+/// The privileges line: what the sampling thread kept and why, what it
+/// dropped, and (at the first drop) how the other threads stand.
+fn shed_line(shed: &Shed, now: &str, own: Option<Option<String>>) -> String {
     use crate::source::kernel::privdrop;
-    use ::caps::Capability::{CAP_BPF, CAP_PERFMON, CAP_SYS_ADMIN};
-    let before = match privdrop::Held::current() {
-        Ok(h) => h,
-        Err(e) => {
-            say.push(format!("vmscope serve: privileges: kept as they are: {e}"));
-            return false;
-        }
-    };
-    let pending = swap_pending(probes);
-    let mut keep = Vec::new();
-    if pending {
-        keep.extend([CAP_BPF, CAP_PERFMON]);
+    if let Some(why) = &shed.kept {
+        return format!("vmscope serve: privileges: {now}{why}");
     }
-    let reads = |keep: &[::caps::Capability]| {
-        privdrop::trial(keep, || probes.counters.get(&0, 0).is_ok()).unwrap_or(false)
-    };
-    let mut why_reads = None;
-    if !reads(&keep) {
-        // CAP_BPF, or CAP_SYS_ADMIN where it stands in (kernels before 5.8).
-        let more = [CAP_BPF, CAP_SYS_ADMIN]
-            .into_iter()
-            .find(|c| before.permitted.contains(c) && reads(&[keep.as_slice(), &[*c]].concat()));
-        match more {
-            Some(c) => {
-                if !keep.contains(&c) {
-                    keep.push(c);
-                }
-                why_reads = Some(c);
-            }
-            None => {
-                say.push(format!(
-                    "vmscope serve: privileges: kept as they are ({}): reading the maps \
-                     fails with fewer",
-                    privdrop::names(&before.permitted)
-                ));
-                return false;
-            }
-        }
-    }
-    if let Err(e) = privdrop::keep_only(&keep) {
-        say.push(format!(
-            "vmscope serve: privileges: dropping them failed: {e}"
-        ));
-        return false;
-    }
-    let after = privdrop::Held::current().unwrap_or_default();
-    let dropped: ::caps::CapsHashSet = before
-        .permitted
-        .difference(&after.permitted)
-        .copied()
-        .collect();
     let mut why = Vec::new();
-    if pending {
+    if shed.for_swap {
         why.push("while the swap probe waits for a swap device (attaching it needs them)".into());
     }
-    if let Some(c) = why_reads {
+    if let Some(c) = shed.for_reads {
         why.push(format!(
             "{c} because this kernel refuses map reads without it \
              (kernel.unprivileged_bpf_disabled is set, kernels before 6.5)"
         ));
     }
-    let kept = if after.permitted.is_empty() {
-        "kept no capabilities (the maps are read through open descriptors)".to_string()
+    let kept = if shed.after.is_empty() {
+        "the sampling thread kept no capabilities (the maps are read through open descriptors)"
+            .to_string()
     } else {
         format!(
-            "kept {} {}",
-            privdrop::names(&after.permitted),
+            "the sampling thread kept {} {}",
+            privdrop::names(&shed.after),
             why.join("; ")
         )
     };
+    let dropped: ::caps::CapsHashSet = shed.before.difference(&shed.after).copied().collect();
     let dropped = match dropped.len() {
         0 => "dropped none".to_string(),
         n if n <= 4 => format!("dropped {}", privdrop::names(&dropped)),
         n => format!("dropped the other {n}"),
     };
-    let threads = match privdrop::other_threads() {
-        0 => String::new(),
-        n => format!("; {n} other threads keep theirs"),
+    let threads = match own {
+        None => String::new(),
+        Some(Some(e)) => format!("; the serving thread could not drop its own: {e}"),
+        // The sampling thread and this one have given theirs up.
+        Some(None) => match privdrop::other_threads().saturating_sub(1) {
+            0 => "; the serving thread keeps none".to_string(),
+            n => format!("; the serving thread keeps none; {n} other threads keep theirs"),
+        },
     };
     let root = if rustix::process::getuid().is_root() || rustix::process::geteuid().is_root() {
         "; still uid 0, so root's file permissions remain: run it as its own user \
@@ -618,10 +608,7 @@ fn shed_privileges(probes: &loader::Loaded, now: &str, say: &mut Vec<String>) ->
     } else {
         ""
     };
-    say.push(format!(
-        "vmscope serve: privileges: {now}{kept}; {dropped}{threads}{root}"
-    ));
-    pending && after.permitted.contains(&CAP_BPF)
+    format!("vmscope serve: privileges: {now}{kept}; {dropped}{threads}{root}")
 }
 
 /// Serves one connection until it closes, is displaced, or a response

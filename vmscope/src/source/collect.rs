@@ -1,7 +1,7 @@
 //! Turns eBPF maps into raw cumulative [`Sample`]s. No formatting here.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, HashMap, HashSet},
     time::{Instant, SystemTime},
 };
 
@@ -49,6 +49,9 @@ pub struct Collector {
     /// the first sample.
     system_base: Option<(u64, u64)>,
     last_hists: HashMap<u32, HistSample>,
+    /// Entries read for the last time, for [`Collector::prune`].
+    doomed_procs: Vec<u32>,
+    doomed_mms: Vec<u64>,
 }
 
 impl Collector {
@@ -65,139 +68,39 @@ impl Collector {
             mm: MmBooks::default(),
             system_base: None,
             last_hists: HashMap::new(),
+            doomed_procs: Vec::new(),
+            doomed_mms: Vec::new(),
         }
     }
 
+    /// Reads the maps, /proc/vmstat and PSI into a sample. Only reads:
+    /// attaching is the sampling thread's upkeep, and the entries of
+    /// processes that have ended are deleted by [`Collector::prune`]
+    /// afterwards. (The stack sampler's counts are drained as they are
+    /// read: draining is how that map is read.)
     pub fn sample(&mut self, probes: &mut Loaded) -> anyhow::Result<Sample> {
-        probes.flush_logs();
-        if probes.poll_swap() {
-            log::info!(
-                "a swap device became active: attached {}",
-                crate::source::loader::SWAP_PROBE
-            );
-        }
         let counters = read_counters(probes)?;
         let (table, entries, cached) = read_procs(probes)?;
         let mut exited = std::mem::take(&mut self.ended);
-        // Exited processes whose last counts are in `table`: read a last
-        // time below, then deleted. One still held in a CPU's fault cache
-        // waits for the next read (a dead process takes no faults, so no
-        // cache can take it up again).
-        // Only those that exited a while ago (or were already exited at the
-        // previous read): the exit hook runs before the task's last context
-        // switch, whose fault books still land in the entry, microseconds
-        // later unless the task is preempted.
-        let settled = monotonic_ns().saturating_sub(EXIT_SETTLE_NS);
-        let ending: std::collections::HashSet<u32> = table
-            .iter()
-            .filter(|(pid, st)| {
-                st.exited_ns != 0
-                    && !cached.contains(pid)
-                    && (st.exited_ns < settled || self.exiting.get(pid) == Some(&st.born_ns))
-            })
-            .map(|(&pid, _)| pid)
-            .collect();
-        self.exiting = table
-            .iter()
-            .filter(|(pid, st)| st.exited_ns != 0 && !ending.contains(pid))
-            .map(|(&pid, st)| (pid, st.born_ns))
-            .collect();
+        let ending = self.ending(&table, &cached);
         let swap = self.read_mms(probes, &ending)?;
         let accounted = crate::source::loader::probe_usable(
             &probes.probes,
             crate::source::loader::ACCOUNT_PROBE,
         );
-        let mut procs = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for (pid, stats) in table {
-            seen.insert(pid);
-            if stats.born_ns != 0 {
-                match self.born.insert(pid, stats.born_ns) {
-                    // The pid's process exited and another took the pid
-                    // before its entry was pruned: the old one's values
-                    // are final, the new one starts from zero.
-                    Some(b) if b != stats.born_ns => {
-                        self.forget(pid);
-                        self.born.insert(pid, stats.born_ns);
-                        if !exited.contains(&pid) {
-                            exited.push(pid);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            let (out, inn) = swap.by_tgid.get(&pid).copied().unwrap_or_default();
-            let mut p = proc_sample(pid, comm_string(&stats.comm), &stats, out, inn);
-            if accounted {
-                p.faults.gup = self.gup_faults(pid, stats.accounted_faults, p.faults.exception());
-            }
-            self.push_changed(&mut procs, p);
-            if ending.contains(&pid) {
-                // Gone already is fine: another read raced this one.
-                let _ = probes.procs.remove(&pid);
-                self.proc_pruned += 1;
-                self.forget(pid);
-                self.ended.push(pid);
-            }
-        }
+        let procs = self.procs(table, &ending, &swap, accounted, &mut exited);
         if let Some(s) = probes.rmap.as_mut() {
             s.forget(&exited);
         }
-        // Processes with swap traffic but no other activity while recorded.
-        for (&pid, &(out, inn)) in &swap.by_tgid {
-            if !seen.contains(&pid) {
-                let comm = proc_comm(pid);
-                let p = proc_sample(pid, comm, &ProcStats::default(), out, inn);
-                self.push_changed(&mut procs, p);
-            }
-        }
-        procs.sort_by_key(|p| p.pid);
         let c = |i: u32| counters.get(i as usize).copied().unwrap_or(0);
-        let mut faults = FaultCounters {
-            unclassified: c(counter::FAULT_UNCLASSIFIED),
-            ..Default::default()
-        };
-        for k in 0..FAULT_CLASSES {
-            faults.user[k] = c(counter::USER_FAULT_BASE + k as u32);
-            faults.kernel[k] = c(counter::KERNEL_FAULT_BASE + k as u32);
-        }
         let vmstat = procstat::read().unwrap_or_default();
-        if let Some(pgfault) = vmstat.get("pgfault") {
-            // The system's books are /proc/vmstat's pgfault: counted from
-            // the first sample, like the exception path's counters.
-            let (pg0, exc0) = *self
-                .system_base
-                .get_or_insert((pgfault, faults.exception()));
-            faults.gup = self.gup_faults(
-                u32::MAX,
-                pgfault.saturating_sub(pg0),
-                faults.exception().saturating_sub(exc0),
-            );
-        }
-        let mut named: BTreeMap<String, u64> = crate::model::catalogue::COUNTERS
-            .iter()
-            .filter_map(|k| Some((k.key.to_string(), c(k.slot?))))
-            .collect();
-        named.insert(MM_SWAP_OUT.into(), swap.out);
-        named.insert(MM_SWAP_IN.into(), swap.inn);
-        named.insert(MM_SWAP_FREED.into(), swap.freed);
-        named.insert(MM_SWAP_COPIED.into(), swap.copied);
-        named.insert(MM_SWAP_OUT_UNOWNED.into(), swap.unowned_out);
-        let madvise = (0..madvise::SLOTS)
-            .map(|slot| MadviseCounts {
-                behavior: behavior_name(slot),
-                calls: c(counter::MADVISE_CALLS_BASE + slot),
-                bytes: c(counter::MADVISE_BYTES_BASE + slot),
-                errors: c(counter::MADVISE_ERRORS_BASE + slot),
-            })
-            .filter(|m| m.calls > 0)
-            .collect();
+        let faults = self.system_faults(&c, &vmstat);
         let hists = self.changed_hists(probes)?;
         let rmap = probes.rmap.as_mut().map(|s| s.read()).transpose()?;
         Ok(Sample {
             rmap,
-            counters: named,
-            madvise,
+            counters: named_counters(&c, &swap),
+            madvise: madvise_counts(&c),
             hists,
             vmstat,
             psi: procstat::read_psi().ok(),
@@ -220,6 +123,133 @@ impl Collector {
         })
     }
 
+    /// Exited processes whose last counts are in `table`: read a last time
+    /// at this sample, then deleted. One still held in a CPU's fault cache
+    /// waits for the next read (a dead process takes no faults, so no cache
+    /// can take it up again). Only those that exited a while ago (or were
+    /// already exited at the previous read): the exit hook runs before the
+    /// task's last context switch, whose fault books still land in the
+    /// entry, microseconds later unless the task is preempted.
+    fn ending(&mut self, table: &BTreeMap<u32, ProcStats>, cached: &HashSet<u32>) -> HashSet<u32> {
+        let settled = monotonic_ns().saturating_sub(EXIT_SETTLE_NS);
+        let ending: HashSet<u32> = table
+            .iter()
+            .filter(|(pid, st)| {
+                st.exited_ns != 0
+                    && !cached.contains(pid)
+                    && (st.exited_ns < settled || self.exiting.get(pid) == Some(&st.born_ns))
+            })
+            .map(|(&pid, _)| pid)
+            .collect();
+        self.exiting = table
+            .iter()
+            .filter(|(pid, st)| st.exited_ns != 0 && !ending.contains(pid))
+            .map(|(&pid, st)| (pid, st.born_ns))
+            .collect();
+        ending
+    }
+
+    /// The processes whose counters changed since the last sample, by pid;
+    /// `exited` gains the pids whose process was replaced by a new one.
+    fn procs(
+        &mut self,
+        table: BTreeMap<u32, ProcStats>,
+        ending: &HashSet<u32>,
+        swap: &SwapSums,
+        accounted: bool,
+        exited: &mut Vec<u32>,
+    ) -> Vec<ProcSample> {
+        let mut procs = Vec::new();
+        let mut seen = HashSet::new();
+        for (pid, stats) in table {
+            seen.insert(pid);
+            if self.reused(pid, stats.born_ns) && !exited.contains(&pid) {
+                exited.push(pid);
+            }
+            let (out, inn) = swap.by_tgid.get(&pid).copied().unwrap_or_default();
+            let mut p = proc_sample(pid, comm_string(&stats.comm), &stats, out, inn);
+            if accounted {
+                p.faults.gup = self.gup_faults(pid, stats.accounted_faults, p.faults.exception());
+            }
+            self.push_changed(&mut procs, p);
+            if ending.contains(&pid) {
+                self.doomed_procs.push(pid);
+                self.proc_pruned += 1;
+                self.forget(pid);
+                self.ended.push(pid);
+            }
+        }
+        // Processes with swap traffic but no other activity while recorded.
+        for (&pid, &(out, inn)) in &swap.by_tgid {
+            if !seen.contains(&pid) {
+                let comm = proc_comm(pid);
+                let p = proc_sample(pid, comm, &ProcStats::default(), out, inn);
+                self.push_changed(&mut procs, p);
+            }
+        }
+        procs.sort_by_key(|p| p.pid);
+        procs
+    }
+
+    /// Whether `pid`'s entry now belongs to another process than before:
+    /// the pid's process exited and another took the pid before its entry
+    /// was pruned. The old one's values are final, the new one starts from
+    /// zero.
+    fn reused(&mut self, pid: u32, born_ns: u64) -> bool {
+        if born_ns == 0 {
+            return false;
+        }
+        match self.born.insert(pid, born_ns) {
+            Some(b) if b != born_ns => {
+                self.forget(pid);
+                self.born.insert(pid, born_ns);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The system-wide fault counters; the get_user_pages part comes from
+    /// /proc/vmstat's pgfault, counted from the first sample like the
+    /// exception path's counters.
+    fn system_faults(
+        &mut self,
+        c: &impl Fn(u32) -> u64,
+        vmstat: &procstat::Vmstat,
+    ) -> FaultCounters {
+        let mut faults = FaultCounters {
+            unclassified: c(counter::FAULT_UNCLASSIFIED),
+            ..Default::default()
+        };
+        for k in 0..FAULT_CLASSES {
+            faults.user[k] = c(counter::USER_FAULT_BASE + k as u32);
+            faults.kernel[k] = c(counter::KERNEL_FAULT_BASE + k as u32);
+        }
+        if let Some(pgfault) = vmstat.get("pgfault") {
+            let (pg0, exc0) = *self
+                .system_base
+                .get_or_insert((pgfault, faults.exception()));
+            faults.gup = self.gup_faults(
+                u32::MAX,
+                pgfault.saturating_sub(pg0),
+                faults.exception().saturating_sub(exc0),
+            );
+        }
+        faults
+    }
+
+    /// Deletes the entries that the last sample read for the last time:
+    /// those of processes that have ended, and their per-mm swap entries.
+    pub fn prune(&mut self, probes: &mut Loaded) {
+        for pid in self.doomed_procs.drain(..) {
+            // Gone already is fine: evicted meanwhile.
+            let _ = probes.procs.remove(&pid);
+        }
+        for key in self.doomed_mms.drain(..) {
+            let _ = probes.mms.remove(&key);
+        }
+    }
+
     /// Drops what is kept about `pid`'s process, which has ended.
     fn forget(&mut self, pid: u32) {
         self.last.remove(&pid);
@@ -227,6 +257,34 @@ impl Collector {
         self.gup_floor.remove(&pid);
         self.mm.gone.by_tgid.remove(&pid);
     }
+}
+
+/// The catalogue's counters by key, and the per-mm swap sums named like
+/// them.
+fn named_counters(c: &impl Fn(u32) -> u64, swap: &SwapSums) -> BTreeMap<String, u64> {
+    let mut named: BTreeMap<String, u64> = crate::model::catalogue::COUNTERS
+        .iter()
+        .filter_map(|k| Some((k.key.to_string(), c(k.slot?))))
+        .collect();
+    named.insert(MM_SWAP_OUT.into(), swap.out);
+    named.insert(MM_SWAP_IN.into(), swap.inn);
+    named.insert(MM_SWAP_FREED.into(), swap.freed);
+    named.insert(MM_SWAP_COPIED.into(), swap.copied);
+    named.insert(MM_SWAP_OUT_UNOWNED.into(), swap.unowned_out);
+    named
+}
+
+/// madvise per behaviour, the ones called at least once.
+fn madvise_counts(c: &impl Fn(u32) -> u64) -> Vec<MadviseCounts> {
+    (0..madvise::SLOTS)
+        .map(|slot| MadviseCounts {
+            behavior: behavior_name(slot),
+            calls: c(counter::MADVISE_CALLS_BASE + slot),
+            bytes: c(counter::MADVISE_BYTES_BASE + slot),
+            errors: c(counter::MADVISE_ERRORS_BASE + slot),
+        })
+        .filter(|m| m.calls > 0)
+        .collect()
 }
 
 /// The per-process map with each CPU's not-yet-moved fault counts added,
@@ -322,11 +380,7 @@ struct SwapSums {
 impl Collector {
     /// The per-mm swap map summed, plus what gone entries had counted;
     /// the entries of `ending` processes are deleted after this read.
-    fn read_mms(
-        &mut self,
-        probes: &mut Loaded,
-        ending: &std::collections::HashSet<u32>,
-    ) -> anyhow::Result<SwapSums> {
+    fn read_mms(&mut self, probes: &Loaded, ending: &HashSet<u32>) -> anyhow::Result<SwapSums> {
         let map = aya::maps::IterableMap::<u64, MmSwap>::map(&probes.mms);
         let all = match crate::source::batch::lookup_all::<u64, MmSwap>(map, 256)
             .context("reading the per-mm swap map")?
@@ -339,10 +393,7 @@ impl Collector {
                 .context("reading the per-mm swap map")?,
         };
         let (sums, doomed) = self.mm.update(all, ending, self.page_size);
-        for key in doomed {
-            // Gone already is fine: evicted meanwhile.
-            let _ = probes.mms.remove(&key);
-        }
+        self.doomed_mms.extend(doomed);
         Ok(sums)
     }
 
@@ -436,7 +487,7 @@ impl MmBooks {
     fn update(
         &mut self,
         all: Vec<(u64, MmSwap)>,
-        ending: &std::collections::HashSet<u32>,
+        ending: &HashSet<u32>,
         page_size: u64,
     ) -> (SwapSums, Vec<u64>) {
         let pages = |b: u64| b / page_size.max(1);

@@ -8,4 +8,8 @@ pub mod collect;
 pub mod kernel;
 pub mod loader;
 pub mod rmap;
+pub mod shed;
 pub mod teardown;
+pub mod thread;
+
+pub use thread::{Reading, Source};

@@ -26,13 +26,14 @@ use crate::{
     cli::TopArgs,
     driver::{self, Signal, Signals},
     exit,
+    model::probes::{FaultSource, ProbeStatus},
     model::{
         catalogue::{self, Need},
         live::{Live, Unavailable},
     },
-    source::collect::Collector,
+    source::Source,
     source::kernel::{caps::Privileges, system},
-    source::loader::{self, LoadOptions, Loaded},
+    source::loader::{self, LoadOptions},
 };
 use app::{Action, App, Header};
 
@@ -62,27 +63,27 @@ pub fn run(args: TopArgs) -> anyhow::Result<u8> {
     }
     Privileges::current().require_bpf()?;
     driver::run(async move {
-        let mut probes = loader::load(&LoadOptions {
+        let source = Source::load(LoadOptions {
             filtered: !args.pid.is_empty(),
             swap: loader::SwapAttach::Auto,
             sample_hz: args.sample_hz,
         })?;
         for &pid in &args.pid {
-            probes.track(pid)?;
+            source.track(pid)?;
         }
         if args.batch {
-            batch(&args, probes).await
+            batch(&args, source).await
         } else {
-            interactive(&args, probes).await
+            interactive(&args, source).await
         }
     })
 }
 
 /// What `Live` must treat as unavailable, from the probes' status: the
 /// catalogue's rate rows and process columns whose probe is not usable.
-fn unavailable(probes: &Loaded) -> Unavailable {
+fn unavailable(probes: &[ProbeStatus], fault_source: FaultSource) -> Unavailable {
     let why = |probe: &str| {
-        let p = probes.probes.iter().find(|p| p.probe == probe)?;
+        let p = probes.iter().find(|p| p.probe == probe)?;
         (!p.usable()).then(|| format!("{probe}: {}", p.reason.as_deref().unwrap_or("not attached")))
     };
     let mut u = Unavailable::new();
@@ -90,12 +91,11 @@ fn unavailable(probes: &Loaded) -> Unavailable {
         for need in row.needs {
             let reason = match need {
                 Need::Probe(probe) => why(probe),
-                Need::FaultTracepoints => (probes.fault_source != loader::FaultSource::Tracepoint)
-                    .then(|| {
-                        "no exceptions:page_fault_kernel: faults are counted without the \
+                Need::FaultTracepoints => (fault_source != FaultSource::Tracepoint).then(|| {
+                    "no exceptions:page_fault_kernel: faults are counted without the \
                          user/kernel split"
-                            .to_string()
-                    }),
+                        .to_string()
+                }),
             };
             if let Some(reason) = reason {
                 u.entry(row.label.to_string()).or_insert(reason);
@@ -110,7 +110,7 @@ fn unavailable(probes: &Loaded) -> Unavailable {
     u
 }
 
-fn header(probes: &Loaded, args: &TopArgs) -> Header {
+fn header(probes: &[ProbeStatus], args: &TopArgs) -> Header {
     let mem = meminfo();
     let k = system::kernel_info();
     Header {
@@ -119,15 +119,14 @@ fn header(probes: &Loaded, args: &TopArgs) -> Header {
             .ok()
             .and_then(|s| s.split('.').next()?.parse().ok())
             .unwrap_or(0),
-        probes_attached: probes.probes.iter().filter(|p| p.attached).count(),
-        probes_total: probes.probes.len(),
+        probes_attached: probes.iter().filter(|p| p.attached).count(),
+        probes_total: probes.len(),
         unavailable: probes
-            .probes
             .iter()
             .filter(|p| p.deferred)
             .map(|p| format!("{} waiting for a swap device", p.probe))
             .chain(
-                loader::unusable_by_reason(&probes.probes)
+                loader::unusable_by_reason(probes)
                     .into_iter()
                     .map(|(names, why)| format!("{names}: {why}")),
             )
@@ -159,27 +158,23 @@ fn meminfo() -> std::collections::HashMap<String, u64> {
 }
 
 /// `--batch`: plain-text snapshots, one per interval.
-async fn batch(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
+async fn batch(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
     let count = args.count.unwrap_or(1);
-    let mut collector = Collector::new(Instant::now());
-    let mut live = Live::new(unavailable(&probes));
-    live.push(collector.sample(&mut probes)?);
-    let mut app = App::new(header(&probes, args), args.interval);
-    let mut ticker = driver::ticker(args.interval);
-    // Late snapshots bunch up to catch up: COUNT snapshots take COUNT
-    // intervals.
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let fault_source = source.fault_source;
+    let mut live = Live::new(unavailable(&source.probes, fault_source));
+    let mut app = App::new(header(&source.probes, args), args.interval);
     let mut signals = Signals::install(&[Signal::Int, Signal::Term])?;
+    source.start(Instant::now(), args.interval);
+    live.push(source.next().await?.sample);
     let mut out = std::io::stdout().lock();
     for i in 0..count {
-        tokio::select! {
-            _ = ticker.tick() => {}
+        let reading = tokio::select! {
+            r = source.next() => r?,
             _ = signals.recv() => break,
-        }
-        let sample = collector.sample(&mut probes)?;
-        app.header = header(&probes, args);
-        live.set_unavailable(unavailable(&probes));
-        if let Some(v) = live.push(sample) {
+        };
+        app.header = header(&reading.probes, args);
+        live.set_unavailable(unavailable(&reading.probes, fault_source));
+        if let Some(v) = live.push(reading.sample) {
             app.update(v);
         }
         if i > 0 {
@@ -188,7 +183,7 @@ async fn batch(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
         write!(out, "{}", draw::snapshot_text(&app)).context("writing to stdout")?;
         out.flush().context("writing to stdout")?;
     }
-    crate::source::teardown::release(probes);
+    source.release();
     Ok(0)
 }
 
@@ -274,16 +269,17 @@ fn ended_by(signo: libc::c_int) -> u8 {
     code
 }
 
-async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
+async fn interactive(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
     // Nothing may write to the terminal behind the screen's back.
     log::set_max_level(log::LevelFilter::Off);
     // Caught before the terminal changes modes, so no signal's default
     // action can end vmscope with the terminal left raw.
     let mut signals = Signals::install(&[Signal::Term, Signal::Hup, Signal::Int])?;
-    let mut collector = Collector::new(Instant::now());
-    let mut live = Live::new(unavailable(&probes));
-    live.push(collector.sample(&mut probes)?);
-    let mut app = App::new(header(&probes, args), args.interval);
+    let fault_source = source.fault_source;
+    let mut live = Live::new(unavailable(&source.probes, fault_source));
+    let mut app = App::new(header(&source.probes, args), args.interval);
+    source.start(Instant::now(), args.interval);
+    live.push(source.next().await?.sample);
 
     let _guard = TerminalGuard::enter()?;
     // Never dropped: its `Drop` shows the cursor and, when that fails (as
@@ -296,7 +292,6 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
 
     let mut events = EventStream::new();
 
-    let mut ticker = driver::ticker(args.interval);
     let mut test_panic = TestPanic::from_env();
     let result: anyhow::Result<u8> = async {
         loop {
@@ -310,12 +305,12 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
                 return Err(anyhow::Error::new(e).context("drawing"));
             }
             tokio::select! {
-                _ = ticker.tick() => {
+                r = source.next() => {
                     test_panic.tick();
-                    let sample = collector.sample(&mut probes)?;
-                    app.header = header(&probes, args);
-                    live.set_unavailable(unavailable(&probes));
-                    if let Some(v) = live.push(sample) {
+                    let reading = r?;
+                    app.header = header(&reading.probes, args);
+                    live.set_unavailable(unavailable(&reading.probes, fault_source));
+                    if let Some(v) = live.push(reading.sample) {
                         app.update(v);
                     }
                 }
@@ -324,7 +319,7 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
                         match app.on_key(k) {
                             Action::Quit => return Ok(0),
                             Action::Reset => live.reset(),
-                            Action::Interval(d) => ticker = driver::ticker(d),
+                            Action::Interval(d) => source.set_interval(d),
                             Action::None => {}
                         }
                     }
@@ -348,7 +343,7 @@ async fn interactive(args: &TopArgs, mut probes: Loaded) -> anyhow::Result<u8> {
     // process ends when `run` returns.
     drop(events);
     restore();
-    crate::source::teardown::release(probes);
+    source.release();
     match result {
         // An error cannot be shown on a terminal that has hung up (and
         // printing it there would panic): it ends as the hangup.

@@ -1,0 +1,347 @@
+//! The kernel-facing source on a thread of its own. It loads the eBPF
+//! object, owns it for the whole run, reads it every interval and sends
+//! owned [`Reading`]s over a channel; `record`, `top` and `serve` only
+//! receive them. A slow read (a large map, a busy kernel) therefore never
+//! holds up a key press, an HTTP request or a signal, and a slow view never
+//! delays a sample.
+//!
+//! Each interval the thread does three separate things: the upkeep that
+//! changes what is attached (the swap probe, once a swap device appears;
+//! the eBPF log), the read ([`Collector::sample`], which only reads), and
+//! the deletion of the entries of processes that have ended.
+
+use std::{
+    sync::mpsc as std_mpsc,
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, anyhow};
+use tokio::sync::mpsc;
+
+use crate::{
+    model::{probes::ProbeStatus, sample::Sample},
+    source::{
+        collect::Collector,
+        loader::{self, FaultSource, LoadOptions, Loaded},
+        shed::{self, Shed},
+    },
+};
+
+/// The thread's name, as `/proc/PID/task/TID/comm` shows it.
+pub const THREAD_NAME: &str = "vmscope-source";
+
+/// One interval's read.
+#[derive(Clone, Debug)]
+pub struct Reading {
+    pub sample: Sample,
+    /// Every probe's status as of this read (the swap probe can attach
+    /// after the start).
+    pub probes: Vec<ProbeStatus>,
+    /// The capabilities given up at this read: those kept for the deferred
+    /// swap probe, once it has attached (after [`Source::shed`]).
+    pub shed: Option<Shed>,
+}
+
+/// What the thread sends: a read, or the one asked for by
+/// [`Source::finish`].
+enum Out {
+    Read(anyhow::Result<Reading>),
+    Last(anyhow::Result<Reading>),
+}
+
+enum Cmd {
+    Track(u32, std_mpsc::Sender<anyhow::Result<()>>),
+    /// First read at once, then one every interval.
+    Start(Instant, Duration),
+    Interval(Duration),
+    /// One more read now, marked last; no more after it.
+    Finish,
+    Shed(std_mpsc::Sender<Shed>),
+}
+
+/// The handle the views hold. Dropping it (or [`Source::release`]) ends the
+/// thread, which detaches the probes without waiting (see `teardown`).
+pub struct Source {
+    cmds: std_mpsc::Sender<Cmd>,
+    readings: mpsc::UnboundedReceiver<Out>,
+    /// The probes' status once loaded.
+    pub probes: Vec<ProbeStatus>,
+    pub fault_source: FaultSource,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Source {
+    /// Starts the thread and loads the probes on it; returns once they are
+    /// attached (or with the loader's error).
+    pub fn load(opts: LoadOptions) -> anyhow::Result<Source> {
+        let (cmds, cmd_rx) = std_mpsc::channel();
+        let (tx, readings) = mpsc::unbounded_channel();
+        let (ready_tx, ready_rx) = std_mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name(THREAD_NAME.into())
+            .spawn(move || {
+                let probes = match loader::load(&opts) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok((probes.probes.clone(), probes.fault_source)));
+                Worker::new(probes, tx).run(&cmd_rx);
+            })
+            .context("starting the sampling thread")?;
+        let (probes, fault_source) = ready_rx
+            .recv()
+            .map_err(|_| anyhow!("the sampling thread ended while loading the probes"))??;
+        Ok(Source {
+            cmds,
+            readings,
+            probes,
+            fault_source,
+            thread: Some(thread),
+        })
+    }
+
+    fn ask<T>(&self, cmd: impl FnOnce(std_mpsc::Sender<T>) -> Cmd) -> anyhow::Result<T> {
+        let (tx, rx) = std_mpsc::channel();
+        self.cmds
+            .send(cmd(tx))
+            .map_err(|_| anyhow!("the sampling thread has ended"))?;
+        rx.recv()
+            .map_err(|_| anyhow!("the sampling thread ended without answering"))
+    }
+
+    /// Adds `pid` (and, from then on, its new children) to the followed
+    /// set.
+    pub fn track(&self, pid: u32) -> anyhow::Result<()> {
+        self.ask(|tx| Cmd::Track(pid, tx))?
+    }
+
+    /// Takes the first read now and one every `interval` after it; the
+    /// samples' elapsed time counts from `start`.
+    pub fn start(&self, start: Instant, interval: Duration) {
+        let _ = self.cmds.send(Cmd::Start(start, interval));
+    }
+
+    /// Reads every `interval` from now on (the next read one interval
+    /// from now).
+    pub fn set_interval(&self, interval: Duration) {
+        let _ = self.cmds.send(Cmd::Interval(interval));
+    }
+
+    /// The next read, in order. Cancel-safe: a read not yet taken stays
+    /// in the channel.
+    pub async fn next(&mut self) -> anyhow::Result<Reading> {
+        match self.readings.recv().await {
+            Some(Out::Read(r) | Out::Last(r)) => r,
+            None => Err(anyhow!("the sampling thread has ended")),
+        }
+    }
+
+    /// Every read not yet taken, then one more taken now (marked last):
+    /// nothing that was read is lost. No read follows.
+    pub async fn finish(&mut self) -> Vec<anyhow::Result<Reading>> {
+        let mut out = Vec::new();
+        let asked = self.cmds.send(Cmd::Finish).is_ok();
+        loop {
+            let next = if asked {
+                self.readings.recv().await
+            } else {
+                self.readings.try_recv().ok()
+            };
+            match next {
+                Some(Out::Read(r)) => out.push(r),
+                Some(Out::Last(r)) => {
+                    out.push(r);
+                    return out;
+                }
+                None => return out,
+            }
+        }
+    }
+
+    /// Has the thread give up every capability that reading and its
+    /// remaining attaching do not need (see [`shed`]).
+    pub fn shed(&self) -> Shed {
+        self.ask(Cmd::Shed)
+            .unwrap_or_else(|e| Shed::kept(format!("{e:#}")))
+    }
+
+    /// Ends the thread, which detaches the probes in the background.
+    pub fn release(self) {}
+}
+
+impl Drop for Source {
+    fn drop(&mut self) {
+        // A closed command channel ends the thread's loop; its worker then
+        // hands the probes to `teardown`, which does not wait for the
+        // kernel. Not joined: the process may end first.
+        let (tx, _) = std_mpsc::channel();
+        drop(std::mem::replace(&mut self.cmds, tx));
+        self.thread.take();
+    }
+}
+
+/// What runs on the thread.
+struct Worker {
+    probes: Loaded,
+    collector: Option<Collector>,
+    out: mpsc::UnboundedSender<Out>,
+    interval: Duration,
+    next: Option<Instant>,
+    /// Capabilities kept for the deferred swap probe.
+    held_for_swap: bool,
+}
+
+impl Worker {
+    fn new(probes: Loaded, out: mpsc::UnboundedSender<Out>) -> Self {
+        Worker {
+            probes,
+            collector: None,
+            out,
+            interval: Duration::from_secs(1),
+            next: None,
+            held_for_swap: false,
+        }
+    }
+
+    fn run(mut self, cmds: &std_mpsc::Receiver<Cmd>) {
+        loop {
+            let cmd = match self.next {
+                None => cmds.recv().ok(),
+                Some(at) => match cmds.recv_timeout(at.saturating_duration_since(Instant::now())) {
+                    Ok(c) => Some(c),
+                    Err(std_mpsc::RecvTimeoutError::Timeout) => {
+                        self.tick();
+                        continue;
+                    }
+                    Err(std_mpsc::RecvTimeoutError::Disconnected) => None,
+                },
+            };
+            let Some(cmd) = cmd else { break };
+            if !self.on(cmd) {
+                break;
+            }
+        }
+        crate::source::teardown::release(self.probes);
+    }
+
+    /// Handles one command; false when the views want no more reads and
+    /// the probes can go.
+    fn on(&mut self, cmd: Cmd) -> bool {
+        match cmd {
+            Cmd::Track(pid, reply) => {
+                let _ = reply.send(self.probes.track(pid));
+            }
+            Cmd::Start(start, interval) => {
+                self.collector = Some(Collector::new(start));
+                self.interval = interval;
+                self.next = Some(Instant::now());
+            }
+            Cmd::Interval(interval) => {
+                self.interval = interval;
+                if self.next.is_some() {
+                    self.next = Some(Instant::now() + interval);
+                }
+            }
+            Cmd::Finish => {
+                let r = self.read();
+                self.next = None;
+                // No read follows; the probes go once the handle is dropped.
+                return self.out.send(Out::Last(r)).is_ok();
+            }
+            Cmd::Shed(reply) => {
+                let s = shed::shed(&self.probes);
+                self.held_for_swap = s.held_for_swap;
+                let _ = reply.send(s);
+            }
+        }
+        true
+    }
+
+    /// One interval's read, sent on; a closed channel stops the reads
+    /// (the views have gone).
+    fn tick(&mut self) {
+        let r = self.read();
+        if self.out.send(Out::Read(r)).is_err() {
+            self.next = None;
+            return;
+        }
+        let now = Instant::now();
+        self.next = Some(next_read(self.next.unwrap_or(now), now, self.interval));
+    }
+
+    fn read(&mut self) -> anyhow::Result<Reading> {
+        self.upkeep();
+        let collector = self
+            .collector
+            .get_or_insert_with(|| Collector::new(Instant::now()));
+        let sample = collector.sample(&mut self.probes)?;
+        collector.prune(&mut self.probes);
+        // What was kept for the swap probe goes once it has attached.
+        let shed = (self.held_for_swap && !swap_pending(&self.probes)).then(|| {
+            let s = shed::shed(&self.probes);
+            self.held_for_swap = s.held_for_swap;
+            s
+        });
+        Ok(Reading {
+            sample,
+            probes: self.probes.probes.clone(),
+            shed,
+        })
+    }
+
+    /// What changes the probes rather than reading them: the eBPF side's
+    /// log lines, and the swap probe once a swap device is active.
+    fn upkeep(&mut self) {
+        self.probes.flush_logs();
+        if self.probes.poll_swap() {
+            log::info!(
+                "a swap device became active: attached {}",
+                loader::SWAP_PROBE
+            );
+        }
+    }
+}
+
+/// Whether a probe waits to attach later (the swap probe, until a swap
+/// device is active).
+pub fn swap_pending(probes: &Loaded) -> bool {
+    probes.probes.iter().any(|p| p.deferred)
+}
+
+/// When the read after one due at `due` (and done by `now`) is due: an
+/// interval later, or, when that is already past, an interval from now. A
+/// late read pushes the next ones back rather than bunching them up, so no
+/// interval is ever much shorter than asked for.
+fn next_read(due: Instant, now: Instant, interval: Duration) -> Instant {
+    let next = due + interval;
+    if next <= now { now + interval } else { next }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_on_time_keep_their_schedule() {
+        let t0 = Instant::now();
+        let i = Duration::from_millis(100);
+        // Done 30 ms after it was due: the next is still due at 200 ms.
+        assert_eq!(
+            next_read(t0 + i, t0 + i + Duration::from_millis(30), i),
+            t0 + 2 * i
+        );
+    }
+
+    #[test]
+    fn a_late_read_pushes_the_next_back_instead_of_bunching_up() {
+        let t0 = Instant::now();
+        let i = Duration::from_millis(100);
+        // Done 350 ms late: the next is a whole interval away, not at once.
+        let now = t0 + Duration::from_millis(450);
+        assert_eq!(next_read(t0 + i, now, i), now + i);
+    }
+}
