@@ -202,41 +202,7 @@ pub fn spawn_gated(
     run_as: Option<(u32, u32)>,
     stdout: Option<OwnedFd>,
 ) -> anyhow::Result<Gated> {
-    // Everything the child needs is allocated before fork: after fork in a
-    // threaded process only async-signal-safe calls are allowed.
-    let c_path =
-        CString::new(path.as_os_str().as_bytes()).context("command path has a NUL byte")?;
-    let c_argv: Vec<CString> = argv
-        .iter()
-        .map(|a| CString::new(a.as_bytes()))
-        .collect::<Result<_, _>>()
-        .context("command argument has a NUL byte")?;
-    let mut argv_ptrs: Vec<*const libc::c_char> = c_argv.iter().map(|a| a.as_ptr()).collect();
-    argv_ptrs.push(std::ptr::null());
-    let c_env: Vec<CString> = std::env::vars_os()
-        .filter_map(|(k, v)| {
-            let mut kv = k.as_bytes().to_vec();
-            kv.push(b'=');
-            kv.extend_from_slice(v.as_bytes());
-            CString::new(kv).ok()
-        })
-        .collect();
-    let mut env_ptrs: Vec<*const libc::c_char> = c_env.iter().map(|a| a.as_ptr()).collect();
-    env_ptrs.push(std::ptr::null());
-
-    // Capabilities vmscope holds as ambient ones (a service's
-    // AmbientCapabilities=) would pass to the command through exec: it runs
-    // as the caller, without them.
-    let clear_ambient = !rustix::process::geteuid().is_root();
-    // The caller's own limits (vmscope raised RLIMIT_MEMLOCK for its maps)
-    // and, when dropping to the sudo caller, that user's groups as a login
-    // shell would have them.
-    let limits: Vec<(libc::__rlimit_resource_t, libc::rlimit)> =
-        ORIGINAL_LIMITS.get().cloned().unwrap_or_default();
-    let groups: Vec<libc::gid_t> = match run_as {
-        Some((uid, gid)) => groups_of(uid, gid),
-        None => Vec::new(),
-    };
+    let plan = ExecPlan::new(path, argv, run_as)?;
     let (gate_r, gate_w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
         .context("creating the start gate pipe")?;
     // SAFETY: the child branch only calls async-signal-safe functions on
@@ -246,62 +212,8 @@ pub fn spawn_gated(
         return Err(std::io::Error::last_os_error()).context("fork");
     }
     if pid == 0 {
-        unsafe {
-            libc::close(gate_w.as_raw_fd());
-            let mut b = 0u8;
-            loop {
-                let n = libc::read(gate_r.as_raw_fd(), (&raw mut b).cast(), 1);
-                if n == 1 {
-                    break;
-                }
-                // EOF: vmscope died before releasing us; do not run unobserved.
-                if n == 0 || *libc::__errno_location() != libc::EINTR {
-                    libc::_exit(exit::WRAPPER_FAILED.into());
-                }
-            }
-            libc::close(gate_r.as_raw_fd());
-            if let Some(fd) = &stdout
-                && libc::dup2(fd.as_raw_fd(), 1) < 0
-            {
-                libc::_exit(exit::WRAPPER_FAILED.into());
-            }
-            // Rust ignores SIGPIPE in vmscope; the command gets the default,
-            // and no signal blocked.
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            let mut none: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut none);
-            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-            for (resource, lim) in &limits {
-                if libc::setrlimit(*resource, lim) != 0 {
-                    libc::_exit(exit::WRAPPER_FAILED.into());
-                }
-            }
-            if let Some((uid, gid)) = run_as
-                && (libc::setgroups(groups.len(), groups.as_ptr()) != 0
-                    || libc::setgid(gid) != 0
-                    || libc::setuid(uid) != 0)
-            {
-                libc::_exit(exit::WRAPPER_FAILED.into());
-            }
-            if clear_ambient {
-                // Fails only on kernels without ambient capabilities (< 4.3),
-                // which have none to pass on.
-                libc::prctl(
-                    libc::PR_CAP_AMBIENT,
-                    libc::PR_CAP_AMBIENT_CLEAR_ALL,
-                    0,
-                    0,
-                    0,
-                );
-            }
-            libc::execve(c_path.as_ptr(), argv_ptrs.as_ptr(), env_ptrs.as_ptr());
-            let code = if *libc::__errno_location() == libc::ENOENT {
-                exit::NOT_FOUND
-            } else {
-                exit::CANNOT_EXECUTE
-            };
-            libc::_exit(code.into());
-        }
+        // SAFETY: this is the child of the fork above.
+        unsafe { exec_child(&plan, &gate_r, &gate_w, stdout.as_ref()) }
     }
     drop(gate_r);
     drop(stdout);
@@ -318,6 +230,153 @@ pub fn spawn_gated(
             gone: std::sync::Arc::new(std::sync::Mutex::new(false)),
         },
     })
+}
+
+/// Everything the child needs between fork and exec, allocated before
+/// fork: after fork in a threaded process only async-signal-safe calls are
+/// allowed.
+struct ExecPlan {
+    path: CString,
+    /// Owns the strings `argv` points into.
+    _args: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    /// Owns the strings `envp` points into.
+    _env: Vec<CString>,
+    envp: Vec<*const libc::c_char>,
+    /// Capabilities vmscope holds as ambient ones (a service's
+    /// AmbientCapabilities=) would pass to the command through exec: it
+    /// runs as the caller, without them.
+    clear_ambient: bool,
+    /// The caller's own limits (vmscope raised RLIMIT_MEMLOCK for its maps).
+    limits: Vec<(libc::__rlimit_resource_t, libc::rlimit)>,
+    run_as: Option<(u32, u32)>,
+    /// When dropping to the sudo caller, that user's groups as a login
+    /// shell would have them.
+    groups: Vec<libc::gid_t>,
+}
+
+impl ExecPlan {
+    fn new(path: &Path, argv: &[String], run_as: Option<(u32, u32)>) -> anyhow::Result<Self> {
+        let c_path =
+            CString::new(path.as_os_str().as_bytes()).context("command path has a NUL byte")?;
+        let c_argv: Vec<CString> = argv
+            .iter()
+            .map(|a| CString::new(a.as_bytes()))
+            .collect::<Result<_, _>>()
+            .context("command argument has a NUL byte")?;
+        let c_env: Vec<CString> = std::env::vars_os()
+            .filter_map(|(k, v)| {
+                let mut kv = k.as_bytes().to_vec();
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_bytes());
+                CString::new(kv).ok()
+            })
+            .collect();
+        let null_terminated = |strings: &[CString]| {
+            let mut ptrs: Vec<*const libc::c_char> = strings.iter().map(|a| a.as_ptr()).collect();
+            ptrs.push(std::ptr::null());
+            ptrs
+        };
+        Ok(Self {
+            path: c_path,
+            argv: null_terminated(&c_argv),
+            _args: c_argv,
+            envp: null_terminated(&c_env),
+            _env: c_env,
+            clear_ambient: !rustix::process::geteuid().is_root(),
+            limits: ORIGINAL_LIMITS.get().cloned().unwrap_or_default(),
+            run_as,
+            groups: match run_as {
+                Some((uid, gid)) => groups_of(uid, gid),
+                None => Vec::new(),
+            },
+        })
+    }
+}
+
+/// The forked child: waits at the gate, takes the caller's limits,
+/// identity and signal defaults, and execs the command. Never returns.
+///
+/// # Safety
+///
+/// Only in the child of `fork`, which may call only async-signal-safe
+/// functions: this one allocates nothing.
+unsafe fn exec_child(
+    plan: &ExecPlan,
+    gate_r: &OwnedFd,
+    gate_w: &OwnedFd,
+    stdout: Option<&OwnedFd>,
+) -> ! {
+    // SAFETY: libc calls on memory prepared before fork (see above).
+    unsafe {
+        libc::close(gate_w.as_raw_fd());
+        let mut b = 0u8;
+        loop {
+            let n = libc::read(gate_r.as_raw_fd(), (&raw mut b).cast(), 1);
+            if n == 1 {
+                break;
+            }
+            // EOF: vmscope died before releasing us; do not run unobserved.
+            if n == 0 || *libc::__errno_location() != libc::EINTR {
+                libc::_exit(exit::WRAPPER_FAILED.into());
+            }
+        }
+        libc::close(gate_r.as_raw_fd());
+        if let Some(fd) = stdout
+            && libc::dup2(fd.as_raw_fd(), 1) < 0
+        {
+            libc::_exit(exit::WRAPPER_FAILED.into());
+        }
+        // Rust ignores SIGPIPE in vmscope; the command gets the default,
+        // and no signal blocked.
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        become_caller(plan);
+        libc::execve(plan.path.as_ptr(), plan.argv.as_ptr(), plan.envp.as_ptr());
+        let code = if *libc::__errno_location() == libc::ENOENT {
+            exit::NOT_FOUND
+        } else {
+            exit::CANNOT_EXECUTE
+        };
+        libc::_exit(code.into())
+    }
+}
+
+/// Gives the child the caller's limits and identity and drops ambient
+/// capabilities; exits the child when it cannot.
+///
+/// # Safety
+///
+/// As [`exec_child`]: only in the forked child.
+unsafe fn become_caller(plan: &ExecPlan) {
+    // SAFETY: libc calls on memory prepared before fork.
+    unsafe {
+        for (resource, lim) in &plan.limits {
+            if libc::setrlimit(*resource, lim) != 0 {
+                libc::_exit(exit::WRAPPER_FAILED.into());
+            }
+        }
+        if let Some((uid, gid)) = plan.run_as
+            && (libc::setgroups(plan.groups.len(), plan.groups.as_ptr()) != 0
+                || libc::setgid(gid) != 0
+                || libc::setuid(uid) != 0)
+        {
+            libc::_exit(exit::WRAPPER_FAILED.into());
+        }
+        if plan.clear_ambient {
+            // Fails only on kernels without ambient capabilities (< 4.3),
+            // which have none to pass on.
+            libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                0,
+                0,
+                0,
+            );
+        }
+    }
 }
 
 impl Gated {

@@ -325,7 +325,21 @@ fn try_kind(ebpf: &mut Ebpf, kind: &str, btf: &Result<&Btf, String>) -> Result<(
 /// The human-readable report.
 pub fn render(r: &Report) -> String {
     let mut s = String::new();
-    let yn = |b: bool| if b { "yes" } else { "no" };
+    render_system(&mut s, r);
+    render_privileges(&mut s, r);
+    render_attach_kinds(&mut s, r);
+    s.push_str(&crate::source::rmap::doctor::render(&r.rmap));
+    render_hooks(&mut s, r);
+    render_memory(&mut s, r);
+    s
+}
+
+fn yn(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+/// The version, the kernel and what the kernel offers to read it with.
+fn render_system(s: &mut String, r: &Report) {
     let _ = writeln!(s, "vmscope {} doctor", r.tool.version);
     let _ = writeln!(s, "kernel      {} ({})", r.kernel.release, r.kernel.machine);
     let _ = writeln!(s, "btf         {}", yn(r.btf));
@@ -351,6 +365,10 @@ pub fn render(r: &Report) -> String {
             );
         }
     }
+}
+
+/// Who we run as, and what each missing privilege would add.
+fn render_privileges(s: &mut String, r: &Report) {
     let p = &r.privileges;
     let _ = writeln!(
         s,
@@ -371,6 +389,9 @@ pub fn render(r: &Report) -> String {
     for g in &r.privilege_gaps {
         let _ = writeln!(s, "  missing {}\n    would add {}", g.needs, g.would_add);
     }
+}
+
+fn render_attach_kinds(s: &mut String, r: &Report) {
     let _ = writeln!(s, "\nattach kinds (loaded and attached for real):");
     for k in &r.attach_kinds {
         match &k.error {
@@ -383,7 +404,9 @@ pub fn render(r: &Report) -> String {
         }
     }
     let _ = writeln!(s, "function timing: {}", r.function_timing);
-    s.push_str(&crate::source::rmap::doctor::render(&r.rmap));
+}
+
+fn render_hooks(s: &mut String, r: &Report) {
     let _ = writeln!(s, "\nhooks:");
     for h in &r.hooks {
         if let Some(why) = &h.unknown {
@@ -410,6 +433,11 @@ pub fn render(r: &Report) -> String {
             );
         }
     }
+}
+
+/// Swap devices, PSI and the memory cgroup: what the figures that do not
+/// come from probes need.
+fn render_memory(s: &mut String, r: &Report) {
     let _ = writeln!(s, "\nswap devices:");
     if r.swap_devices.is_empty() {
         let _ = writeln!(
@@ -444,7 +472,6 @@ pub fn render(r: &Report) -> String {
             _ => "controller not mounted".to_string(),
         }
     );
-    s
 }
 
 #[cfg(test)]

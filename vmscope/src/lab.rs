@@ -379,88 +379,10 @@ fn experiment(
         .unwrap_or_else(|| PathBuf::from(format!("vmscope-lab-{lab}")));
     let _made = MadeDir::create(&dir)?;
     let me = std::env::current_exe().context("finding vmscope's own binary")?;
-    let bench_args = |v: &Variant| BenchArgs {
-        runs: c.runs,
-        warmup: 0,
-        trim: 0,
-        output: dir.join(format!("{}.json", v.name)),
-        name: Some(v.name.clone()),
-        prepare: None,
-        ignore_failure: false,
-        show_output: false,
-        metric: Vec::new(),
-        interval: Duration::from_secs(1),
-        as_root,
-        command: std::iter::once(me.display().to_string())
-            .chain(v.args.iter().cloned())
-            .collect(),
-    };
-    let sides = [bench_args(&base), bench_args(&new)];
+    let sides = [&base, &new].map(|v| bench_args(c, &me, &dir, as_root, v));
     let tmp = tempfile::tempdir().context("creating a temporary directory for the runs")?;
-    let mut recs: [Vec<record::Recording>; 2] = [Vec::new(), Vec::new()];
-    let mut codes: [Vec<i32>; 2] = [Vec::new(), Vec::new()];
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let b = indicatif::ProgressBar::new(u64::from(c.runs) * 2);
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} eta {eta}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b
-    });
-    for i in 0..c.runs {
-        for (k, args) in sides.iter().enumerate() {
-            if let Some(sig) = stopped_by() {
-                return Err(stopped(sig));
-            }
-            let name = args.name.as_deref().unwrap_or(lab);
-            if let Some(b) = &bar {
-                b.set_prefix(name.to_string());
-            }
-            let path = tmp.path().join(format!("{name}-{i}.json"));
-            let run = bench::record_run(args, &path);
-            // A run ended by the signal is no failure of its own.
-            if let Some(sig) = stopped_by() {
-                if let Some(b) = &bar {
-                    b.abandon();
-                }
-                return Err(stopped(sig));
-            }
-            let (code, rec) = run?;
-            if code != 0 {
-                if let Some(b) = &bar {
-                    b.abandon();
-                }
-                let out = rec
-                    .child
-                    .as_ref()
-                    .and_then(|c| c.output.as_ref())
-                    .map(|o| o.tail.trim().to_string())
-                    .unwrap_or_default();
-                return Err(exit::failure(
-                    exit::FAILURE,
-                    format!(
-                        "run {} of {name} (`vmscope {}`) exited with {code}{}{out}",
-                        i + 1,
-                        args.command[1..].join(" "),
-                        if out.is_empty() { "" } else { ": " }
-                    ),
-                ));
-            }
-            recs[k].push(rec);
-            codes[k].push(code);
-            if let Some(b) = &bar {
-                b.inc(1);
-            }
-        }
-    }
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
-    if let Some(sig) = stopped_by() {
-        return Err(stopped(sig));
-    }
-    let [base_recs, new_recs] = recs;
-    let [base_codes, new_codes] = codes;
+    let [(base_recs, base_codes), (new_recs, new_codes)] =
+        run_interleaved(lab, c.runs, &sides, tmp.path())?;
     let files = [
         bench::assemble(&sides[0], base_recs, base_codes),
         bench::assemble(&sides[1], new_recs, new_codes),
@@ -479,21 +401,7 @@ fn experiment(
         &[],
         c.threshold,
     )?;
-    let compare_path = dir.join("compare.json");
-    let json = compare::json(&report)?;
-    record::write_atomic(&compare_path, |w| {
-        std::io::Write::write_all(w, json.as_bytes())?;
-        Ok(())
-    })?;
-    // The page with the plots, made from the comparison just written.
-    crate::report::run(&crate::cli::ReportArgs {
-        file: compare_path.clone(),
-        new: None,
-        output: Some(dir.join("report.html")),
-        svg: None,
-        png: None,
-        threshold: c.threshold,
-    })?;
+    let json = write_comparison(&dir, &report, c.threshold)?;
     let mut text = match c.format {
         CompareFormat::Table => compare::table(&report),
         CompareFormat::Markdown => compare::markdown(&report),
@@ -512,6 +420,145 @@ fn experiment(
     }
     print!("{text}");
     Ok(0)
+}
+
+/// How `bench` would run one variant: this vmscope with the variant's
+/// arguments, its bench file in the lab's directory.
+fn bench_args(c: &LabCommon, me: &Path, dir: &Path, as_root: bool, v: &Variant) -> BenchArgs {
+    BenchArgs {
+        runs: c.runs,
+        warmup: 0,
+        trim: 0,
+        output: dir.join(format!("{}.json", v.name)),
+        name: Some(v.name.clone()),
+        prepare: None,
+        ignore_failure: false,
+        show_output: false,
+        metric: Vec::new(),
+        interval: Duration::from_secs(1),
+        as_root,
+        command: std::iter::once(me.display().to_string())
+            .chain(v.args.iter().cloned())
+            .collect(),
+    }
+}
+
+/// A progress bar over both variants' runs, when stderr is a terminal.
+fn progress_bar(runs: u32) -> Option<indicatif::ProgressBar> {
+    std::io::stderr().is_terminal().then(|| {
+        let b = indicatif::ProgressBar::new(u64::from(runs) * 2);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} eta {eta}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    })
+}
+
+/// Each side's recordings and exit codes.
+type SideRuns = (Vec<record::Recording>, Vec<i32>);
+
+/// Runs the two sides `runs` times each, alternating so that a drift of
+/// the machine hits both alike. Stops at the first failed run, or when a
+/// signal asked the lab to stop.
+fn run_interleaved(
+    lab: &str,
+    runs: u32,
+    sides: &[BenchArgs; 2],
+    tmp: &Path,
+) -> anyhow::Result<[SideRuns; 2]> {
+    let mut recs: [Vec<record::Recording>; 2] = [Vec::new(), Vec::new()];
+    let mut codes: [Vec<i32>; 2] = [Vec::new(), Vec::new()];
+    let bar = progress_bar(runs);
+    let abandon = || {
+        if let Some(b) = &bar {
+            b.abandon();
+        }
+    };
+    for i in 0..runs {
+        for (k, args) in sides.iter().enumerate() {
+            if let Some(sig) = stopped_by() {
+                return Err(stopped(sig));
+            }
+            let name = args.name.as_deref().unwrap_or(lab);
+            if let Some(b) = &bar {
+                b.set_prefix(name.to_string());
+            }
+            let path = tmp.join(format!("{name}-{i}.json"));
+            let run = bench::record_run(args, &path);
+            // A run ended by the signal is no failure of its own.
+            if let Some(sig) = stopped_by() {
+                abandon();
+                return Err(stopped(sig));
+            }
+            let (code, rec) = run?;
+            if code != 0 {
+                abandon();
+                return Err(run_failed(i, name, args, code, &rec));
+            }
+            recs[k].push(rec);
+            codes[k].push(code);
+            if let Some(b) = &bar {
+                b.inc(1);
+            }
+        }
+    }
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    if let Some(sig) = stopped_by() {
+        return Err(stopped(sig));
+    }
+    let [base_recs, new_recs] = recs;
+    let [base_codes, new_codes] = codes;
+    Ok([(base_recs, base_codes), (new_recs, new_codes)])
+}
+
+/// The error for run `i` (from 0) of a side that exited with `code`,
+/// ending with the tail of the workload's output.
+fn run_failed(
+    i: u32,
+    name: &str,
+    args: &BenchArgs,
+    code: i32,
+    rec: &record::Recording,
+) -> anyhow::Error {
+    let out = rec
+        .child
+        .as_ref()
+        .and_then(|c| c.output.as_ref())
+        .map(|o| o.tail.trim().to_string())
+        .unwrap_or_default();
+    exit::failure(
+        exit::FAILURE,
+        format!(
+            "run {} of {name} (`vmscope {}`) exited with {code}{}{out}",
+            i + 1,
+            args.command[1..].join(" "),
+            if out.is_empty() { "" } else { ": " }
+        ),
+    )
+}
+
+/// Writes `compare.json` and the report page made from it into `dir`;
+/// returns the comparison's JSON.
+fn write_comparison(dir: &Path, report: &Report, threshold: f64) -> anyhow::Result<String> {
+    let compare_path = dir.join("compare.json");
+    let json = compare::json(report)?;
+    record::write_atomic(&compare_path, |w| {
+        std::io::Write::write_all(w, json.as_bytes())?;
+        Ok(())
+    })?;
+    // The page with the plots, made from the comparison just written.
+    crate::report::run(&crate::cli::ReportArgs {
+        file: compare_path.clone(),
+        new: None,
+        output: Some(dir.join("report.html")),
+        svg: None,
+        png: None,
+        threshold,
+    })?;
+    Ok(json)
 }
 
 /// The output directory, removed again if the lab made it and leaves it

@@ -13,7 +13,7 @@ use std::{
     io::{Read as _, Write as _},
     net::TcpStream,
     os::unix::process::CommandExt as _,
-    path::Path,
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
@@ -79,89 +79,20 @@ pub fn bench_soak(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
         say!("bench soak: vmscope must run as root; run `cargo xtask bench soak` as root");
         return Err(Exit(EXIT_NEED_ROOT).into());
     }
-    tasks::build(ws)?;
-    let mut cmd = ws.cargo([
-        "build",
-        "--release",
-        "-p",
-        "vmscope-tests",
-        "--bin",
-        "vmscope-testchild",
-    ]);
-    process::run(&mut cmd)?;
-    let release = ws.target_dir()?.join("release");
-    let vmscope = release.join("vmscope");
-    let testchild = release.join("vmscope-testchild");
+    let (vmscope, testchild) = build(ws)?;
     let dir = ws.target_dir()?.join("soak");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let stream = dir.join("record.jsonl");
     let port = free_port()?;
 
     let mut kids = Kids(Vec::new());
-    for _ in 0..LONG_LIVED {
-        let mut c = Command::new(&testchild);
-        c.args(["churn", "3600000"]);
-        kids.spawn("long-lived churn", c)?;
-    }
-    let mut serve = Command::new(&vmscope);
-    serve.args([
-        "serve",
-        "--listen",
-        &format!("127.0.0.1:{port}"),
-        "--per-process",
-        "20",
-    ]);
-    let serve_pid = kids.spawn("serve", serve)?;
-    let mut top = Command::new(&vmscope);
-    top.args(["top", "--batch", "-n", "1000000", "-i", "1s"]);
-    let top_pid = kids.spawn("top --batch", top)?;
-    wait_healthy(port)?;
-    let mut record = Command::new(&vmscope);
-    record
-        .args(["record", "--format", "jsonl", "-i", "1s", "-o"])
-        .arg(&stream)
-        .arg("--")
-        .arg(&testchild)
-        .args(["forks", &a.processes.to_string()]);
-    say!("bench soak: {}", process::show(&record));
-    let record_pid = kids.spawn("record", record)?;
-    let tools = [
-        ("serve", serve_pid),
-        ("top", top_pid),
-        ("record", record_pid),
-    ];
-
+    let tools = start_tools(&mut kids, &vmscope, &testchild, port, &stream, a.processes)?;
+    let [(_, serve_pid), (_, top_pid), (_, record_pid)] = tools;
     let start = Instant::now();
+    let mut watch = Watch::new(start);
     let limit = a.minutes.map(|m| Duration::from_secs_f64(m * 60.0));
-    let mut readings: Vec<(Duration, [Option<Usage>; 3])> = Vec::new();
-    let mut last: BTreeMap<String, f64> = BTreeMap::new();
-    let (mut scrapes, mut failed_scrapes) = (0u64, 0u64);
-    let mut decreased: Vec<String> = Vec::new();
-    let mut next = Instant::now();
     let record_code = loop {
-        next += Duration::from_secs(1);
-        std::thread::sleep(next.saturating_duration_since(Instant::now()));
-        match scrape(port) {
-            Ok(body) => {
-                scrapes += 1;
-                let now = counters(&body);
-                for (series, v) in &now {
-                    if let Some(&was) = last.get(series)
-                        && *v < was
-                    {
-                        decreased.push(format!("{series}: {was} -> {v}"));
-                    }
-                }
-                // Series that went (a pruned process's) are not compared
-                // again; Prometheus marks them stale.
-                last = now;
-            }
-            Err(e) => {
-                failed_scrapes += 1;
-                say!("bench soak: scrape failed: {e:#}");
-            }
-        }
-        readings.push((start.elapsed(), tools.map(|(_, pid)| Usage::of(pid).ok())));
+        watch.read(port, start, tools);
         if let Some(st) = kids.try_wait(record_pid)? {
             break st;
         }
@@ -180,10 +111,143 @@ pub fn bench_soak(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
 
     println!(
         "soak: {} processes forked, faulted and exited in {:.0} s beside {LONG_LIVED} long-lived ones; \
-         /metrics scraped {scrapes} times ({failed_scrapes} failed)",
+         /metrics scraped {} times ({} failed)",
         a.processes,
-        elapsed.as_secs_f64()
+        elapsed.as_secs_f64(),
+        watch.scrapes,
+        watch.failed_scrapes
     );
+    let mut ok = report_usage(&tools, &watch.readings);
+    ok &= report_decreased(&watch.decreased);
+    ok &= record_books(&stream, a.processes, record_code)?;
+    if !ok {
+        bail!("bench soak: a goal was missed (see above)");
+    }
+    Ok(())
+}
+
+/// Builds vmscope and the test child; returns their paths.
+fn build(ws: &mut Workspace) -> Result<(PathBuf, PathBuf)> {
+    tasks::build(ws)?;
+    let mut cmd = ws.cargo([
+        "build",
+        "--release",
+        "-p",
+        "vmscope-tests",
+        "--bin",
+        "vmscope-testchild",
+    ]);
+    process::run(&mut cmd)?;
+    let release = ws.target_dir()?.join("release");
+    Ok((release.join("vmscope"), release.join("vmscope-testchild")))
+}
+
+/// The tools under test and their pids.
+type Tools = [(&'static str, u32); 3];
+
+/// Starts the long-lived processes, `serve` (waiting until it answers),
+/// `top --batch`, and `record` over `processes` short-lived ones.
+fn start_tools(
+    kids: &mut Kids,
+    vmscope: &Path,
+    testchild: &Path,
+    port: u16,
+    stream: &Path,
+    processes: u64,
+) -> Result<Tools> {
+    for _ in 0..LONG_LIVED {
+        let mut c = Command::new(testchild);
+        c.args(["churn", "3600000"]);
+        kids.spawn("long-lived churn", c)?;
+    }
+    let mut serve = Command::new(vmscope);
+    serve.args([
+        "serve",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--per-process",
+        "20",
+    ]);
+    let serve_pid = kids.spawn("serve", serve)?;
+    let mut top = Command::new(vmscope);
+    top.args(["top", "--batch", "-n", "1000000", "-i", "1s"]);
+    let top_pid = kids.spawn("top --batch", top)?;
+    wait_healthy(port)?;
+    let mut record = Command::new(vmscope);
+    record
+        .args(["record", "--format", "jsonl", "-i", "1s", "-o"])
+        .arg(stream)
+        .arg("--")
+        .arg(testchild)
+        .args(["forks", &processes.to_string()]);
+    say!("bench soak: {}", process::show(&record));
+    let record_pid = kids.spawn("record", record)?;
+    Ok([
+        ("serve", serve_pid),
+        ("top", top_pid),
+        ("record", record_pid),
+    ])
+}
+
+/// What the once-a-second readings found.
+struct Watch {
+    /// Each tool's usage, by time since the start.
+    readings: Vec<(Duration, [Option<Usage>; 3])>,
+    /// The previous scrape's counter series.
+    last: BTreeMap<String, f64>,
+    scrapes: u64,
+    failed_scrapes: u64,
+    /// Series that went down between two scrapes.
+    decreased: Vec<String>,
+    /// When the next reading is due.
+    next: Instant,
+}
+
+impl Watch {
+    fn new(start: Instant) -> Self {
+        Self {
+            readings: Vec::new(),
+            last: BTreeMap::new(),
+            scrapes: 0,
+            failed_scrapes: 0,
+            decreased: Vec::new(),
+            next: start,
+        }
+    }
+
+    /// Waits for the next second, then scrapes `/metrics` and reads each
+    /// tool's usage.
+    fn read(&mut self, port: u16, start: Instant, tools: Tools) {
+        self.next += Duration::from_secs(1);
+        std::thread::sleep(self.next.saturating_duration_since(Instant::now()));
+        match scrape(port) {
+            Ok(body) => {
+                self.scrapes += 1;
+                let now = counters(&body);
+                for (series, v) in &now {
+                    if let Some(&was) = self.last.get(series)
+                        && *v < was
+                    {
+                        self.decreased.push(format!("{series}: {was} -> {v}"));
+                    }
+                }
+                // Series that went (a pruned process's) are not compared
+                // again; Prometheus marks them stale.
+                self.last = now;
+            }
+            Err(e) => {
+                self.failed_scrapes += 1;
+                say!("bench soak: scrape failed: {e:#}");
+            }
+        }
+        self.readings
+            .push((start.elapsed(), tools.map(|(_, pid)| Usage::of(pid).ok())));
+    }
+}
+
+/// Each tool's memory after the warm-up, halfway and at the end, and its
+/// CPU per second; whether every tool kept within the growth goal.
+fn report_usage(tools: &Tools, readings: &[(Duration, [Option<Usage>; 3])]) -> bool {
     println!(
         "  tool     RSS at {} s   halfway    at end   growth  2nd half   CPU/s",
         WARM_UP.as_secs()
@@ -229,6 +293,11 @@ pub fn bench_soak(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
             100.0 * cpu
         );
     }
+    ok
+}
+
+/// The series that went down (the first ten); whether there were none.
+fn report_decreased(decreased: &[String]) -> bool {
     println!(
         "  exported series that went down between scrapes: {}{}",
         decreased.len(),
@@ -241,12 +310,7 @@ pub fn bench_soak(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
     for d in decreased.iter().take(10) {
         println!("    {d}");
     }
-    ok &= decreased.is_empty();
-    ok &= record_books(&stream, a.processes, record_code)?;
-    if !ok {
-        bail!("bench soak: a goal was missed (see above)");
-    }
-    Ok(())
+    decreased.is_empty()
 }
 
 /// What the recording says about following the tree: every child followed,

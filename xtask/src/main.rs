@@ -4,6 +4,7 @@ mod bench_soak;
 mod bench_startup;
 mod bench_top;
 mod bootstrap;
+mod fn_length;
 mod fuzz;
 mod kernels;
 mod layers;
@@ -88,7 +89,8 @@ enum Cmd {
         keep: bool,
     },
     /// Print vmscope's module graph and its cycles; fail when the pure
-    /// model (vmscope/src/model/) names aya or the kernel-facing source
+    /// model (vmscope/src/model/) names aya or the kernel-facing source,
+    /// or when a function is over 100 lines and not on the allow-list
     Layers,
     /// Fuzz the parsers of untrusted input (vmscope/fuzz) with cargo-fuzz on
     /// the nightly toolchain, installing cargo-fuzz if it is missing

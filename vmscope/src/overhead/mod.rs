@@ -274,17 +274,34 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
         hooks[0].iter().filter(|h| h.btf).count(),
         hooks[1].len()
     );
+    let modes = modes();
+    let medians = measure_rounds(&modes, &hooks, args)?;
+    print_costs(&modes, &medians, args);
+    Ok(0)
+}
+
+/// Every mode to measure: nothing, then the floor and vmscope for each
+/// swap choice, a process outside the tree, and bpftrace when installed.
+fn modes() -> Vec<Mode> {
     let mut modes = vec![Mode::Nothing];
     for swap in SWAP_CHOICES {
         modes.extend([Mode::Floor(swap), Mode::Vmscope(swap)]);
     }
     modes.push(Mode::OutsideTree);
-    let peer = bpftrace_installed();
-    if peer {
+    if bpftrace_installed() {
         modes.push(Mode::Bpftrace);
     } else {
         eprintln!("bpftrace is not installed: no peer column (apt-get install bpftrace)");
     }
+    modes
+}
+
+/// Each mode's median cost per fault over `args.rounds` rounds.
+fn measure_rounds(
+    modes: &[Mode],
+    hooks: &[Vec<Hook>; 3],
+    args: &OverheadArgs,
+) -> anyhow::Result<Vec<f64>> {
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     touch_pass(args.pages, args.chunk)?; // warm-up
     for round in 0..args.rounds as usize {
@@ -292,7 +309,7 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
         // load or unload pays for it, and rotation spreads that evenly.
         for k in 0..modes.len() {
             let i = (round + k) % modes.len();
-            times[i].push(measure(modes[i], &hooks, args)?);
+            times[i].push(measure(modes[i], hooks, args)?);
         }
         let line: Vec<String> = times.iter().map(|t| format!("{:.0}", t[round])).collect();
         eprintln!(
@@ -302,7 +319,12 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
             line.join(" / ")
         );
     }
-    let m: Vec<f64> = times.iter_mut().map(|t| stats::median(t)).collect();
+    Ok(times.iter_mut().map(|t| stats::median(t)).collect())
+}
+
+/// The cost per fault of every mode, then vmscope's against nothing and
+/// against the floor, with the goals.
+fn print_costs(modes: &[Mode], m: &[f64], args: &OverheadArgs) {
     let at = |mode: Mode| modes.iter().position(|&x| x == mode).map(|i| m[i]);
     let swap_on = loader::swap_active();
     println!(
@@ -311,7 +333,7 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
         args.rounds,
         if swap_on { "active" } else { "not active" }
     );
-    for (mode, v) in modes.iter().zip(&m) {
+    for (mode, v) in modes.iter().zip(m) {
         println!(
             "  {:<30} {v:8.1} ns/fault  (+{:.1} ns)",
             mode.name(),
@@ -365,5 +387,4 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
         println!("peer:");
         println!("  bpftrace one-liner / nothing {:.3}", bt / nothing);
     }
-    Ok(0)
 }

@@ -92,99 +92,129 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
     let probe = 20_000_000;
     let t = spin_pass(1, probe);
     let iters = ((probe as f64 / t.max(1e-6)) as u64).max(probe);
-    let load = |hz| {
-        loader::load(&LoadOptions {
-            filtered: false,
-            swap: SwapAttach::Never,
-            sample_hz: hz,
-        })
-    };
-    // Modes: 0 without the sampler, 1 with it, 2 the floor.
-    let mut spin: [Vec<f64>; 3] = Default::default();
-    let mut fault: [Vec<f64>; 3] = Default::default();
-    let mut read_ms = Vec::new();
-    let mut samples_per_s = Vec::new();
+    let mut m = Measured::default();
     for round in 0..args.rounds as usize {
         for k in 0..3 {
-            let mode = (round + k) % 3;
-            let mut probes = load(if mode == 1 { args.sample_hz } else { 0 })?;
-            let _floor = if mode == 2 {
-                Some(floor(args.sample_hz)?)
-            } else {
-                None
-            };
-            if mode == 1 && probes.rmap.is_none() {
-                let why = probes
-                    .probes
-                    .iter()
-                    .find(|p| p.probe == crate::source::rmap::PROBE)
-                    .and_then(|p| p.reason.clone())
-                    .unwrap_or_default();
-                anyhow::bail!("the sampler did not attach: {why}");
-            }
-            // The sampler's first read is its baseline: the timed one
-            // below is a real interval's.
-            if let Some(s) = probes.rmap.as_mut() {
-                s.read().context("reading the sampler")?;
-            }
-            let start = Instant::now();
-            spin[mode].push(spin_pass(threads, iters));
-            fault[mode].push(touch_pass(args.pages, args.chunk)?);
-            if let Some(s) = probes.rmap.as_mut() {
-                let elapsed = start.elapsed().as_secs_f64();
-                let t = Instant::now();
-                let r = s.read().context("reading the sampler")?;
-                read_ms.push(t.elapsed().as_secs_f64() * 1e3);
-                samples_per_s.push(r.samples as f64 / elapsed);
-            }
+            m.measure((round + k) % 3, args, threads, iters)?;
         }
         eprintln!(
             "round {}/{}: CPU loop {:.4} / {:.4} / {:.4} CPU-s, fault {:.0} / {:.0} / {:.0} ns \
              (without / with sampler / floor)",
             round + 1,
             args.rounds,
-            spin[0][round],
-            spin[1][round],
-            spin[2][round],
-            fault[0][round],
-            fault[1][round],
-            fault[2][round]
+            m.spin[0][round],
+            m.spin[1][round],
+            m.spin[2][round],
+            m.fault[0][round],
+            m.fault[1][round],
+            m.fault[2][round]
         );
     }
-    // Ratios within each round (the modes ran back to back), then their
-    // median: steadier than a ratio of medians on a noisy machine.
-    let paired = |v: &[Vec<f64>; 3], mode: usize| {
-        let mut r: Vec<f64> = v[mode].iter().zip(&v[0]).map(|(a, b)| a / b).collect();
-        stats::median(&mut r)
-    };
-    let (sr, sf, fr, ff) = (
-        paired(&spin, 1),
-        paired(&spin, 2),
-        paired(&fault, 1),
-        paired(&fault, 2),
-    );
-    let [s0, s1, s2] = spin.map(|mut v| stats::median(&mut v));
-    let [f0, f1, f2] = fault.map(|mut v| stats::median(&mut v));
-    let read = stats::median(&mut read_ms);
-    let rate = stats::median(&mut samples_per_s);
-    println!(
-        "kernel-stack sampler at {} Hz per CPU, {threads} CPUs, {} rounds (medians):",
-        args.sample_hz, args.rounds
-    );
-    println!(
-        "                         without     sampler       floor   sampler/without  floor/without"
-    );
-    println!(
-        "  CPU loop (CPU-s)    {s0:>12.4}{s1:>12.4}{s2:>12.4}   {sr:>15.4}  {sf:>13.4}   (goal < 1.01)"
-    );
-    println!("  page fault (ns)     {f0:>12.0}{f1:>12.0}{f2:>12.0}   {fr:>15.4}  {ff:>13.4}");
-    println!(
-        "  (ratios: median over rounds of each round's ratio; floor: an empty program on \
-         the same cpu-clock events)"
-    );
-    println!(
-        "  one interval's read        {read:.2} ms ({:.3}% of one CPU at -i 1s; {rate:.0} samples/s)",
-        read / 10.0
-    );
+    m.print(args, threads);
     Ok(0)
+}
+
+/// What the rounds measured, per mode: 0 without the sampler, 1 with it,
+/// 2 the floor.
+#[derive(Default)]
+struct Measured {
+    /// CPU seconds of the CPU loop.
+    spin: [Vec<f64>; 3],
+    /// Nanoseconds per page fault.
+    fault: [Vec<f64>; 3],
+    /// How long the sampler's read took, in milliseconds.
+    read_ms: Vec<f64>,
+    samples_per_s: Vec<f64>,
+}
+
+impl Measured {
+    /// One mode's run: loads the probes it asks for, then times the CPU loop
+    /// and the fault pass under them.
+    fn measure(
+        &mut self,
+        mode: usize,
+        args: &OverheadArgs,
+        threads: usize,
+        iters: u64,
+    ) -> anyhow::Result<()> {
+        let mut probes = loader::load(&LoadOptions {
+            filtered: false,
+            swap: SwapAttach::Never,
+            sample_hz: if mode == 1 { args.sample_hz } else { 0 },
+        })?;
+        let _floor = if mode == 2 {
+            Some(floor(args.sample_hz)?)
+        } else {
+            None
+        };
+        if mode == 1 && probes.rmap.is_none() {
+            let why = probes
+                .probes
+                .iter()
+                .find(|p| p.probe == crate::source::rmap::PROBE)
+                .and_then(|p| p.reason.clone())
+                .unwrap_or_default();
+            anyhow::bail!("the sampler did not attach: {why}");
+        }
+        // The sampler's first read is its baseline: the timed one
+        // below is a real interval's.
+        if let Some(s) = probes.rmap.as_mut() {
+            s.read().context("reading the sampler")?;
+        }
+        let start = Instant::now();
+        self.spin[mode].push(spin_pass(threads, iters));
+        self.fault[mode].push(touch_pass(args.pages, args.chunk)?);
+        if let Some(s) = probes.rmap.as_mut() {
+            let elapsed = start.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let r = s.read().context("reading the sampler")?;
+            self.read_ms.push(t.elapsed().as_secs_f64() * 1e3);
+            self.samples_per_s.push(r.samples as f64 / elapsed);
+        }
+        Ok(())
+    }
+
+    fn print(self, args: &OverheadArgs, threads: usize) {
+        let Measured {
+            spin,
+            fault,
+            mut read_ms,
+            mut samples_per_s,
+        } = self;
+        // Ratios within each round (the modes ran back to back), then their
+        // median: steadier than a ratio of medians on a noisy machine.
+        let paired = |v: &[Vec<f64>; 3], mode: usize| {
+            let mut r: Vec<f64> = v[mode].iter().zip(&v[0]).map(|(a, b)| a / b).collect();
+            stats::median(&mut r)
+        };
+        let (sr, sf, fr, ff) = (
+            paired(&spin, 1),
+            paired(&spin, 2),
+            paired(&fault, 1),
+            paired(&fault, 2),
+        );
+        let [s0, s1, s2] = spin.map(|mut v| stats::median(&mut v));
+        let [f0, f1, f2] = fault.map(|mut v| stats::median(&mut v));
+        let read = stats::median(&mut read_ms);
+        let rate = stats::median(&mut samples_per_s);
+        println!(
+            "kernel-stack sampler at {} Hz per CPU, {threads} CPUs, {} rounds (medians):",
+            args.sample_hz, args.rounds
+        );
+        println!(
+            "                         without     sampler       floor   sampler/without  floor/without"
+        );
+        println!(
+            "  CPU loop (CPU-s)    {s0:>12.4}{s1:>12.4}{s2:>12.4}   {sr:>15.4}  {sf:>13.4}   (goal < 1.01)"
+        );
+        println!("  page fault (ns)     {f0:>12.0}{f1:>12.0}{f2:>12.0}   {fr:>15.4}  {ff:>13.4}");
+        println!(
+            "  (ratios: median over rounds of each round's ratio; floor: an empty program on \
+             the same cpu-clock events)"
+        );
+        println!(
+            "  one interval's read        {read:.2} ms ({:.3}% of one CPU at -i 1s; {rate:.0} samples/s)",
+            read / 10.0
+        );
+    }
 }

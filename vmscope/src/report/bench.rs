@@ -120,13 +120,48 @@ pub fn title(b: &BenchFile) -> String {
 
 /// The page body below the title.
 pub fn body(b: &BenchFile, plots: &BenchPlots) -> String {
-    let mut s = String::new();
+    let mut s = meta_table(&meta(b));
+    let (per_run, dist): (Vec<&Plot>, Vec<&Plot>) = plots
+        .bench
+        .iter()
+        .partition(|p| p.id.starts_with("per-run-"));
+    let _ = writeln!(s, "<h2 id=\"per-run\">Run by run</h2>");
+    s.push_str(&figures(per_run));
+    let _ = writeln!(
+        s,
+        "<h2 id=\"distributions\">Distributions</h2>\
+         <p>Each dot is one run; the red line is the trimmed mean, the green line the median.</p>"
+    );
+    s.push_str(&figures(dist));
+    summary_table(&mut s, b);
+    runs_table(&mut s, b);
+    for (i, (rec, run_plots)) in b.runs.iter().zip(&plots.runs).enumerate() {
+        let n = i + 1;
+        let wall = rec.child.as_ref().map_or(String::new(), |c| {
+            format!(
+                ": wall {}, exit code {}",
+                fmt_value(c.rusage.wall_ns as f64 / 1e9, "s"),
+                c.exit_code
+            )
+        });
+        let _ = writeln!(
+            s,
+            "<details id=\"run-{n}\" class=\"run\"><summary>Run {n}{}</summary>",
+            html_escape(&wall)
+        );
+        s.push_str(&recording::body(rec, run_plots, 3));
+        let _ = writeln!(s, "</details>");
+    }
+    s
+}
+
+/// What was run, how, and where (from the first run's header).
+fn meta(b: &BenchFile) -> Vec<(&'static str, String)> {
     let codes: Vec<String> = b
         .results
         .iter()
         .flat_map(|r| r.exit_codes.iter().map(i32::to_string))
         .collect();
-    let first = b.runs.first();
     let mut meta = vec![
         ("name", b.name.clone()),
         ("command", shell_words(&b.command)),
@@ -145,7 +180,7 @@ pub fn body(b: &BenchFile, plots: &BenchPlots) -> String {
         ),
         ("exit codes", codes.join(" ")),
     ];
-    if let Some(r) = first {
+    if let Some(r) = b.runs.first() {
         meta.push((
             "kernel",
             format!("{} {}", r.header.kernel.release, r.header.kernel.machine),
@@ -153,21 +188,11 @@ pub fn body(b: &BenchFile, plots: &BenchPlots) -> String {
         meta.push(("host", r.header.kernel.hostname.clone()));
         meta.push(("first run started", r.header.start_time.clone()));
     }
-    s.push_str(&meta_table(&meta));
+    meta
+}
 
-    let (per_run, dist): (Vec<&Plot>, Vec<&Plot>) = plots
-        .bench
-        .iter()
-        .partition(|p| p.id.starts_with("per-run-"));
-    let _ = writeln!(s, "<h2 id=\"per-run\">Run by run</h2>");
-    s.push_str(&figures(per_run));
-    let _ = writeln!(
-        s,
-        "<h2 id=\"distributions\">Distributions</h2>\
-         <p>Each dot is one run; the red line is the trimmed mean, the green line the median.</p>"
-    );
-    s.push_str(&figures(dist));
-
+/// One row per metric: its trimmed mean and spread over the runs.
+fn summary_table(s: &mut String, b: &BenchFile) {
     let _ = writeln!(
         s,
         "<h2 id=\"summary\">Summary</h2><table><thead><tr><th class=\"l\">metric</th>\
@@ -192,7 +217,10 @@ pub fn body(b: &BenchFile, plots: &BenchPlots) -> String {
         );
     }
     let _ = writeln!(s, "</tbody></table>");
+}
 
+/// One row per run, each linking to that run's section.
+fn runs_table(s: &mut String, b: &BenchFile) {
     let _ = writeln!(
         s,
         "<h2 id=\"runs\">Runs</h2><table><thead><tr><th>run</th><th>exit code</th><th>real</th>\
@@ -222,22 +250,4 @@ pub fn body(b: &BenchFile, plots: &BenchPlots) -> String {
         );
     }
     let _ = writeln!(s, "</tbody></table>");
-    for (i, (rec, run_plots)) in b.runs.iter().zip(&plots.runs).enumerate() {
-        let n = i + 1;
-        let wall = rec.child.as_ref().map_or(String::new(), |c| {
-            format!(
-                ": wall {}, exit code {}",
-                fmt_value(c.rusage.wall_ns as f64 / 1e9, "s"),
-                c.exit_code
-            )
-        });
-        let _ = writeln!(
-            s,
-            "<details id=\"run-{n}\" class=\"run\"><summary>Run {n}{}</summary>",
-            html_escape(&wall)
-        );
-        s.push_str(&recording::body(rec, run_plots, 3));
-        let _ = writeln!(s, "</details>");
-    }
-    s
 }

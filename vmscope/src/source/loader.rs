@@ -563,42 +563,103 @@ fn attach_spec(ebpf: &mut Ebpf, s: &Spec, plan: Plan, btf_ok: &Result<(), String
 /// it can.
 pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     let object = object()?;
-    // The kernel's BTF is parsed three times (aya's loader parses its own
-    // copy, which cannot be handed one; aya's for BTF program loads; ours
-    // for field offsets): at once, on as many CPUs as there are.
-    let mut loader = std::thread::scope(|s| {
-        let loader = s.spawn(EbpfLoader::new);
-        let ours = s.spawn(|| drop(crate::source::kernel::btf::Btf::vmlinux()));
-        drop(crate::source::kernel::btf::aya_vmlinux());
-        let _ = ours.join();
-        loader.join()
-    })
-    .map_err(|_| anyhow!("parsing the kernel's BTF panicked"))?;
-
+    let loader = parse_btf_at_once()?;
     // Not fatal: kernels >= 5.11 account BPF memory to the cgroup instead.
     if let Err(e) = raise_memlock() {
         log::debug!("could not raise RLIMIT_MEMLOCK ({e}); fine on kernels >= 5.11");
     }
     let disabled = disabled();
     let mut offsets: [Option<u32>; off::COUNT] = [None; off::COUNT];
-    let ec: Fields = &[(off::PF_ERROR_CODE, "error_code", &[8, 4])];
-    let mut pf_user = plan("exceptions", &["page_fault_user"], ec, &disabled);
-    let mut pf_kernel = plan("exceptions", &["page_fault_kernel"], ec, &disabled);
-    claim(&mut offsets, &mut pf_user);
-    claim(&mut offsets, &mut pf_kernel);
+    let faults = FaultPlans::new(&mut offsets, &disabled);
+    let plans = plan_specs(opts, &mut offsets, &disabled);
+    let task = task_offsets(&disabled);
+    task_struct_offsets(&mut offsets, &task);
+    let btf = BtfVariants::new(&mut offsets, &disabled, opts.swap);
+    let raw = raw_syscalls(&plans, &disabled, &btf.tracepoints);
+    offsets[off::RAW_SYSCALLS] = raw.as_ref().map(|r| r.mask).ok();
+    let mut ebpf = load_object(loader, object, &offsets, opts)?;
+    let logger = aya_log::EbpfLogger::init(&mut ebpf)
+        .map_err(|e| log::debug!("eBPF logging unavailable: {e}"))
+        .ok();
+
+    let mut probes = Vec::new();
+    let fault_source = attach_faults(&mut ebpf, &disabled, faults, &mut probes);
+    let pending_swap = attach_tracepoints(&mut ebpf, plans, &raw, &btf, opts.swap, &mut probes);
+    probes.push(attach_major_faults(&mut ebpf, &disabled));
+    attach_fault_books(&mut ebpf, task, &disabled, &mut probes);
+    let (rmap, status) = crate::source::rmap::attach(&mut ebpf, opts.sample_hz, &disabled);
+    probes.push(status);
+    Loaded::new(
+        ebpf,
+        probes,
+        fault_source,
+        logger,
+        pending_swap,
+        btf.swap,
+        rmap,
+    )
+}
+
+/// aya's loader, with the kernel's BTF parsed. It is parsed three times
+/// (aya's loader parses its own copy, which cannot be handed one; aya's for
+/// BTF program loads; ours for field offsets): at once, on as many CPUs as
+/// there are.
+fn parse_btf_at_once() -> anyhow::Result<EbpfLoader<'static>> {
+    std::thread::scope(|s| {
+        let loader = s.spawn(EbpfLoader::new);
+        let ours = s.spawn(|| drop(crate::source::kernel::btf::Btf::vmlinux()));
+        drop(crate::source::kernel::btf::aya_vmlinux());
+        let _ = ours.join();
+        loader.join()
+    })
+    .map_err(|_| anyhow!("parsing the kernel's BTF panicked"))
+}
+
+/// The page-fault tracepoints' plans: they come first, and are attached
+/// apart from [`SPECS`] because the perf event stands in when they fail.
+struct FaultPlans {
+    user: Plan,
+    kernel: Plan,
+}
+
+impl FaultPlans {
+    fn new(offsets: &mut [Option<u32>; off::COUNT], disabled: &[String]) -> Self {
+        let ec: Fields = &[(off::PF_ERROR_CODE, "error_code", &[8, 4])];
+        let mut user = plan("exceptions", &["page_fault_user"], ec, disabled);
+        let mut kernel = plan("exceptions", &["page_fault_kernel"], ec, disabled);
+        claim(offsets, &mut user);
+        claim(offsets, &mut kernel);
+        Self { user, kernel }
+    }
+}
+
+/// A plan for every [`SPECS`] row this load needs, its offsets claimed.
+fn plan_specs(
+    opts: &LoadOptions,
+    offsets: &mut [Option<u32>; off::COUNT],
+    disabled: &[String],
+) -> Vec<(&'static Spec, Plan)> {
     let mut plans: Vec<(&Spec, Plan)> = SPECS
         .iter()
         .filter(|s| opts.filtered || !s.filtered_only)
-        .map(|s| (s, plan(s.category, s.names, s.fields, &disabled)))
+        .map(|s| (s, plan(s.category, s.names, s.fields, disabled)))
         .collect();
     for (s, p) in &mut plans {
         if s.category == "kmem" && s.prog == "rss_stat" {
             check_rss_layout(p);
         }
-        claim(&mut offsets, p);
+        claim(offsets, p);
     }
-    let task = task_offsets(&disabled);
-    if let Ok(t) = &task {
+    plans
+}
+
+/// The `task_struct` offsets the fault books, the exit hook and the pid
+/// reuse check read, where this kernel's BTF has them.
+fn task_struct_offsets(
+    offsets: &mut [Option<u32>; off::COUNT],
+    task: &Result<TaskOffsets, String>,
+) {
+    if let Ok(t) = task {
         offsets[off::TASK_FLT] = Some(t.flt);
         offsets[off::TASK_FLAGS] = Some(t.flags);
         offsets[off::VMA_FILE] = Some(t.vma_file);
@@ -628,58 +689,109 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         offsets[off::TASK_GROUP_LEADER] = Some(leader.offset);
         offsets[off::TASK_START_TIME] = Some(start.offset);
     }
-    let btf_tracepoints = btf_tracepoints_usable(&disabled);
-    // The BTF fork program reads the child's pid from its task_struct.
-    let btf_fork = btf_tracepoints.clone().and_then(|()| {
-        let pid = crate::source::kernel::btf::Btf::vmlinux()?.field("task_struct", "pid")?;
-        offsets[off::TASK_PID] = Some(pid.offset);
-        Ok(())
-    });
-    // The BTF LRU program reads `struct reclaim_stat`'s counters, and the
-    // write-back one a folio's flags.
-    let btf_shrink = btf_tracepoints.clone().and_then(|()| {
-        let btf = crate::source::kernel::btf::Btf::vmlinux()?;
-        for (idx, name) in [
-            (off::RSTAT_DIRTY, "nr_dirty"),
-            (off::RSTAT_WRITEBACK, "nr_writeback"),
-            (off::RSTAT_IMMEDIATE, "nr_immediate"),
-            (off::RSTAT_UNMAP_FAIL, "nr_unmap_fail"),
-        ] {
-            let f = btf.field("reclaim_stat", name)?;
-            if f.size != 4 || f.offset >= 128 {
-                return Err(format!(
-                    "reclaim_stat.{name} is {} bytes at {} here, not a 4-byte counter \
-                     in its first 128 bytes",
-                    f.size, f.offset
-                ));
+}
+
+/// Whether each hook's BTF tracepoint variant can be tried, or why not.
+/// Most need only BTF tracepoints allowed; a few also read kernel
+/// structures, whose offsets are recorded here.
+struct BtfVariants {
+    tracepoints: Result<(), String>,
+    fork: Result<(), String>,
+    shrink: Result<(), String>,
+    write: Result<(), String>,
+    swap: Result<(), String>,
+}
+
+impl BtfVariants {
+    fn new(offsets: &mut [Option<u32>; off::COUNT], disabled: &[String], swap: SwapAttach) -> Self {
+        let tracepoints = btf_tracepoints_usable(disabled);
+        // The BTF fork program reads the child's pid from its task_struct.
+        let fork = tracepoints.clone().and_then(|()| {
+            let pid = crate::source::kernel::btf::Btf::vmlinux()?.field("task_struct", "pid")?;
+            offsets[off::TASK_PID] = Some(pid.offset);
+            Ok(())
+        });
+        let shrink = tracepoints
+            .clone()
+            .and_then(|()| reclaim_stat_offsets(offsets));
+        let write = tracepoints
+            .clone()
+            .and_then(|()| folio_flag_offsets(offsets));
+        let swap = if swap == SwapAttach::AlwaysClassic {
+            Err("the classic event was asked for (benchmark)".to_string())
+        } else {
+            rss_btf_offsets(disabled)
+        }
+        .map(|pairs| {
+            for (idx, v) in pairs {
+                offsets[idx] = Some(v);
             }
-            offsets[idx] = Some(f.offset);
+        });
+        Self {
+            tracepoints,
+            fork,
+            shrink,
+            write,
+            swap,
         }
-        Ok(())
-    });
-    let btf_write = btf_tracepoints.clone().and_then(|()| {
-        let btf = crate::source::kernel::btf::Btf::vmlinux()?;
-        let flags = btf
-            .field("folio", "flags")
-            .or_else(|_| btf.field("page", "flags"))?;
-        offsets[off::FOLIO_FLAGS] = Some(flags.offset);
-        offsets[off::PG_SWAPBACKED] = Some(btf.page_flag("PG_swapbacked")?);
-        Ok(())
-    });
-    let swap_btf = if opts.swap == SwapAttach::AlwaysClassic {
-        Err("the classic event was asked for (benchmark)".to_string())
-    } else {
-        rss_btf_offsets(&disabled)
     }
-    .map(|pairs| {
-        for (idx, v) in pairs {
-            offsets[idx] = Some(v);
+
+    /// What decides a [`SPECS`] row's BTF variant.
+    fn for_spec(&self, s: &Spec) -> &Result<(), String> {
+        match s.btf_prog {
+            Some("sched_process_fork_btf") => &self.fork,
+            Some("mm_vmscan_lru_shrink_inactive_btf") => &self.shrink,
+            Some("mm_vmscan_write_folio_btf") => &self.write,
+            _ => &self.tracepoints,
         }
-    });
-    let raw = raw_syscalls(&plans, &disabled, &btf_tracepoints);
-    offsets[off::RAW_SYSCALLS] = raw.as_ref().map(|r| r.mask).ok();
+    }
+}
+
+/// The BTF LRU program reads `struct reclaim_stat`'s counters.
+fn reclaim_stat_offsets(offsets: &mut [Option<u32>; off::COUNT]) -> Result<(), String> {
+    let btf = crate::source::kernel::btf::Btf::vmlinux()?;
+    for (idx, name) in [
+        (off::RSTAT_DIRTY, "nr_dirty"),
+        (off::RSTAT_WRITEBACK, "nr_writeback"),
+        (off::RSTAT_IMMEDIATE, "nr_immediate"),
+        (off::RSTAT_UNMAP_FAIL, "nr_unmap_fail"),
+    ] {
+        let f = btf.field("reclaim_stat", name)?;
+        if f.size != 4 || f.offset >= 128 {
+            return Err(format!(
+                "reclaim_stat.{name} is {} bytes at {} here, not a 4-byte counter \
+                 in its first 128 bytes",
+                f.size, f.offset
+            ));
+        }
+        offsets[idx] = Some(f.offset);
+    }
+    Ok(())
+}
+
+/// The BTF write-back program reads a folio's flags.
+fn folio_flag_offsets(offsets: &mut [Option<u32>; off::COUNT]) -> Result<(), String> {
+    let btf = crate::source::kernel::btf::Btf::vmlinux()?;
+    let flags = btf
+        .field("folio", "flags")
+        .or_else(|_| btf.field("page", "flags"))?;
+    offsets[off::FOLIO_FLAGS] = Some(flags.offset);
+    offsets[off::PG_SWAPBACKED] = Some(btf.page_flag("PG_swapbacked")?);
+    Ok(())
+}
+
+/// Loads the object into the kernel with the offsets and settings as its
+/// globals.
+fn load_object(
+    loader: EbpfLoader<'_>,
+    object: &[u8],
+    offsets: &[Option<u32>; off::COUNT],
+    opts: &LoadOptions,
+) -> anyhow::Result<Ebpf> {
     let globals: [u32; off::COUNT] = offsets.map(|o| o.unwrap_or(0));
     let filtered: u32 = opts.filtered.into();
+    // Rebound so that it may borrow the globals above.
+    let mut loader = loader;
     if let Ok(btf) = crate::source::kernel::btf::aya_vmlinux() {
         loader.btf(Some(btf));
     }
@@ -687,20 +799,26 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         .override_global("FILTER_ENABLED", &filtered, true)
         .override_global("OFFSETS", &globals, true);
     crate::source::rmap::size_maps(&mut loader, opts.sample_hz);
-    let mut ebpf = loader
+    loader
         .load(object)
-        .context("loading the eBPF object into the kernel")?;
-    let logger = aya_log::EbpfLogger::init(&mut ebpf)
-        .map_err(|e| log::debug!("eBPF logging unavailable: {e}"))
-        .ok();
+        .context("loading the eBPF object into the kernel")
+}
 
-    let mut probes = Vec::new();
+/// Attaches the page-fault hooks: as BTF tracepoints where allowed, else
+/// as classic ones, else as the perf software event (counts without the
+/// error-code classes). Returns which one counts faults.
+fn attach_faults(
+    ebpf: &mut Ebpf,
+    disabled: &[String],
+    faults: FaultPlans,
+    probes: &mut Vec<ProbeStatus>,
+) -> FaultSource {
     let btf_faults = if disabled.iter().any(|d| d == "tp_btf") {
         Err(format!("tp_btf disabled by {DISABLE_ENV}"))
-    } else if pf_user.event.is_err() {
+    } else if faults.user.event.is_err() {
         Err("page_fault_user is unavailable".to_string())
     } else {
-        attach_btf_faults(&mut ebpf)
+        attach_btf_faults(ebpf)
     };
     let user_ok = match btf_faults {
         Ok(()) => {
@@ -717,48 +835,59 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         }
         Err(why) => {
             log::debug!("page faults through classic tracepoints: {why}");
-            let user = attach_planned(&mut ebpf, "exceptions", "page_fault_user", pf_user);
+            let user = attach_planned(ebpf, "exceptions", "page_fault_user", faults.user);
             let ok = user.attached;
             probes.push(user);
             if ok {
                 probes.push(attach_planned(
-                    &mut ebpf,
+                    ebpf,
                     "exceptions",
                     "page_fault_kernel",
-                    pf_kernel,
+                    faults.kernel,
                 ));
             }
             ok
         }
     };
-    let fault_source = if user_ok {
-        FaultSource::Tracepoint
+    if user_ok {
+        return FaultSource::Tracepoint;
+    }
+    let result = attach_perf_faults(ebpf);
+    let ok = result.is_ok();
+    probes.push(ProbeStatus {
+        probe: "perf:page-faults".into(),
+        method: "perf_event".into(),
+        attached: ok,
+        deferred: false,
+        reason: Some(match result {
+            Ok(()) => {
+                "fallback for exceptions:page_fault_user: counts without error-code classes".into()
+            }
+            Err(e) => e,
+        }),
+    });
+    if ok {
+        FaultSource::PerfSoftware
     } else {
-        let result = attach_perf_faults(&mut ebpf);
-        let ok = result.is_ok();
-        probes.push(ProbeStatus {
-            probe: "perf:page-faults".into(),
-            method: "perf_event".into(),
-            attached: ok,
-            deferred: false,
-            reason: Some(match result {
-                Ok(()) => {
-                    "fallback for exceptions:page_fault_user: counts without error-code classes"
-                        .into()
-                }
-                Err(e) => e,
-            }),
-        });
-        if ok {
-            FaultSource::PerfSoftware
-        } else {
-            FaultSource::Unavailable
-        }
-    };
+        FaultSource::Unavailable
+    }
+}
+
+/// Attaches the [`SPECS`] tracepoints in their order, then the raw syscall
+/// hooks standing in for the syscall events they cover. Returns the swap
+/// probe's plan when it waits for a swap device.
+fn attach_tracepoints(
+    ebpf: &mut Ebpf,
+    plans: Vec<(&Spec, Plan)>,
+    raw: &Result<RawSyscalls, String>,
+    btf: &BtfVariants,
+    swap: SwapAttach,
+    probes: &mut Vec<ProbeStatus>,
+) -> Option<Plan> {
     let mut pending_swap = None;
     let mut through_raw = Vec::new();
     for (s, p) in plans {
-        if let Ok(r) = &raw
+        if let Ok(r) = raw
             && s.category == "syscalls"
             && r.covers(s.names[0])
         {
@@ -766,7 +895,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
             continue;
         }
         let probe = format!("{}:{}", s.category, s.names[0]);
-        let defer = match opts.swap {
+        let defer = match swap {
             SwapAttach::Auto => !swap_active(),
             SwapAttach::Always | SwapAttach::AlwaysClassic => false,
             SwapAttach::Never => true,
@@ -787,24 +916,28 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
             continue;
         }
         if probe == SWAP_PROBE {
-            probes.push(attach_swap(&mut ebpf, p, &swap_btf));
+            probes.push(attach_swap(ebpf, p, &btf.swap));
         } else {
-            let btf_ok = match s.btf_prog {
-                Some("sched_process_fork_btf") => &btf_fork,
-                Some("mm_vmscan_lru_shrink_inactive_btf") => &btf_shrink,
-                Some("mm_vmscan_write_folio_btf") => &btf_write,
-                _ => &btf_tracepoints,
-            };
-            probes.push(attach_spec(&mut ebpf, s, p, btf_ok));
+            probes.push(attach_spec(ebpf, s, p, btf.for_spec(s)));
         }
     }
-    if let Ok(r) = &raw {
-        probes.extend(attach_raw_syscalls(&mut ebpf, r, through_raw));
+    if let Ok(r) = raw {
+        probes.extend(attach_raw_syscalls(ebpf, r, through_raw));
     }
-    probes.push(attach_major_faults(&mut ebpf, &disabled));
-    let account = attach_account(&mut ebpf, task.map(|_| ()));
+    pending_swap
+}
+
+/// Attaches the reader of the kernel's fault books and, when it attached,
+/// the fault timing that needs it.
+fn attach_fault_books(
+    ebpf: &mut Ebpf,
+    task: Result<TaskOffsets, String>,
+    disabled: &[String],
+    probes: &mut Vec<ProbeStatus>,
+) {
+    let account = attach_account(ebpf, task.map(|_| ()));
     let timing = if account.attached {
-        attach_fault_timing(&mut ebpf, &disabled)
+        attach_fault_timing(ebpf, disabled)
     } else {
         Err(format!(
             "needs {ACCOUNT_PROBE} to follow faults that sleep: {}",
@@ -819,32 +952,43 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         reason: timing.err(),
         deferred: false,
     });
-    let (rmap, status) = crate::source::rmap::attach(&mut ebpf, opts.sample_hz, &disabled);
-    probes.push(status);
+}
 
-    let counters = PerCpuArray::try_from(take(&mut ebpf, "COUNTERS")?)?;
-    let hists = PerCpuArray::try_from(take(&mut ebpf, "HISTS")?)?;
-    let procs = HashMap::try_from(take(&mut ebpf, "PROCS")?)?;
-    let mms = HashMap::try_from(take(&mut ebpf, "MMS")?)?;
-    let fault_cache = PerCpuArray::try_from(take(&mut ebpf, "FAULT_CACHE")?)?;
-    let tracked = HashMap::try_from(take(&mut ebpf, "TRACKED")?)?;
-    let track_epoch = Array::try_from(take(&mut ebpf, "TRACK_EPOCH")?)?;
-    Ok(Loaded {
-        _ebpf: ebpf,
-        counters,
-        hists,
-        procs,
-        mms,
-        fault_cache,
-        tracked,
-        track_epoch,
-        probes,
-        fault_source,
-        logger,
-        pending_swap,
-        swap_btf,
-        rmap,
-    })
+impl Loaded {
+    /// Takes the maps the collector reads out of the loaded object.
+    fn new(
+        mut ebpf: Ebpf,
+        probes: Vec<ProbeStatus>,
+        fault_source: FaultSource,
+        logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
+        pending_swap: Option<Plan>,
+        swap_btf: Result<(), String>,
+        rmap: Option<crate::source::rmap::Rmap>,
+    ) -> anyhow::Result<Self> {
+        let counters = PerCpuArray::try_from(take(&mut ebpf, "COUNTERS")?)?;
+        let hists = PerCpuArray::try_from(take(&mut ebpf, "HISTS")?)?;
+        let procs = HashMap::try_from(take(&mut ebpf, "PROCS")?)?;
+        let mms = HashMap::try_from(take(&mut ebpf, "MMS")?)?;
+        let fault_cache = PerCpuArray::try_from(take(&mut ebpf, "FAULT_CACHE")?)?;
+        let tracked = HashMap::try_from(take(&mut ebpf, "TRACKED")?)?;
+        let track_epoch = Array::try_from(take(&mut ebpf, "TRACK_EPOCH")?)?;
+        Ok(Self {
+            _ebpf: ebpf,
+            counters,
+            hists,
+            procs,
+            mms,
+            fault_cache,
+            tracked,
+            track_epoch,
+            probes,
+            fault_source,
+            logger,
+            pending_swap,
+            swap_btf,
+            rmap,
+        })
+    }
 }
 
 fn take(ebpf: &mut Ebpf, name: &str) -> anyhow::Result<aya::maps::Map> {

@@ -10,10 +10,11 @@ mod guest;
 
 use std::{
     fs,
-    io::{Read as _, Write as _},
+    io::{Read, Write as _},
     path::{Path, PathBuf},
-    process::{Command, Stdio},
+    process::{Child, Command, ExitStatus, Stdio},
     sync::{Arc, Mutex},
+    thread::JoinHandle,
     time::{Duration, Instant},
 };
 
@@ -476,6 +477,49 @@ const TCG_ATTEMPTS: u32 = 3;
 /// One qemu run. `start_limit`: give up when the suite has not started by
 /// then.
 fn qemu(vmlinuz: &Path, initrd: &Path, kvm: bool, start_limit: Option<Duration>) -> Result<String> {
+    let mut cmd = qemu_command(vmlinuz, initrd, kvm);
+    say!(
+        "kernels: booting {} ({})",
+        vmlinuz.display(),
+        if kvm { "KVM" } else { "TCG" }
+    );
+    let mut child = cmd.spawn().context("starting qemu-system-x86_64")?;
+    let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+    let mut stderr = child.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
+    let (buf, reader) = collect(stdout);
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let text = || {
+        buf.lock()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    };
+    let status = wait_guest(&mut child, start_limit, &text)?;
+    let _ = reader.join();
+    let errors = err_reader.join().unwrap_or_default();
+    let out = text();
+    match status {
+        Some(st) if !st.success() && !out.contains("@@vmscope:start") => {
+            bail!("qemu exited with {st}: {}", errors.trim())
+        }
+        None => {
+            let _ = std::io::stderr().write_all(b"");
+            say!(
+                "kernels: the guest ran past {} s and was stopped",
+                TCG_LIMIT.as_secs()
+            );
+            Ok(out)
+        }
+        _ => Ok(out),
+    }
+}
+
+/// qemu booting `vmlinuz` with `initrd` on a serial console, its output
+/// piped.
+fn qemu_command(vmlinuz: &Path, initrd: &Path, kvm: bool) -> Command {
     let mut cmd = Command::new("qemu-system-x86_64");
     if kvm {
         cmd.args(["-accel", "kvm", "-cpu", "host,-arch-capabilities"]);
@@ -504,20 +548,18 @@ fn qemu(vmlinuz: &Path, initrd: &Path, kvm: bool, start_limit: Option<Duration>)
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
-    say!(
-        "kernels: booting {} ({})",
-        vmlinuz.display(),
-        if kvm { "KVM" } else { "TCG" }
-    );
-    let mut child = cmd.spawn().context("starting qemu-system-x86_64")?;
-    let mut stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
-    let mut stderr = child.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
+    cmd
+}
+
+/// Reads `from` into a shared buffer on a thread of its own, so the guest's
+/// output can be looked at while it runs.
+fn collect(mut from: impl Read + Send + 'static) -> (Arc<Mutex<Vec<u8>>>, JoinHandle<()>) {
     let buf = Arc::new(Mutex::new(Vec::new()));
     let reader = {
         let buf = Arc::clone(&buf);
         std::thread::spawn(move || {
             let mut chunk = [0u8; 8192];
-            while let Ok(n) = stdout.read(&mut chunk) {
+            while let Ok(n) = from.read(&mut chunk) {
                 if n == 0 {
                     break;
                 }
@@ -527,20 +569,21 @@ fn qemu(vmlinuz: &Path, initrd: &Path, kvm: bool, start_limit: Option<Duration>)
             }
         })
     };
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
-    });
+    (buf, reader)
+}
+
+/// Waits for qemu to exit; `None` when it ran past [`TCG_LIMIT`] and was
+/// killed. Fails (killing it) when the suite has not started within
+/// `start_limit`.
+fn wait_guest(
+    child: &mut Child,
+    start_limit: Option<Duration>,
+    text: &dyn Fn() -> String,
+) -> Result<Option<ExitStatus>> {
     let started = Instant::now();
-    let text = || {
-        buf.lock()
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default()
-    };
-    let status = loop {
+    loop {
         if let Some(st) = child.try_wait()? {
-            break Some(st);
+            return Ok(Some(st));
         }
         let elapsed = started.elapsed();
         if let Some(limit) = start_limit
@@ -554,26 +597,9 @@ fn qemu(vmlinuz: &Path, initrd: &Path, kvm: bool, start_limit: Option<Duration>)
         if elapsed > TCG_LIMIT {
             let _ = child.kill();
             let _ = child.wait();
-            break None;
+            return Ok(None);
         }
         std::thread::sleep(Duration::from_millis(200));
-    };
-    let _ = reader.join();
-    let errors = err_reader.join().unwrap_or_default();
-    let out = text();
-    match status {
-        Some(st) if !st.success() && !out.contains("@@vmscope:start") => {
-            bail!("qemu exited with {st}: {}", errors.trim())
-        }
-        None => {
-            let _ = std::io::stderr().write_all(b"");
-            say!(
-                "kernels: the guest ran past {} s and was stopped",
-                TCG_LIMIT.as_secs()
-            );
-            Ok(out)
-        }
-        _ => Ok(out),
     }
 }
 

@@ -107,130 +107,78 @@ impl Btf {
 
     pub fn parse(data: &[u8]) -> Result<Self, String> {
         let r = Reader(data);
-        if r.u16(0)? != MAGIC {
-            return Err("not BTF (bad magic)".into());
-        }
-        let hdr_len = r.u32(4)? as usize;
-        let type_off = hdr_len + r.u32(8)? as usize;
-        let type_len = r.u32(12)? as usize;
-        let str_off = hdr_len + r.u32(16)? as usize;
-        let str_len = r.u32(20)? as usize;
-        let strings = data
-            .get(str_off..str_off.saturating_add(str_len))
-            .ok_or("string section out of bounds")?;
-        let name = |off: u32| -> String {
-            let s = strings.get(off as usize..).unwrap_or_default();
-            let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
-            String::from_utf8_lossy(&s[..end]).into_owned()
+        let (strings, types) = sections(&r)?;
+        let mut btf = Btf {
+            types: vec![Type::Other],
+            structs: HashMap::new(),
+            tracepoints: HashSet::new(),
+            page_flags: HashMap::new(),
         };
-        // Without allocating: most names are not wanted.
-        let starts_with = |off: u32, prefix: &[u8]| {
-            strings
-                .get(off as usize..)
-                .is_some_and(|s| s.starts_with(prefix))
-        };
-        let end = type_off
-            .checked_add(type_len)
-            .filter(|&e| e <= data.len())
-            .ok_or("type section out of bounds")?;
-        let mut types = vec![Type::Other];
-        let mut structs = HashMap::new();
-        let mut tracepoints = HashSet::new();
-        let mut page_flags = HashMap::new();
-        let mut p = type_off;
-        while p < end {
-            let name_off = r.u32(p)?;
-            let info = r.u32(p + 4)?;
-            let size_or_type = r.u32(p + 8)?;
-            let vlen = (info & 0xffff) as usize;
-            let kind = (info >> 24) & 0x1f;
-            let kflag = info >> 31 == 1;
+        let mut p = types.start;
+        while p < types.end {
+            let h = Header::read(&r, p)?;
             p += 12;
-            let id = types.len() as u32;
-            let ty = match kind {
-                KIND_INT => {
-                    p += 4;
-                    Type::Int(size_or_type)
-                }
-                KIND_PTR => Type::Pointer,
-                KIND_ARRAY => {
-                    let elem = r.u32(p)?;
-                    let nelems = r.u32(p + 8)?;
-                    p += 12;
-                    Type::Array { elem, nelems }
-                }
-                KIND_STRUCT | KIND_UNION => {
-                    let mut members = Vec::with_capacity(vlen);
-                    for _ in 0..vlen {
-                        let raw = r.u32(p + 8)?;
-                        members.push(Member {
-                            name: name(r.u32(p)?),
-                            type_id: r.u32(p + 4)?,
-                            bit_offset: if kflag { raw & 0x00ff_ffff } else { raw },
-                        });
-                        p += 12;
-                    }
-                    let n = name(name_off);
-                    if kind == KIND_STRUCT && !n.is_empty() {
-                        structs.entry(n.clone()).or_insert(id);
-                    }
-                    Type::Composite {
-                        name: n,
-                        size: size_or_type,
-                        members,
-                    }
-                }
-                KIND_ENUM => {
-                    for i in 0..vlen {
-                        let at = p + 8 * i;
-                        let off = r.u32(at)?;
-                        if starts_with(off, b"PG_") {
-                            page_flags.entry(name(off)).or_insert(r.u32(at + 4)?);
-                        }
-                    }
-                    p += 8 * vlen;
-                    Type::Int(size_or_type)
-                }
-                KIND_ENUM64 => {
-                    p += 12 * vlen;
-                    Type::Int(size_or_type)
-                }
-                KIND_FWD | KIND_FUNC | KIND_FLOAT => Type::Other,
-                KIND_TYPEDEF => {
-                    if starts_with(name_off, b"btf_trace_") {
-                        let n = name(name_off);
-                        tracepoints.insert(n["btf_trace_".len()..].to_string());
-                    }
-                    Type::Modifier(size_or_type)
-                }
-                KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
-                    Type::Modifier(size_or_type)
-                }
-                KIND_FUNC_PROTO => {
-                    p += 8 * vlen;
-                    Type::Other
-                }
-                KIND_VAR => {
-                    p += 4;
-                    Type::Other
-                }
-                KIND_DATASEC => {
-                    p += 12 * vlen;
-                    Type::Other
-                }
-                KIND_DECL_TAG => {
-                    p += 4;
-                    Type::Other
-                }
-                k => return Err(format!("unknown BTF kind {k} (type {id})")),
-            };
-            types.push(ty);
+            let id = btf.types.len() as u32;
+            let trailer = trailer_len(h.kind, h.vlen)
+                .ok_or_else(|| format!("unknown BTF kind {} (type {id})", h.kind))?;
+            let ty = btf.decode(&r, &strings, &h, p, id)?;
+            p += trailer;
+            btf.types.push(ty);
         }
-        Ok(Self {
-            types,
-            structs,
-            tracepoints,
-            page_flags,
+        Ok(btf)
+    }
+
+    /// One type from its header and the record that follows it (at `p`);
+    /// notes the structs, tracepoints and page flags looked up later.
+    fn decode(
+        &mut self,
+        r: &Reader,
+        strings: &Strings,
+        h: &Header,
+        p: usize,
+        id: u32,
+    ) -> Result<Type, String> {
+        Ok(match h.kind {
+            KIND_INT | KIND_ENUM64 => Type::Int(h.size_or_type),
+            KIND_PTR => Type::Pointer,
+            KIND_ARRAY => Type::Array {
+                elem: r.u32(p)?,
+                nelems: r.u32(p + 8)?,
+            },
+            KIND_STRUCT | KIND_UNION => {
+                let members = members(r, strings, h, p)?;
+                let n = strings.name(h.name_off);
+                if h.kind == KIND_STRUCT && !n.is_empty() {
+                    self.structs.entry(n.clone()).or_insert(id);
+                }
+                Type::Composite {
+                    name: n,
+                    size: h.size_or_type,
+                    members,
+                }
+            }
+            KIND_ENUM => {
+                for i in 0..h.vlen {
+                    let at = p + 8 * i;
+                    let off = r.u32(at)?;
+                    if strings.starts_with(off, b"PG_") {
+                        let value = r.u32(at + 4)?;
+                        self.page_flags.entry(strings.name(off)).or_insert(value);
+                    }
+                }
+                Type::Int(h.size_or_type)
+            }
+            KIND_TYPEDEF => {
+                if strings.starts_with(h.name_off, b"btf_trace_") {
+                    let n = strings.name(h.name_off);
+                    self.tracepoints.insert(n["btf_trace_".len()..].to_string());
+                }
+                Type::Modifier(h.size_or_type)
+            }
+            KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
+                Type::Modifier(h.size_or_type)
+            }
+            _ => Type::Other,
         })
     }
 
@@ -342,6 +290,100 @@ impl Btf {
             }
         }
         0
+    }
+}
+
+/// The string section and the type section's bounds, checked against the
+/// data.
+fn sections<'a>(r: &Reader<'a>) -> Result<(Strings<'a>, std::ops::Range<usize>), String> {
+    let data = r.0;
+    if r.u16(0)? != MAGIC {
+        return Err("not BTF (bad magic)".into());
+    }
+    let hdr_len = r.u32(4)? as usize;
+    let type_off = hdr_len + r.u32(8)? as usize;
+    let type_len = r.u32(12)? as usize;
+    let str_off = hdr_len + r.u32(16)? as usize;
+    let str_len = r.u32(20)? as usize;
+    let strings = data
+        .get(str_off..str_off.saturating_add(str_len))
+        .ok_or("string section out of bounds")?;
+    let end = type_off
+        .checked_add(type_len)
+        .filter(|&e| e <= data.len())
+        .ok_or("type section out of bounds")?;
+    Ok((Strings(strings), type_off..end))
+}
+
+/// The 12 bytes every type record starts with.
+struct Header {
+    name_off: u32,
+    size_or_type: u32,
+    vlen: usize,
+    kind: u32,
+    kflag: bool,
+}
+
+impl Header {
+    fn read(r: &Reader, p: usize) -> Result<Self, String> {
+        let name_off = r.u32(p)?;
+        let info = r.u32(p + 4)?;
+        let size_or_type = r.u32(p + 8)?;
+        Ok(Self {
+            name_off,
+            size_or_type,
+            vlen: (info & 0xffff) as usize,
+            kind: (info >> 24) & 0x1f,
+            kflag: info >> 31 == 1,
+        })
+    }
+}
+
+/// How many bytes follow a type's header, by kind; `None` for a kind this
+/// parser does not know, whose record it cannot step over.
+fn trailer_len(kind: u32, vlen: usize) -> Option<usize> {
+    Some(match kind {
+        KIND_INT | KIND_VAR | KIND_DECL_TAG => 4,
+        KIND_ARRAY => 12,
+        KIND_STRUCT | KIND_UNION | KIND_ENUM64 | KIND_DATASEC => 12 * vlen,
+        KIND_ENUM | KIND_FUNC_PROTO => 8 * vlen,
+        KIND_PTR | KIND_FWD | KIND_FUNC | KIND_FLOAT | KIND_TYPEDEF | KIND_VOLATILE
+        | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => 0,
+        _ => return None,
+    })
+}
+
+/// A struct's or union's members, from the records at `p`.
+fn members(r: &Reader, strings: &Strings, h: &Header, mut p: usize) -> Result<Vec<Member>, String> {
+    let mut members = Vec::with_capacity(h.vlen);
+    for _ in 0..h.vlen {
+        let raw = r.u32(p + 8)?;
+        members.push(Member {
+            name: strings.name(r.u32(p)?),
+            type_id: r.u32(p + 4)?,
+            // With kflag set, the top 8 bits hold a bitfield's width.
+            bit_offset: if h.kflag { raw & 0x00ff_ffff } else { raw },
+        });
+        p += 12;
+    }
+    Ok(members)
+}
+
+/// The string section: NUL-terminated names by offset.
+struct Strings<'a>(&'a [u8]);
+
+impl Strings<'_> {
+    fn name(&self, off: u32) -> String {
+        let s = self.0.get(off as usize..).unwrap_or_default();
+        let end = s.iter().position(|&b| b == 0).unwrap_or(s.len());
+        String::from_utf8_lossy(&s[..end]).into_owned()
+    }
+
+    /// Without allocating: most names are not wanted.
+    fn starts_with(&self, off: u32, prefix: &[u8]) -> bool {
+        self.0
+            .get(off as usize..)
+            .is_some_and(|s| s.starts_with(prefix))
     }
 }
 

@@ -540,66 +540,15 @@ fn parse_field(rest: &str) -> Result<Field, FormatErrorKind> {
     let mut parts = rest.split(';');
     let decl = parts.next().unwrap_or_default().trim();
     let (c_type, name, array) = parse_decl(decl)?;
+    let attrs = parse_attributes(&name, parts)?;
 
-    let mut offset: Option<u32> = None;
-    let mut size: Option<u32> = None;
-    let mut signed: Option<bool> = None;
-    for part in parts {
-        let part = part.trim();
-        if part.is_empty() {
-            continue;
-        }
-        let Some((key, value)) = part.split_once(':') else {
-            return Err(FormatErrorKind::BadAttribute {
-                field: name,
-                attribute: String::new(),
-                found: part.to_owned(),
-            });
-        };
-        let (key, value) = (key.trim(), value.trim());
-        let bad = |name: &str| FormatErrorKind::BadAttribute {
-            field: name.to_owned(),
-            attribute: key.to_owned(),
-            found: value.to_owned(),
-        };
-        let duplicate = |name: &str| FormatErrorKind::DuplicateAttribute {
-            field: name.to_owned(),
-            attribute: key.to_owned(),
-        };
-        match key {
-            "offset" | "size" => {
-                let slot = if key == "offset" {
-                    &mut offset
-                } else {
-                    &mut size
-                };
-                if slot.is_some() {
-                    return Err(duplicate(&name));
-                }
-                *slot = Some(parse_u32(value).ok_or_else(|| bad(&name))?);
-            }
-            "signed" => {
-                if signed.is_some() {
-                    return Err(duplicate(&name));
-                }
-                signed = Some(match value {
-                    "0" => false,
-                    "1" => true,
-                    _ => return Err(bad(&name)),
-                });
-            }
-            // Attributes a future kernel might add do not matter here.
-            _ => {}
-        }
-    }
-
-    let Some(offset) = offset else {
+    let Some(offset) = attrs.offset else {
         return Err(FormatErrorKind::MissingAttribute {
             field: name,
             attribute: "offset",
         });
     };
-    let Some(size) = size else {
+    let Some(size) = attrs.size else {
         return Err(FormatErrorKind::MissingAttribute {
             field: name,
             attribute: "size",
@@ -617,25 +566,97 @@ fn parse_field(rest: &str) -> Result<Field, FormatErrorKind> {
         });
     }
     let data_loc = is_dynamic(&c_type);
-    let array_len = match array {
-        ArrayLen::None => None,
-        ArrayLen::Fixed(n) => Some(n),
-        ArrayLen::Flexible => Some(0),
-        ArrayLen::Symbolic => Some(
-            element_size(&c_type)
-                .filter(|&elem| size % elem == 0)
-                .map_or(0, |elem| size / elem),
-        ),
-    };
+    let array_len = array_len(&array, &c_type, size);
     Ok(Field {
         name,
         c_type,
         offset,
         size,
-        signed: signed.unwrap_or(false),
+        signed: attrs.signed.unwrap_or(false),
         array_len,
         data_loc,
     })
+}
+
+/// A field line's `key:value` attributes, each at most once.
+#[derive(Default)]
+struct Attributes {
+    offset: Option<u32>,
+    size: Option<u32>,
+    signed: Option<bool>,
+}
+
+/// Reads the attributes of field `name` from the `;`-separated parts
+/// after its declaration.
+fn parse_attributes<'a>(
+    name: &str,
+    parts: impl Iterator<Item = &'a str>,
+) -> Result<Attributes, FormatErrorKind> {
+    let mut attrs = Attributes::default();
+    for part in parts {
+        let part = part.trim();
+        if part.is_empty() {
+            continue;
+        }
+        let Some((key, value)) = part.split_once(':') else {
+            return Err(FormatErrorKind::BadAttribute {
+                field: name.to_owned(),
+                attribute: String::new(),
+                found: part.to_owned(),
+            });
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let bad = || FormatErrorKind::BadAttribute {
+            field: name.to_owned(),
+            attribute: key.to_owned(),
+            found: value.to_owned(),
+        };
+        let duplicate = || FormatErrorKind::DuplicateAttribute {
+            field: name.to_owned(),
+            attribute: key.to_owned(),
+        };
+        match key {
+            "offset" | "size" => {
+                let slot = if key == "offset" {
+                    &mut attrs.offset
+                } else {
+                    &mut attrs.size
+                };
+                if slot.is_some() {
+                    return Err(duplicate());
+                }
+                *slot = Some(parse_u32(value).ok_or_else(bad)?);
+            }
+            "signed" => {
+                if attrs.signed.is_some() {
+                    return Err(duplicate());
+                }
+                attrs.signed = Some(match value {
+                    "0" => false,
+                    "1" => true,
+                    _ => return Err(bad()),
+                });
+            }
+            // Attributes a future kernel might add do not matter here.
+            _ => {}
+        }
+    }
+    Ok(attrs)
+}
+
+/// The element count a field reports: 0 for a flexible array, and for a
+/// symbolic length what the size implies (0 when it cannot be told).
+fn array_len(array: &ArrayLen, c_type: &str, size: u32) -> Option<u32> {
+    match *array {
+        ArrayLen::None => None,
+        ArrayLen::Fixed(n) => Some(n),
+        ArrayLen::Flexible => Some(0),
+        ArrayLen::Symbolic => Some(
+            element_size(c_type)
+                .filter(|&elem| size.is_multiple_of(elem))
+                .map_or(0, |elem| size / elem),
+        ),
+    }
 }
 
 /// Splits a declaration such as `unsigned long address`, `char comm[16]`,
