@@ -11,6 +11,7 @@ pub mod recording;
 pub mod rmap;
 pub mod sample;
 pub mod series;
+pub mod snapshot;
 pub mod totals;
 
 use std::collections::BTreeMap;
@@ -20,7 +21,8 @@ use vmscope_common::{FAULT_CLASSES, fault_class_name};
 
 use crate::model::{
     probes::FaultSource,
-    sample::{FaultCounters, Sample},
+    sample::{FaultCounters, ProcSample, Sample},
+    snapshot::Snapshot,
 };
 
 /// `now - then`, or `None` when the counter went backwards (reset or wrap):
@@ -169,14 +171,15 @@ pub struct ProcAvailability {
     pub gup_faults: bool,
 }
 
-/// Each process's last values, folded as samples arrive: the live ones,
-/// and of those that ended (`Sample::exited`) the `keep` with the most
-/// faults plus the sum of all their faults. A reused pid's processes are
-/// told apart. Memory is bounded by the processes alive plus `keep`.
+/// Each process's last values, folded as samples arrive: the live ones
+/// (in the snapshot the samples add up to), and of those that ended
+/// (`Sample::exited`) the `keep` with the most faults plus the sum of all
+/// their faults. A reused pid's processes are told apart. Memory is bounded
+/// by the processes alive plus `keep`.
 #[derive(Default)]
 pub struct ProcBook {
-    live: BTreeMap<u32, crate::model::sample::ProcSample>,
-    ended: Vec<crate::model::sample::ProcSample>,
+    now: Snapshot,
+    ended: Vec<ProcSample>,
     ended_faults: FaultCounters,
     keep: usize,
 }
@@ -199,21 +202,21 @@ impl ProcBook {
     }
 
     pub fn push(&mut self, s: &Sample) {
-        for pid in &s.exited {
-            if let Some(p) = self.live.remove(pid) {
-                add_faults(&mut self.ended_faults, &p.faults);
-                if self.keep > 0 {
-                    self.ended.push(p);
-                }
+        for p in self.now.apply(s) {
+            add_faults(&mut self.ended_faults, &p.faults);
+            if self.keep > 0 {
+                self.ended.push(p);
             }
         }
         // Trimmed now and then, not at every exit: to the `keep` largest.
         if self.ended.len() > 2 * self.keep + 64 {
             self.trim();
         }
-        for p in &s.procs {
-            self.live.insert(p.pid, p.clone());
-        }
+    }
+
+    /// The full state the samples pushed add up to.
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.now
     }
 
     fn trim(&mut self) {
@@ -229,7 +232,7 @@ impl ProcBook {
     /// The tree's faults: every process's, ended or alive.
     pub fn faults(&self) -> FaultCounters {
         let mut sum = self.ended_faults;
-        for p in self.live.values() {
+        for p in self.now.procs.values() {
             add_faults(&mut sum, &p.faults);
         }
         sum
@@ -246,7 +249,7 @@ impl ProcBook {
         let mut rows: Vec<ProcessTotal> = self
             .ended
             .iter()
-            .chain(self.live.values())
+            .chain(self.now.procs.values())
             .map(|p| ProcessTotal {
                 pid: p.pid,
                 comm: p.comm.clone(),
@@ -323,7 +326,6 @@ pub fn lost(last: Option<&Sample>) -> Lost {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::sample::ProcSample;
 
     fn counters(user_write_np: u64, kernel_read_np: u64) -> FaultCounters {
         let mut f = FaultCounters::default();
