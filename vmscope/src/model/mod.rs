@@ -13,6 +13,7 @@ pub mod sample;
 pub mod series;
 pub mod snapshot;
 pub mod totals;
+pub mod view;
 
 use std::collections::BTreeMap;
 
