@@ -7,6 +7,7 @@ pub mod hist;
 pub mod live;
 pub mod metrics;
 pub mod probes;
+pub mod process;
 pub mod recording;
 pub mod rmap;
 pub mod sample;
@@ -20,6 +21,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use vmscope_common::{FAULT_CLASSES, fault_class_name};
 
+pub use crate::model::process::ProcessTotal;
 use crate::model::{
     probes::FaultSource,
     sample::{FaultCounters, ProcSample, Sample},
@@ -141,28 +143,6 @@ pub fn fault_totals(source: FaultSource, gup: bool, d: Option<&FaultCounters>) -
     }
 }
 
-/// One process over the whole recording.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ProcessTotal {
-    pub pid: u32,
-    pub comm: String,
-    pub faults: FaultTotals,
-    pub direct_reclaim_ns: u64,
-    pub direct_reclaims: u64,
-    pub memcg_reclaim_ns: u64,
-    pub memcg_reclaims: u64,
-    pub madvise_calls: u64,
-    /// TLB shootdown IPIs this process sent.
-    pub tlb_shootdowns: u64,
-    /// Null when the major-fault probe is unavailable (see `unavailable`).
-    pub major_faults: Option<u64>,
-    /// Pages of this process swapped out, whoever ran reclaim; null when
-    /// `kmem:rss_stat` is unavailable.
-    pub swap_out_pages: Option<u64>,
-    /// Pages this process faulted back in from swap; null likewise.
-    pub swap_in_pages: Option<u64>,
-}
-
 /// Which optional per-process figures the running kernel provides.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProcAvailability {
@@ -251,20 +231,7 @@ impl ProcBook {
             .ended
             .iter()
             .chain(self.now.procs.values())
-            .map(|p| ProcessTotal {
-                pid: p.pid,
-                comm: p.comm.clone(),
-                faults: fault_totals(source, avail.gup_faults, Some(&p.faults)),
-                direct_reclaim_ns: p.direct_reclaim_ns,
-                direct_reclaims: p.direct_reclaims,
-                memcg_reclaim_ns: p.memcg_reclaim_ns,
-                memcg_reclaims: p.memcg_reclaims,
-                madvise_calls: p.madvise_calls,
-                tlb_shootdowns: p.tlb_shootdowns,
-                major_faults: avail.major_faults.then_some(p.major_faults),
-                swap_out_pages: avail.swap.then_some(p.swap_out_pages),
-                swap_in_pages: avail.swap.then_some(p.swap_in_pages),
-            })
+            .map(|p| p.total(source, avail))
             .collect();
         // Stable: a pid's ended processes ahead of its live one on ties.
         rows.sort_by(|a, b| b.faults.total.cmp(&a.faults.total).then(a.pid.cmp(&b.pid)));
