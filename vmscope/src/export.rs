@@ -8,10 +8,7 @@
 //! probe is not attached is left out and `vmscope_probe_available` says 0
 //! for it: absent, never a silent zero.
 
-use std::{
-    collections::{BTreeMap, HashMap},
-    fmt::Write as _,
-};
+use std::{collections::BTreeMap, fmt::Write as _};
 
 use vmscope_common::{FAULT_CLASSES, fault_class_name};
 
@@ -21,6 +18,7 @@ use crate::{
         hist::{self, HistSample},
         probes::{FaultSource, ProbeStatus},
         sample::{MadviseCounts, ProcSample, Sample},
+        snapshot::Snapshot,
     },
     procstat::{self, Psi, Vmstat},
 };
@@ -57,18 +55,14 @@ pub const FIRST_BUCKET: u32 = 8; // 256 ns
 pub const LAST_BUCKET: u32 = 36; // ~68.7 s
 
 /// Everything vmscope knows, cumulative since it started: the samples
-/// replayed (they carry only what changed).
+/// replayed into a snapshot, and the first /proc/vmstat and PSI readings.
 #[derive(Clone, Debug, Default)]
 pub struct State {
     pub probes: Vec<ProbeStatus>,
     pub fault_source: Option<FaultSource>,
-    pub faults: crate::model::sample::FaultCounters,
-    pub counters: BTreeMap<String, u64>,
-    pub madvise: Vec<MadviseCounts>,
-    pub vmstat: Vmstat,
-    pub psi: Option<Psi>,
-    pub hists: HashMap<String, HistSample>,
-    pub procs: HashMap<u32, ProcSample>,
+    /// Ended processes' series go (Prometheus marks them stale); a later
+    /// process under the pid starts its own from zero.
+    pub now: Snapshot,
     /// The first /proc/vmstat and PSI readings: those counters are exported
     /// as growth since vmscope started, like the eBPF ones.
     pub vmstat_base: Option<Vmstat>,
@@ -81,27 +75,12 @@ impl State {
             self.vmstat_base = Some(s.vmstat.clone());
             self.psi_base = s.psi;
         }
-        self.faults = s.faults;
-        self.counters = s.counters;
-        self.madvise = s.madvise;
-        self.vmstat = s.vmstat;
-        self.psi = s.psi;
-        for h in s.hists {
-            self.hists.insert(h.name.clone(), h);
-        }
-        // Ended processes' series go (Prometheus marks them stale); a
-        // later process under the pid starts its own from zero.
-        for pid in &s.exited {
-            self.procs.remove(pid);
-        }
-        for p in s.procs {
-            self.procs.insert(p.pid, p);
-        }
+        self.now.apply(&s);
     }
 
     /// A /proc/vmstat counter's growth since the first reading.
     fn vmstat_growth(&self, key: &str) -> Option<u64> {
-        let now = self.vmstat.get(key)?;
+        let now = self.now.vmstat.get(key)?;
         let base = self
             .vmstat_base
             .as_ref()
@@ -263,8 +242,8 @@ fn page_faults(w: &mut Writer, state: &State) {
         Some(FaultSource::Tracepoint) => {
             for k in 0..FAULT_CLASSES {
                 for (mode, v) in [
-                    ("user", state.faults.user[k]),
-                    ("kernel", state.faults.kernel[k]),
+                    ("user", state.now.faults.user[k]),
+                    ("kernel", state.now.faults.kernel[k]),
                 ] {
                     faults.push((
                         vec![
@@ -278,7 +257,7 @@ fn page_faults(w: &mut Writer, state: &State) {
         }
         Some(FaultSource::PerfSoftware) => faults.push((
             vec![("mode", "all".into()), ("class", "unclassified".into())],
-            state.faults.unclassified.to_string(),
+            state.now.faults.unclassified.to_string(),
         )),
         _ => {}
     }
@@ -286,7 +265,7 @@ fn page_faults(w: &mut Writer, state: &State) {
         // System-wide, from /proc/vmstat pgfault: no probe needed.
         faults.push((
             vec![("mode", "gup".into()), ("class", "unclassified".into())],
-            state.faults.gup.to_string(),
+            state.now.faults.gup.to_string(),
         ));
     }
     w.counter(
@@ -301,7 +280,7 @@ fn page_faults(w: &mut Writer, state: &State) {
 fn counters(w: &mut Writer, state: &State) {
     let mut labelled: BTreeMap<&str, Series> = BTreeMap::new();
     for c in catalogue::COUNTERS {
-        let Some(&v) = state.counters.get(c.key) else {
+        let Some(&v) = state.now.counters.get(c.key) else {
             continue;
         };
         if !state.usable(c.probe) {
@@ -355,6 +334,7 @@ fn madvise(w: &mut Writer, state: &State) {
                 metric,
                 help,
                 state
+                    .now
                     .madvise
                     .iter()
                     .map(|m| (vec![("behavior", m.behavior.clone())], get(m).to_string()))
@@ -386,6 +366,7 @@ fn vmstat(w: &mut Writer, state: &State) {
         "vmscope_vmstat_events_total",
         "Counters from /proc/vmstat, by name.",
         state
+            .now
             .vmstat
             .0
             .iter()
@@ -402,7 +383,7 @@ fn vmstat(w: &mut Writer, state: &State) {
 
 /// PSI memory: ratios and stall time.
 fn psi(w: &mut Writer, state: &State) {
-    if let Some(p) = &state.psi {
+    if let Some(p) = &state.now.psi {
         let ratio = |v: f64| format!("{}", v / 100.0);
         let base = state.psi_base.unwrap_or_default();
         let grown = |now: u64, then: u64| secs(now.saturating_sub(then) * 1000);
@@ -437,7 +418,7 @@ fn psi(w: &mut Writer, state: &State) {
 /// The latency histograms, by family.
 fn histograms(w: &mut Writer, state: &State) {
     let mut families: BTreeMap<&str, (&str, HistSeries)> = BTreeMap::new();
-    let mut names: Vec<&String> = state.hists.keys().collect();
+    let mut names: Vec<&String> = state.now.hists.keys().collect();
     names.sort();
     for name in names {
         let Some(id) = (0..vmscope_common::hist::COUNT).find(|&i| hist::name(i) == *name) else {
@@ -456,7 +437,7 @@ fn histograms(w: &mut Writer, state: &State) {
             .entry(family.metric)
             .or_insert((family.help, Vec::new()))
             .1
-            .push((ls, &state.hists[name]));
+            .push((ls, &state.now.hists[name]));
     }
     for (metric, (help, hs)) in families {
         w.histogram(metric, help, hs);
@@ -464,7 +445,7 @@ fn histograms(w: &mut Writer, state: &State) {
 }
 
 fn per_process_series(w: &mut Writer, state: &State, n: usize) {
-    let mut top: Vec<&ProcSample> = state.procs.values().collect();
+    let mut top: Vec<&ProcSample> = state.now.procs.values().collect();
     top.sort_by(|a, b| {
         b.faults
             .total()
@@ -519,17 +500,17 @@ mod tests {
             fault_source: Some(FaultSource::Tracepoint),
             ..Default::default()
         };
-        s.faults.user[2] = 500;
-        s.counters.insert("tlb_remote_send_ipi".into(), 7);
-        s.counters.insert("major_faults".into(), 0);
-        s.vmstat = Vmstat(
+        s.now.faults.user[2] = 500;
+        s.now.counters.insert("tlb_remote_send_ipi".into(), 7);
+        s.now.counters.insert("major_faults".into(), 0);
+        s.now.vmstat = Vmstat(
             [
                 ("pswpout".to_string(), 42),
                 ("nr_free_pages".to_string(), 9),
             ]
             .into(),
         );
-        s.hists.insert(
+        s.now.hists.insert(
             "reclaim_memcg".into(),
             HistSample {
                 name: "reclaim_memcg".into(),
@@ -539,7 +520,7 @@ mod tests {
                 buckets: vec![[5, 1], [10, 2], [40, 1]],
             },
         );
-        s.procs.insert(
+        s.now.procs.insert(
             9,
             ProcSample {
                 pid: 9,
@@ -627,7 +608,7 @@ mod tests {
                 ..Default::default()
             };
             p.faults.user[2] = u64::from(pid);
-            s.procs.insert(pid, p);
+            s.now.procs.insert(pid, p);
         }
         let t = render(&s, Format::Prometheus, 3);
         let rows: Vec<&str> = t

@@ -162,9 +162,9 @@ fn madvise_tlb_and_latency_families_match_the_recording() {
 fn per_process_series_of_the_recording_are_bounded() {
     let (state, _, _) = replayed();
     assert!(
-        state.procs.len() > 2,
+        state.now.procs.len() > 2,
         "the recording has {} processes",
-        state.procs.len()
+        state.now.procs.len()
     );
     let text = render(&state, Format::OpenMetrics, 2);
     let series = text

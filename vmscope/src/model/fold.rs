@@ -1,13 +1,12 @@
 //! A recording's summaries folded as its samples arrive, so that a long
 //! `record --format jsonl` keeps memory flat: the first and latest sample,
-//! every histogram's latest state, each process's latest values (bounded,
+//! the snapshot the samples add up to with the ended processes (bounded,
 //! see `ProcBook`) and the series built interval by interval.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use crate::model::{
     ProcBook,
-    hist::HistSample,
     rmap::RmapProc,
     sample::Sample,
     series::{Series, SeriesBuilder},
@@ -19,7 +18,6 @@ const RMAP_PROCS: usize = 1024;
 pub struct Fold {
     first: Option<Sample>,
     last: Option<Sample>,
-    hists: BTreeMap<String, HistSample>,
     rmap_procs: HashMap<u32, RmapProc>,
     pub procs: ProcBook,
     series: Option<SeriesBuilder>,
@@ -34,7 +32,6 @@ impl Fold {
         Self {
             first: None,
             last: None,
-            hists: BTreeMap::new(),
             rmap_procs: HashMap::new(),
             procs: ProcBook::new(keep),
             series: None,
@@ -48,9 +45,6 @@ impl Fold {
             None => self.series = Some(SeriesBuilder::new(s)),
         }
         self.pgfault |= s.vmstat.get("pgfault").is_some();
-        for h in &s.hists {
-            self.hists.insert(h.name.clone(), h.clone());
-        }
         if let Some(r) = &s.rmap {
             for p in &r.procs {
                 self.rmap_procs.insert(p.pid, p.clone());
@@ -85,7 +79,7 @@ impl Fold {
             return Vec::new();
         };
         let mut end = last.clone();
-        end.hists = self.hists.values().cloned().collect();
+        end.hists = self.procs.snapshot().hists.values().cloned().collect();
         if let Some(r) = &mut end.rmap {
             r.procs = self.rmap_procs.values().cloned().collect();
             r.procs.sort_by_key(|p| p.pid);

@@ -1,7 +1,5 @@
 //! Log2 latency histograms: names, cumulative state and summaries.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 use vmscope_common::{HIST_BUCKETS, madvise};
 
@@ -143,20 +141,6 @@ pub fn summary_of(d: &[u64], sum_ns: u64) -> Summary {
 /// The sum of `values`, stopping at `u64::MAX` instead of wrapping.
 pub fn saturating_sum(values: impl IntoIterator<Item = u64>) -> u64 {
     values.into_iter().fold(0, u64::saturating_add)
-}
-
-/// Replays samples (each holding only changed histograms) into the latest
-/// cumulative state per name.
-pub fn latest<'a>(
-    samples: impl IntoIterator<Item = &'a [HistSample]>,
-) -> BTreeMap<String, &'a HistSample> {
-    let mut m = BTreeMap::new();
-    for hs in samples {
-        for h in hs {
-            m.insert(h.name.clone(), h);
-        }
-    }
-    m
 }
 
 #[cfg(test)]

@@ -7,20 +7,25 @@ pub mod hist;
 pub mod live;
 pub mod metrics;
 pub mod probes;
+pub mod process;
 pub mod recording;
 pub mod rmap;
 pub mod sample;
 pub mod series;
+pub mod snapshot;
 pub mod totals;
+pub mod view;
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use vmscope_common::{FAULT_CLASSES, fault_class_name};
 
+pub use crate::model::process::ProcessTotal;
 use crate::model::{
     probes::FaultSource,
-    sample::{FaultCounters, Sample},
+    sample::{FaultCounters, ProcSample, Sample},
+    snapshot::Snapshot,
 };
 
 /// `now - then`, or `None` when the counter went backwards (reset or wrap):
@@ -138,28 +143,6 @@ pub fn fault_totals(source: FaultSource, gup: bool, d: Option<&FaultCounters>) -
     }
 }
 
-/// One process over the whole recording.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ProcessTotal {
-    pub pid: u32,
-    pub comm: String,
-    pub faults: FaultTotals,
-    pub direct_reclaim_ns: u64,
-    pub direct_reclaims: u64,
-    pub memcg_reclaim_ns: u64,
-    pub memcg_reclaims: u64,
-    pub madvise_calls: u64,
-    /// TLB shootdown IPIs this process sent.
-    pub tlb_shootdowns: u64,
-    /// Null when the major-fault probe is unavailable (see `unavailable`).
-    pub major_faults: Option<u64>,
-    /// Pages of this process swapped out, whoever ran reclaim; null when
-    /// `kmem:rss_stat` is unavailable.
-    pub swap_out_pages: Option<u64>,
-    /// Pages this process faulted back in from swap; null likewise.
-    pub swap_in_pages: Option<u64>,
-}
-
 /// Which optional per-process figures the running kernel provides.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProcAvailability {
@@ -169,14 +152,15 @@ pub struct ProcAvailability {
     pub gup_faults: bool,
 }
 
-/// Each process's last values, folded as samples arrive: the live ones,
-/// and of those that ended (`Sample::exited`) the `keep` with the most
-/// faults plus the sum of all their faults. A reused pid's processes are
-/// told apart. Memory is bounded by the processes alive plus `keep`.
+/// Each process's last values, folded as samples arrive: the live ones
+/// (in the snapshot the samples add up to), and of those that ended
+/// (`Sample::exited`) the `keep` with the most faults plus the sum of all
+/// their faults. A reused pid's processes are told apart. Memory is bounded
+/// by the processes alive plus `keep`.
 #[derive(Default)]
 pub struct ProcBook {
-    live: BTreeMap<u32, crate::model::sample::ProcSample>,
-    ended: Vec<crate::model::sample::ProcSample>,
+    now: Snapshot,
+    ended: Vec<ProcSample>,
     ended_faults: FaultCounters,
     keep: usize,
 }
@@ -199,21 +183,21 @@ impl ProcBook {
     }
 
     pub fn push(&mut self, s: &Sample) {
-        for pid in &s.exited {
-            if let Some(p) = self.live.remove(pid) {
-                add_faults(&mut self.ended_faults, &p.faults);
-                if self.keep > 0 {
-                    self.ended.push(p);
-                }
+        for p in self.now.apply(s) {
+            add_faults(&mut self.ended_faults, &p.faults);
+            if self.keep > 0 {
+                self.ended.push(p);
             }
         }
         // Trimmed now and then, not at every exit: to the `keep` largest.
         if self.ended.len() > 2 * self.keep + 64 {
             self.trim();
         }
-        for p in &s.procs {
-            self.live.insert(p.pid, p.clone());
-        }
+    }
+
+    /// The full state the samples pushed add up to.
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.now
     }
 
     fn trim(&mut self) {
@@ -229,7 +213,7 @@ impl ProcBook {
     /// The tree's faults: every process's, ended or alive.
     pub fn faults(&self) -> FaultCounters {
         let mut sum = self.ended_faults;
-        for p in self.live.values() {
+        for p in self.now.procs.values() {
             add_faults(&mut sum, &p.faults);
         }
         sum
@@ -246,21 +230,8 @@ impl ProcBook {
         let mut rows: Vec<ProcessTotal> = self
             .ended
             .iter()
-            .chain(self.live.values())
-            .map(|p| ProcessTotal {
-                pid: p.pid,
-                comm: p.comm.clone(),
-                faults: fault_totals(source, avail.gup_faults, Some(&p.faults)),
-                direct_reclaim_ns: p.direct_reclaim_ns,
-                direct_reclaims: p.direct_reclaims,
-                memcg_reclaim_ns: p.memcg_reclaim_ns,
-                memcg_reclaims: p.memcg_reclaims,
-                madvise_calls: p.madvise_calls,
-                tlb_shootdowns: p.tlb_shootdowns,
-                major_faults: avail.major_faults.then_some(p.major_faults),
-                swap_out_pages: avail.swap.then_some(p.swap_out_pages),
-                swap_in_pages: avail.swap.then_some(p.swap_in_pages),
-            })
+            .chain(self.now.procs.values())
+            .map(|p| p.total(source, avail))
             .collect();
         // Stable: a pid's ended processes ahead of its live one on ties.
         rows.sort_by(|a, b| b.faults.total.cmp(&a.faults.total).then(a.pid.cmp(&b.pid)));
@@ -323,7 +294,6 @@ pub fn lost(last: Option<&Sample>) -> Lost {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::sample::ProcSample;
 
     fn counters(user_write_np: u64, kernel_read_np: u64) -> FaultCounters {
         let mut f = FaultCounters::default();

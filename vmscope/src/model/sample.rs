@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use vmscope_common::FAULT_CLASSES;
 
+pub use crate::model::process::ProcSample;
 use crate::{
     model::hist::HistSample,
     procstat::{Psi, Vmstat},
@@ -59,39 +60,6 @@ pub struct FaultCounters {
     /// recording says); system-wide from /proc/vmstat `pgfault`.
     #[serde(default)]
     pub gup: u64,
-}
-
-fn is_zero(v: &u64) -> bool {
-    *v == 0
-}
-
-/// One process's cumulative counters. Zero scalar counters are left out of
-/// the JSON (an absent one is 0) to keep long recordings small.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ProcSample {
-    pub pid: u32,
-    pub comm: String,
-    pub faults: FaultCounters,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub direct_reclaim_ns: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub direct_reclaims: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub memcg_reclaim_ns: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub memcg_reclaims: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub madvise_calls: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub tlb_shootdowns: u64,
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub major_faults: u64,
-    /// Pages of this process's memory swapped out, whoever ran reclaim.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub swap_out_pages: u64,
-    /// Pages this process faulted back in from swap.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub swap_in_pages: u64,
 }
 
 /// Raw cumulative state at one instant. `procs` holds only the processes

@@ -2,9 +2,9 @@
 //! from the raw cumulative samples. Columnar (one array per metric) to stay
 //! small and easy to plot. Pure: unit-tested with hand-made samples.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use crate::model::{delta, sample::Sample};
+use crate::model::{ProcBook, delta, sample::Sample};
 use serde::{Deserialize, Serialize};
 
 /// Per-interval deltas. Interval `i` runs from `end_ns[i] - duration_ns[i]`
@@ -36,17 +36,15 @@ pub fn series(samples: &[Sample], available: impl Fn(&str) -> bool) -> Series {
 }
 
 /// The series built as samples arrive: one interval per sample after the
-/// first, keeping only the previous sample and a running total per live
-/// process.
+/// first, keeping only the previous sample and the processes' faults.
 pub struct SeriesBuilder {
     s: Series,
     prev: Sample,
     counter_names: Vec<String>,
     vmstat_names: Vec<&'static str>,
-    /// Running per-process fault totals, replayed (samples hold changes
-    /// only).
-    per_pid: HashMap<u32, u64>,
-    scope_total: u64,
+    /// The processes replayed (samples hold changes only), to sum their
+    /// faults, the ended ones' included.
+    procs: ProcBook,
     prev_scope: u64,
 }
 
@@ -63,8 +61,7 @@ impl SeriesBuilder {
             prev: first.clone(),
             counter_names,
             vmstat_names,
-            per_pid: HashMap::new(),
-            scope_total: 0,
+            procs: ProcBook::new(0),
             prev_scope: 0,
         };
         // Per-process counters start at zero when a process is followed
@@ -76,18 +73,11 @@ impl SeriesBuilder {
         b
     }
 
+    /// The faults of every process so far: an ended process's stay in the
+    /// total, and a later process under its pid counts from zero.
     fn replay(&mut self, smp: &Sample) -> u64 {
-        // An ended process's counts stay in the total; a later process
-        // under its pid counts from zero.
-        for pid in &smp.exited {
-            self.per_pid.remove(pid);
-        }
-        for p in &smp.procs {
-            let now = p.faults.total();
-            let before = self.per_pid.insert(p.pid, now).unwrap_or(0);
-            self.scope_total = self.scope_total.wrapping_add(now).wrapping_sub(before);
-        }
-        self.scope_total
+        self.procs.push(smp);
+        self.procs.faults().total()
     }
 
     /// Adds the interval from the previous sample to `b`.
@@ -208,5 +198,18 @@ mod tests {
         assert_eq!(s.metrics["faults"], [None]);
         assert!(!s.metrics.contains_key("tlb_remote_send_ipi"));
         assert!(series(&[], |_| true).end_ns.is_empty());
+    }
+
+    #[test]
+    fn an_ended_process_stays_in_the_scope_and_its_pid_counts_afresh() {
+        let mut reused = sample(2_000, 0, vec![(1, 3)], 0, 0);
+        reused.exited = vec![1];
+        let samples = [
+            sample(0, 0, vec![(1, 10)], 0, 0),
+            sample(1_000, 0, vec![(1, 20)], 0, 0),
+            reused,
+        ];
+        let s = series(&samples, |_| true);
+        assert_eq!(s.metrics["scope_faults"], [Some(20), Some(3)]);
     }
 }

@@ -14,6 +14,7 @@ use crate::{
         hist::{self, Summary},
         probes::ProbeStatus,
         sample::Sample,
+        snapshot::Snapshot,
     },
     procstat::{self, PsiSummary, VmstatDelta},
 };
@@ -75,9 +76,9 @@ pub fn vm_totals(samples: &[Sample], probes: &[ProbeStatus], psi_error: Option<&
     if let Some(why) = missing_probe(probes, crate::model::catalogue::probe::ACCOUNT) {
         t.unavailable.insert("gup_faults".into(), why);
     }
-    // Histograms: replay to get each one's state at the first and last sample.
-    let at_first = hist::latest([first.hists.as_slice()]);
-    let at_last = hist::latest(samples.iter().map(|s| s.hists.as_slice()));
+    // Histograms: each one's state at the first and the last sample.
+    let at_first = Snapshot::replay([first]).hists;
+    let at_last = Snapshot::replay(samples).hists;
     for id in 0..vmscope_common::hist::COUNT {
         let name = hist::name(id);
         if let Some(why) = missing_probe(probes, hist::probe_of(id)) {
@@ -89,7 +90,7 @@ pub fn vm_totals(samples: &[Sample], probes: &[ProbeStatus], psi_error: Option<&
         let Some(l) = at_last.get(&name) else {
             continue;
         };
-        if let Some(s) = hist::summarize(at_first.get(&name).copied(), l) {
+        if let Some(s) = hist::summarize(at_first.get(&name), l) {
             t.histograms.insert(name, s);
         }
     }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use crate::model::live::{ProcRow, View};
+use crate::model::view::{Model, ProcRow};
 
 /// The process table's columns, in order.
 pub const COLUMNS: [&str; 9] = [
@@ -60,7 +60,7 @@ pub struct Header {
 pub struct App {
     pub header: Header,
     /// What is drawn (frozen while paused).
-    pub view: Option<View>,
+    pub view: Option<Model>,
     pub paused: bool,
     pub help: bool,
     pub sort: usize,
@@ -93,7 +93,7 @@ impl App {
     }
 
     /// A new interval's view; ignored for drawing while paused.
-    pub fn update(&mut self, view: View) {
+    pub fn update(&mut self, view: Model) {
         if !self.paused {
             self.view = Some(view);
         }
@@ -232,7 +232,7 @@ mod tests {
 
     fn app_with(rows: Vec<ProcRow>) -> App {
         let mut app = App::new(Header::default(), Duration::from_secs(1));
-        app.update(View {
+        app.update(Model {
             procs: rows,
             ..Default::default()
         });
@@ -296,7 +296,7 @@ mod tests {
         let mut app = app_with(vec![row(1, "a", 1.0, None)]);
         app.on_key(key(KeyCode::Char(' ')));
         assert!(app.paused);
-        app.update(View::default());
+        app.update(Model::default());
         assert_eq!(app.rows().len(), 1, "paused view must not change");
         assert_eq!(app.on_key(key(KeyCode::Char('r'))), Action::Reset);
         assert_eq!(

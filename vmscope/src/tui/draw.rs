@@ -1,5 +1,5 @@
 //! Drawing `vmscope top`, and the plain-text snapshot of `--batch`. Only
-//! formatting: everything shown comes from [`App`] and its [`View`].
+//! formatting: everything shown comes from [`App`] and its [`Model`].
 
 use std::fmt::Write as _;
 
@@ -12,7 +12,7 @@ use ratatui::{
 };
 
 use super::app::{App, COLUMNS, Header, Panel};
-use crate::model::live::{Latency, ProcRow, Rate, View};
+use crate::model::view::{Latency, Model, ProcRow, Rate};
 
 /// The smallest terminal the layout is drawn in.
 pub const MIN_WIDTH: u16 = 80;
@@ -237,7 +237,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         f.render_widget(Paragraph::new(msg).wrap(Wrap { trim: true }), area);
         return;
     }
-    let empty = View::default();
+    let empty = Model::default();
     let view = app.view.as_ref().unwrap_or(&empty);
     // Every rate row when the terminal has room (26 lines with the rmap
     // rows), else 13 rows and the process table keeps its 5 lines.
@@ -399,7 +399,7 @@ mod tests {
     use super::*;
     use crate::{
         model::hist::{Bucket, Summary},
-        model::live::{Latency, ProcRow, Rate, View},
+        model::view::{Latency, Model, ProcRow, Rate},
     };
 
     fn rate(name: &'static str, value: Option<f64>, unavailable: Option<&str>) -> Rate {
@@ -438,7 +438,7 @@ mod tests {
             scope: None,
         };
         let mut app = App::new(header, Duration::from_secs(1));
-        app.update(View {
+        app.update(Model {
             interval_s: 1.0,
             rates: vec![
                 rate("faults user", Some(120_000.0), None),
@@ -574,7 +574,7 @@ mod tests {
         a.on_key(crossterm::event::KeyEvent::from(
             crossterm::event::KeyCode::Char(' '),
         ));
-        a.update(View::default());
+        a.update(Model::default());
         let s = render(&a, 120, 40);
         assert!(s.contains("[PAUSED]"), "{s}");
         assert!(s.contains("postgres"), "paused view keeps its data:\n{s}");

@@ -283,10 +283,13 @@ pub fn totals(
         Some(_) => return Err(reason),
         None => return Err(format!("{PROBE} not attached")),
     }
-    let with: Vec<&RmapSample> = samples.iter().filter_map(|s| s.rmap.as_ref()).collect();
-    let (Some(first), Some(last)) = (with.first(), with.last()) else {
-        return Err("no sample read from the sampler".into());
-    };
+    sampled_totals(samples, reason)
+}
+
+/// Samples by context, then category, between two readings, and their sum.
+type ByContext = BTreeMap<String, BTreeMap<String, u64>>;
+
+fn by_context(first: &RmapSample, last: &RmapSample) -> Result<(ByContext, u64), String> {
     let count = |s: &RmapSample, cat: &str, ctx: &str| {
         s.counts
             .get(cat)
@@ -294,7 +297,7 @@ pub fn totals(
             .copied()
             .unwrap_or(0)
     };
-    let mut by_context: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    let mut by_context = ByContext::new();
     let mut total = 0u64;
     for cat in Category::ALL {
         for ctx in Context::ALL {
@@ -310,25 +313,12 @@ pub fn totals(
             }
         }
     }
-    let period = last.period_ns;
-    let cat_sum = |cat: Category| -> u64 {
-        by_context
-            .values()
-            .map(|m| m.get(cat.name()).copied().unwrap_or(0))
-            .sum()
-    };
-    let categories = Category::ALL
-        .iter()
-        .map(|&c| (c.name().to_string(), Share::of(cat_sum(c), total, period)))
-        .collect();
-    let contexts = Context::ALL
-        .iter()
-        .map(|&c| {
-            let n = by_context.get(c.name()).map_or(0, |m| m.values().sum());
-            (c.name().to_string(), Share::of(n, total, period))
-        })
-        .collect();
-    let lost = |s: &RmapSample| s.lost_stack + s.lost_key + s.unresolved;
+    Ok((by_context, total))
+}
+
+/// The processes with the most samples between the first and the last of
+/// `samples` that have a reading.
+fn process_totals(samples: &[crate::model::sample::Sample], period: u64) -> Vec<RmapProcTotal> {
     let with_rmap = samples.iter().filter(|s| s.rmap.is_some());
     let at_first = proc_map(with_rmap.clone().take(1));
     let at_last = proc_map(with_rmap);
@@ -352,6 +342,38 @@ pub fn totals(
         .collect();
     processes.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.pid.cmp(&b.pid)));
     processes.truncate(TOP_PROCESSES);
+    processes
+}
+
+/// Totals of a stack-sampling recording.
+fn sampled_totals(
+    samples: &[crate::model::sample::Sample],
+    reason: String,
+) -> Result<RmapTotals, String> {
+    let with: Vec<&RmapSample> = samples.iter().filter_map(|s| s.rmap.as_ref()).collect();
+    let (Some(first), Some(last)) = (with.first(), with.last()) else {
+        return Err("no sample read from the sampler".into());
+    };
+    let (by_context, total) = by_context(first, last)?;
+    let period = last.period_ns;
+    let cat_sum = |cat: Category| -> u64 {
+        by_context
+            .values()
+            .map(|m| m.get(cat.name()).copied().unwrap_or(0))
+            .sum()
+    };
+    let categories = Category::ALL
+        .iter()
+        .map(|&c| (c.name().to_string(), Share::of(cat_sum(c), total, period)))
+        .collect();
+    let contexts = Context::ALL
+        .iter()
+        .map(|&c| {
+            let n = by_context.get(c.name()).map_or(0, |m| m.values().sum());
+            (c.name().to_string(), Share::of(n, total, period))
+        })
+        .collect();
+    let lost = |s: &RmapSample| s.lost_stack + s.lost_key + s.unresolved;
     Ok(RmapTotals {
         method: Method::StackSampling,
         method_reason: reason,
@@ -367,8 +389,8 @@ pub fn totals(
         functions: Vec::new(),
         categories,
         contexts,
+        processes: process_totals(samples, period),
         by_context,
-        processes,
     })
 }
 

@@ -1,0 +1,215 @@
+//! The one replay of sparse samples: a [`Sample`] carries only the
+//! processes and histograms that changed (and the pids that ended); a
+//! [`Snapshot`] is the full cumulative state they add up to at one instant.
+//! `top`, `serve`, `record` and the totals all read snapshots, so there is
+//! one place that knows how samples add up.
+
+use std::collections::BTreeMap;
+
+use crate::{
+    model::{
+        hist::HistSample,
+        rmap::RmapSample,
+        sample::{FaultCounters, MadviseCounts, ProcSample, Sample},
+    },
+    procstat::{Psi, Vmstat},
+};
+
+/// Everything known, cumulative, at one instant.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    /// Monotonic time since the source started.
+    pub elapsed_ns: u64,
+    pub timestamp: String,
+    /// System-wide counters.
+    pub faults: FaultCounters,
+    pub counters: BTreeMap<String, u64>,
+    pub madvise: Vec<MadviseCounts>,
+    pub vmstat: Vmstat,
+    pub psi: Option<Psi>,
+    /// The latest stack-sampling reading (its `counts` are cumulative; its
+    /// `procs` are those of that sample only).
+    pub rmap: Option<RmapSample>,
+    /// Every histogram seen, by name, as it last was.
+    pub hists: BTreeMap<String, HistSample>,
+    /// Every live process, by pid.
+    pub procs: BTreeMap<u32, ProcSample>,
+    /// The pids whose processes ended at the latest sample applied. A pid
+    /// here that is also in `procs` is a new process under a reused pid:
+    /// its counters started from zero.
+    pub ended: Vec<u32>,
+}
+
+impl Snapshot {
+    /// The state after `samples`, from nothing.
+    pub fn replay<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Self {
+        let mut snap = Self::default();
+        for s in samples {
+            snap.apply(s);
+        }
+        snap
+    }
+
+    /// Moves on to `s`: system-wide figures are replaced, changed processes
+    /// and histograms updated, absent ones kept. Ended processes are
+    /// forgotten before `s.procs` is applied (a pid there may be reused)
+    /// and returned with their final values.
+    pub fn apply(&mut self, s: &Sample) -> Vec<ProcSample> {
+        self.elapsed_ns = s.elapsed_ns;
+        self.timestamp.clone_from(&s.timestamp);
+        self.faults = s.faults;
+        self.counters.clone_from(&s.counters);
+        self.madvise.clone_from(&s.madvise);
+        self.vmstat.clone_from(&s.vmstat);
+        self.psi = s.psi;
+        self.rmap.clone_from(&s.rmap);
+        for h in &s.hists {
+            self.hists.insert(h.name.clone(), h.clone());
+        }
+        self.ended.clone_from(&s.exited);
+        let gone = s
+            .exited
+            .iter()
+            .filter_map(|pid| self.procs.remove(pid))
+            .collect();
+        for p in &s.procs {
+            self.procs.insert(p.pid, p.clone());
+        }
+        gone
+    }
+
+    /// Whether `pid`'s process started afresh at the latest sample (its
+    /// pid's previous process ended there).
+    pub fn reborn(&self, pid: u32) -> bool {
+        self.ended.contains(&pid)
+    }
+
+    /// `pid`'s process as it was in `last`, the snapshot before this one;
+    /// `None` when it is new (or a new process under a reused pid).
+    pub fn before<'a>(&self, last: &'a Snapshot, pid: u32) -> Option<&'a ProcSample> {
+        if self.reborn(pid) {
+            return None;
+        }
+        last.procs.get(&pid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proc(pid: u32, comm: &str, madvise_calls: u64) -> ProcSample {
+        ProcSample {
+            pid,
+            comm: comm.into(),
+            madvise_calls,
+            ..Default::default()
+        }
+    }
+
+    fn hist(name: &str, sum_ns: u64) -> HistSample {
+        HistSample {
+            name: name.into(),
+            sum_ns,
+            buckets: vec![[3, 1]],
+        }
+    }
+
+    #[test]
+    fn absent_processes_and_histograms_keep_their_last_values() {
+        let mut snap = Snapshot::default();
+        snap.apply(&Sample {
+            elapsed_ns: 1,
+            procs: vec![proc(1, "a", 1), proc(2, "b", 5)],
+            hists: vec![hist("reclaim_direct", 10), hist("madvise_free", 7)],
+            ..Default::default()
+        });
+        let gone = snap.apply(&Sample {
+            elapsed_ns: 2,
+            procs: vec![proc(1, "a", 3)],
+            hists: vec![hist("reclaim_direct", 30)],
+            ..Default::default()
+        });
+        assert!(gone.is_empty());
+        assert_eq!(snap.elapsed_ns, 2);
+        assert_eq!(snap.procs[&1].madvise_calls, 3);
+        assert_eq!(snap.procs[&2].madvise_calls, 5);
+        assert_eq!(snap.hists["reclaim_direct"].sum_ns, 30);
+        assert_eq!(snap.hists["madvise_free"].sum_ns, 7);
+    }
+
+    #[test]
+    fn system_wide_figures_are_replaced_not_kept() {
+        let mut snap = Snapshot::default();
+        let mut first = Sample {
+            counters: [("tlb_remote_send_ipi".to_string(), 4)].into(),
+            psi: Some(Psi::default()),
+            ..Default::default()
+        };
+        first.faults.gup = 9;
+        snap.apply(&first);
+        snap.apply(&Sample::default());
+        assert_eq!(snap.faults.gup, 0);
+        assert!(snap.counters.is_empty());
+        assert_eq!(snap.psi, None);
+    }
+
+    #[test]
+    fn an_ended_process_goes_before_a_reused_pid_arrives_in_the_same_sample() {
+        let mut snap = Snapshot::default();
+        snap.apply(&Sample {
+            procs: vec![proc(5, "alpha", 9), proc(6, "other", 1)],
+            ..Default::default()
+        });
+        let last = snap.clone();
+        let gone = snap.apply(&Sample {
+            exited: vec![5, 6],
+            procs: vec![proc(5, "beta", 2)],
+            ..Default::default()
+        });
+        assert_eq!(gone, [proc(5, "alpha", 9), proc(6, "other", 1)]);
+        assert_eq!(snap.procs.keys().copied().collect::<Vec<_>>(), [5]);
+        assert_eq!(snap.procs[&5].comm, "beta");
+        // beta is not alpha grown: it has no earlier value.
+        assert!(snap.reborn(5));
+        assert_eq!(snap.before(&last, 5), None);
+        // The next sample's ended list is its own.
+        let last = snap.clone();
+        let gone = snap.apply(&Sample {
+            procs: vec![proc(5, "beta", 4)],
+            ..Default::default()
+        });
+        assert!(gone.is_empty() && !snap.reborn(5));
+        assert_eq!(snap.before(&last, 5).map(|p| p.madvise_calls), Some(2));
+    }
+
+    #[test]
+    fn an_exited_pid_never_seen_is_ignored() {
+        let mut snap = Snapshot::default();
+        let gone = snap.apply(&Sample {
+            exited: vec![42],
+            ..Default::default()
+        });
+        assert!(gone.is_empty() && snap.procs.is_empty());
+    }
+
+    #[test]
+    fn replay_is_applying_every_sample_in_turn() {
+        let samples = [
+            Sample {
+                procs: vec![proc(1, "a", 1)],
+                hists: vec![hist("x", 1)],
+                ..Default::default()
+            },
+            Sample {
+                exited: vec![1],
+                elapsed_ns: 5,
+                ..Default::default()
+            },
+        ];
+        let snap = Snapshot::replay(&samples);
+        assert!(snap.procs.is_empty());
+        assert_eq!(snap.hists["x"].sum_ns, 1);
+        assert_eq!((snap.elapsed_ns, snap.ended.as_slice()), (5, &[1][..]));
+    }
+}
