@@ -384,6 +384,13 @@ pub fn tlb_flush(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// OOM victims (see `oom.rs`).
+#[tracepoint]
+pub fn mark_victim(_ctx: TracePointContext) -> u32 {
+    crate::oom::on_mark_victim();
+    0
+}
+
 // The same hooks as BTF tracepoints where the kernel allows: no trace
 // record is built per event, and detaching them waits for nothing. The
 // loader tries these first and falls back to the classic ones above.
