@@ -3,9 +3,10 @@
 //! killer. The recording's `oom_kills` must equal the growth of
 //! `/proc/vmstat` `oom_kill` over the run (this VM has no other OOMs), and
 //! `record` exits 137 with the kernel's SIGKILL; a run that stays under the
-//! limit counts 0. Without the tracepoint the figure is unavailable with
-//! the reason, never 0. `serve` exports `vmscope_oom_kills_total` and it
-//! grows by the kills, and `compare` shows the `oom_kills` row.
+//! limit counts 0; the BTF and the classic tracepoint count alike. Without
+//! the tracepoint the figure is unavailable with the reason, never 0.
+//! `serve` exports `vmscope_oom_kills_total` and it grows by the kills, and
+//! `compare` shows the `oom_kills` row.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
 use std::{
@@ -117,34 +118,46 @@ fn oom_kills_match_the_kernels_books() {
     let _lock = pressure::exclusive();
     let dir = tempfile::tempdir().unwrap();
 
-    // Over the limit: the memcg OOM killer kills the child.
+    // Over the limit: the memcg OOM killer kills the child. The probe as
+    // a BTF tracepoint (the default here), then forced back to the classic
+    // event: both must count what the kernel counted.
     let cg = no_swap_cgroup();
-    let before = vmstat_oom_kills();
-    let (o, killed) = record(dir.path(), "killed", &touch_in(&cg, TOUCHED), &[]);
-    let books = vmstat_oom_kills() - before;
-    let stderr = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(137), "record: {stderr}");
-    assert_eq!(killed["child"]["signal"], 9, "{:#}", killed["child"]);
-    assert!(
-        killed["child"]
-            .get("signals_sent")
-            .is_none_or(|s| s.as_array().is_some_and(Vec::is_empty)),
-        "the SIGKILL was the kernel's, not vmscope's: {:#}",
-        killed["child"]
-    );
-    let p = probe(&killed, PROBE);
-    assert_eq!(p["attached"], true, "{p}");
-    assert!(cgroup_oom_kills(&cg) >= 1, "the cgroup saw no OOM kill");
-    assert!(books >= 1, "/proc/vmstat oom_kill did not grow");
-    assert_eq!(
-        oom_kills(&killed),
-        books,
-        "vmscope's OOM kills vs the growth of /proc/vmstat oom_kill"
-    );
-    eprintln!(
-        "oom: vmstat oom_kill grew by {books}, vmscope counted {}",
-        oom_kills(&killed)
-    );
+    let mut books = 0;
+    for (method, env) in [
+        ("tp_btf", None),
+        ("tracepoint", Some(("VMSCOPE_DISABLE_PROBES", "tp_btf"))),
+    ] {
+        let (cg_before, before) = (cgroup_oom_kills(&cg), vmstat_oom_kills());
+        let env: Vec<(&str, &str)> = env.into_iter().collect();
+        let (o, killed) = record(dir.path(), method, &touch_in(&cg, TOUCHED), &env);
+        books = vmstat_oom_kills() - before;
+        assert_eq!(o.status.code(), Some(137), "{method}: {}", text(&o.stderr));
+        assert_eq!(killed["child"]["signal"], 9, "{:#}", killed["child"]);
+        assert!(
+            killed["child"]
+                .get("signals_sent")
+                .is_none_or(|s| s.as_array().is_some_and(Vec::is_empty)),
+            "the SIGKILL was the kernel's, not vmscope's: {:#}",
+            killed["child"]
+        );
+        let p = probe(&killed, PROBE);
+        assert_eq!(p["attached"], true, "{p}");
+        assert_eq!(p["method"], method, "{p}");
+        assert!(
+            cgroup_oom_kills(&cg) > cg_before,
+            "{method}: the cgroup saw no OOM kill"
+        );
+        assert!(books >= 1, "{method}: /proc/vmstat oom_kill did not grow");
+        assert_eq!(
+            oom_kills(&killed),
+            books,
+            "{method}: vmscope's OOM kills vs the growth of /proc/vmstat oom_kill"
+        );
+        eprintln!(
+            "oom ({method}): vmstat oom_kill grew by {books}, vmscope counted {}",
+            oom_kills(&killed)
+        );
+    }
 
     // Under the limit: nothing is killed, and 0 is counted.
     let before = vmstat_oom_kills();
@@ -160,7 +173,7 @@ fn oom_kills_match_the_kernels_books() {
     let mut c = Command::new(vmscope_bin());
     c.arg("compare")
         .arg(dir.path().join("quiet.json"))
-        .arg(dir.path().join("killed.json"));
+        .arg(dir.path().join("tracepoint.json"));
     let o = run_with_timeout(c, Duration::from_secs(60));
     let table = text(&o.stdout);
     let line = table
@@ -172,7 +185,7 @@ fn oom_kills_match_the_kernels_books() {
     let mut c = Command::new(vmscope_bin());
     c.args(["compare", "--format", "json"])
         .arg(dir.path().join("quiet.json"))
-        .arg(dir.path().join("killed.json"));
+        .arg(dir.path().join("tracepoint.json"));
     let o = run_with_timeout(c, Duration::from_secs(60));
     let doc: Value = serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("compare --format json: {e}: {}", text(&o.stderr)));

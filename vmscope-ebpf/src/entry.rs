@@ -402,6 +402,14 @@ pub fn tlb_flush_btf(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
+/// `mark_victim(struct task_struct *task, uid_t uid)` (`(int pid)` on older
+/// kernels; no argument is read).
+#[btf_tracepoint(function = "mark_victim")]
+pub fn mark_victim_btf(_ctx: BtfTracePointContext) -> i32 {
+    crate::oom::on_mark_victim();
+    0
+}
+
 /// `sched_process_fork(struct task_struct *parent, struct task_struct *child)`.
 #[btf_tracepoint(function = "sched_process_fork")]
 pub fn sched_process_fork_btf(ctx: BtfTracePointContext) -> i32 {
