@@ -261,8 +261,10 @@ pub mod counter {
     pub const PROC_REUSED: u32 = MADVISE_ERRORS_BASE + crate::madvise::SLOTS;
     /// Entries taken out of the followed set as their task exited.
     pub const TRACKED_REMOVED: u32 = PROC_REUSED + 1;
+    /// OOM victims the kernel marked (`oom:mark_victim`), system-wide.
+    pub const OOM_KILLS: u32 = TRACKED_REMOVED + 1;
     /// Number of slots in the array.
-    pub const COUNT: u32 = TRACKED_REMOVED + 1;
+    pub const COUNT: u32 = OOM_KILLS + 1;
 }
 
 /// Fault counts of the process last seen faulting on one CPU, not yet added

@@ -384,6 +384,13 @@ pub fn tlb_flush(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// OOM victims (see `oom.rs`).
+#[tracepoint]
+pub fn mark_victim(_ctx: TracePointContext) -> u32 {
+    crate::oom::on_mark_victim();
+    0
+}
+
 // The same hooks as BTF tracepoints where the kernel allows: no trace
 // record is built per event, and detaching them waits for nothing. The
 // loader tries these first and falls back to the classic ones above.
@@ -392,6 +399,14 @@ pub fn tlb_flush(ctx: TracePointContext) -> u32 {
 #[btf_tracepoint(function = "tlb_flush")]
 pub fn tlb_flush_btf(ctx: BtfTracePointContext) -> i32 {
     crate::tlb::on_flush_of(ctx.arg::<i32>(0), ctx.arg::<u64>(1));
+    0
+}
+
+/// `mark_victim(struct task_struct *task, uid_t uid)` (`(int pid)` on older
+/// kernels; no argument is read).
+#[btf_tracepoint(function = "mark_victim")]
+pub fn mark_victim_btf(_ctx: BtfTracePointContext) -> i32 {
+    crate::oom::on_mark_victim();
     0
 }
 

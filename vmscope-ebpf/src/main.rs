@@ -27,6 +27,8 @@ mod filter;
 #[cfg(target_arch = "bpf")]
 mod maps;
 #[cfg(target_arch = "bpf")]
+mod oom;
+#[cfg(target_arch = "bpf")]
 mod probes;
 #[cfg(target_arch = "bpf")]
 mod reclaim;

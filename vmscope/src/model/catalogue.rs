@@ -49,6 +49,7 @@ pub mod probe {
     pub const RMAP_SAMPLER: &str = "perf:cpu-clock";
     /// rmap direct timing (fentry/fexit on the rmap functions).
     pub const RMAP_DIRECT: &str = "fentry:rmap";
+    pub const OOM_VICTIM: &str = "oom:mark_victim";
 }
 
 /// How a system-wide counter is exported.
@@ -299,6 +300,14 @@ pub const COUNTERS: &[Counter] = &[
         "pages",
         "File pages reclaim wrote back.",
         Export::In(WB, "file"),
+    ),
+    c(
+        "oom_kills",
+        counter::OOM_KILLS,
+        probe::OOM_VICTIM,
+        "victims",
+        "OOM victims the kernel marked, system-wide (memory-cgroup OOMs included).",
+        Export::Plain("vmscope_oom_kills_total", "OOM victims the kernel marked."),
     ),
     c(
         "process_madvise_errors",
@@ -1059,6 +1068,15 @@ pub const RUN_ROWS: &[RunRow] = &[
         true,
         "/proc/vmstat pgscan_direct.",
         |r| vmstat(r, "pgscan_direct"),
+    ),
+    row(
+        "oom_kills",
+        "victims",
+        Lower,
+        Before,
+        false,
+        "OOM victims the kernel marked (system-wide).",
+        |r| vm_counter(r, "oom_kills"),
     ),
     row(
         "tlb_shootdown_ipis",

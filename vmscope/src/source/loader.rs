@@ -334,6 +334,7 @@ const SPECS: &[Spec] = &[
         ],
     )
     .btf("tlb_flush_btf"),
+    spec("oom", &["mark_victim"], &[]).btf("mark_victim_btf"),
 ];
 
 /// `(off::* index, offset)` pairs a probe needs in `OFFSETS`.

@@ -1,0 +1,306 @@
+//! OOM kills against the kernel's own books: a child that touches 256 MiB
+//! in a 64 MiB memory cgroup that may not swap is killed by the memcg OOM
+//! killer. The recording's `oom_kills` must equal the growth of
+//! `/proc/vmstat` `oom_kill` over the run (this VM has no other OOMs), and
+//! `record` exits 137 with the kernel's SIGKILL; a run that stays under the
+//! limit counts 0; the BTF and the classic tracepoint count alike. Without
+//! the tracepoint the figure is unavailable with the reason, never 0.
+//! `serve` exports `vmscope_oom_kills_total` and it grows by the kills, and
+//! `compare` shows the `oom_kills` row.
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+use std::{
+    net::{SocketAddr, TcpStream},
+    path::Path,
+    process::{Command, Output},
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+use vmscope_tests::{
+    path_str, pressure, read_json, root_or_skip, run_with_timeout, serve_fixture, testchild, text,
+    vmscope_bin,
+};
+
+const LIMIT: u64 = 64 << 20;
+const TOUCHED: u64 = 256 << 20;
+const PROBE: &str = "oom:mark_victim";
+
+fn pages(bytes: u64) -> String {
+    // SAFETY: sysconf has no preconditions.
+    let ps = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    (bytes / ps).to_string()
+}
+
+/// A memory cgroup of `LIMIT` that cannot swap, even with a swap device
+/// active (v1: `memory.swappiness` 0; v2: `memory.swap.max` 0). Removed
+/// when dropped, the test failing or not.
+fn no_swap_cgroup() -> pressure::MemCgroup {
+    let cg = pressure::MemCgroup::new(LIMIT);
+    let (file, value) = if cg.version() == 1 {
+        ("memory.swappiness", "0")
+    } else {
+        ("memory.swap.max", "0")
+    };
+    let path = cg.path().join(file);
+    std::fs::write(&path, value).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    cg
+}
+
+/// OOM kills the memory cgroup itself counted (v1 `memory.oom_control`,
+/// v2 `memory.events`).
+fn cgroup_oom_kills(cg: &pressure::MemCgroup) -> u64 {
+    let file = if cg.version() == 1 {
+        "memory.oom_control"
+    } else {
+        "memory.events"
+    };
+    std::fs::read_to_string(cg.path().join(file))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("oom_kill ")?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no oom_kill line in {file}"))
+}
+
+fn vmstat_oom_kills() -> u64 {
+    pressure::vmstat()["oom_kill"]
+}
+
+/// `vmscope record -i 250ms -o DIR/NAME.json -- ARGV`, with `env`.
+fn record(dir: &Path, name: &str, argv: &[String], env: &[(&str, &str)]) -> (Output, Value) {
+    let out = dir.join(format!("{name}.json"));
+    let mut c = Command::new(vmscope_bin());
+    c.args(["record", "-i", "250ms", "-o"])
+        .arg(&out)
+        .arg("--")
+        .args(argv)
+        .envs(env.iter().copied());
+    let o = run_with_timeout(c, Duration::from_secs(120));
+    assert!(
+        out.exists(),
+        "{name}: no recording; {:?}: {}",
+        o.status,
+        text(&o.stderr)
+    );
+    (o, read_json(&out))
+}
+
+/// The child touching `bytes` of fresh anonymous memory, started in `cg`
+/// by a shell that joins it and then execs the child.
+fn touch_in(cg: &pressure::MemCgroup, bytes: u64) -> Vec<String> {
+    let child = testchild();
+    let n = pages(bytes);
+    cg.in_cgroup_argv(&[path_str(&child), "touch", n.as_str()])
+}
+
+fn probe<'a>(rec: &'a Value, name: &str) -> &'a Value {
+    rec["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["probe"] == name)
+        .unwrap_or_else(|| panic!("no probe {name} in {:#}", rec["probes"]))
+}
+
+fn oom_kills(rec: &Value) -> u64 {
+    rec["totals"]["counters"]["oom_kills"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no oom_kills: {:#}", rec["totals"]))
+}
+
+#[test]
+fn oom_kills_match_the_kernels_books() {
+    if !root_or_skip("oom_kills_match_the_kernels_books") {
+        return;
+    }
+    // OOM kills are counted system-wide: no other test of this file may
+    // kill (or be killed) meanwhile.
+    let _lock = pressure::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+
+    // Over the limit: the memcg OOM killer kills the child. The probe as
+    // a BTF tracepoint (the default here), then forced back to the classic
+    // event: both must count what the kernel counted.
+    let cg = no_swap_cgroup();
+    let mut books = 0;
+    for (method, env) in [
+        ("tp_btf", None),
+        ("tracepoint", Some(("VMSCOPE_DISABLE_PROBES", "tp_btf"))),
+    ] {
+        let (cg_before, before) = (cgroup_oom_kills(&cg), vmstat_oom_kills());
+        let env: Vec<(&str, &str)> = env.into_iter().collect();
+        let (o, killed) = record(dir.path(), method, &touch_in(&cg, TOUCHED), &env);
+        books = vmstat_oom_kills() - before;
+        assert_eq!(o.status.code(), Some(137), "{method}: {}", text(&o.stderr));
+        assert_eq!(killed["child"]["signal"], 9, "{:#}", killed["child"]);
+        assert!(
+            killed["child"]
+                .get("signals_sent")
+                .is_none_or(|s| s.as_array().is_some_and(Vec::is_empty)),
+            "the SIGKILL was the kernel's, not vmscope's: {:#}",
+            killed["child"]
+        );
+        let p = probe(&killed, PROBE);
+        assert_eq!(p["attached"], true, "{p}");
+        assert_eq!(p["method"], method, "{p}");
+        assert!(
+            cgroup_oom_kills(&cg) > cg_before,
+            "{method}: the cgroup saw no OOM kill"
+        );
+        assert!(books >= 1, "{method}: /proc/vmstat oom_kill did not grow");
+        assert_eq!(
+            oom_kills(&killed),
+            books,
+            "{method}: vmscope's OOM kills vs the growth of /proc/vmstat oom_kill"
+        );
+        eprintln!(
+            "oom ({method}): vmstat oom_kill grew by {books}, vmscope counted {}",
+            oom_kills(&killed)
+        );
+    }
+
+    // Under the limit: nothing is killed, and 0 is counted.
+    let before = vmstat_oom_kills();
+    let (o, quiet) = record(dir.path(), "quiet", &touch_in(&cg, LIMIT / 4), &[]);
+    assert_eq!(o.status.code(), Some(0), "record: {}", text(&o.stderr));
+    assert_eq!(vmstat_oom_kills(), before, "an OOM kill elsewhere");
+    assert_eq!(oom_kills(&quiet), 0);
+    let path = cg.path().to_owned();
+    drop(cg);
+    assert!(!path.exists(), "{} left behind", path.display());
+
+    // compare's row, from the catalogue.
+    let mut c = Command::new(vmscope_bin());
+    c.arg("compare")
+        .arg(dir.path().join("quiet.json"))
+        .arg(dir.path().join("tracepoint.json"));
+    let o = run_with_timeout(c, Duration::from_secs(60));
+    let table = text(&o.stdout);
+    let line = table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("oom_kills"))
+        .unwrap_or_else(|| panic!("no oom_kills row in\n{table}"));
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(cols[1..3], ["0", books.to_string().as_str()], "{line}");
+    let mut c = Command::new(vmscope_bin());
+    c.args(["compare", "--format", "json"])
+        .arg(dir.path().join("quiet.json"))
+        .arg(dir.path().join("tracepoint.json"));
+    let o = run_with_timeout(c, Duration::from_secs(60));
+    let doc: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("compare --format json: {e}: {}", text(&o.stderr)));
+    let row = doc["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metric"] == "oom_kills")
+        .unwrap_or_else(|| panic!("no oom_kills row in {doc:#}"));
+    assert_eq!(row["base"]["mean"], 0.0, "{row}");
+    assert_eq!(row["new"]["mean"], books as f64, "{row}");
+}
+
+#[test]
+fn without_the_tracepoint_oom_kills_are_unavailable_not_zero() {
+    if !root_or_skip("without_the_tracepoint_oom_kills_are_unavailable_not_zero") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let child = testchild();
+    let argv = [path_str(&child).to_string(), "idle".into(), "100".into()];
+    let (o, rec) = record(
+        dir.path(),
+        "disabled",
+        &argv,
+        &[("VMSCOPE_DISABLE_PROBES", PROBE)],
+    );
+    assert_eq!(o.status.code(), Some(0), "record: {}", text(&o.stderr));
+    let p = probe(&rec, PROBE);
+    assert_eq!(p["attached"], false, "{p}");
+    assert!(
+        p["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("VMSCOPE_DISABLE_PROBES")),
+        "{p}"
+    );
+    let why = rec["totals"]["unavailable"]["oom_kills"]
+        .as_str()
+        .unwrap_or_else(|| panic!("oom_kills not unavailable: {:#}", rec["totals"]));
+    assert!(why.contains(PROBE), "{why}");
+    assert!(rec["totals"]["counters"].get("oom_kills").is_none());
+}
+
+fn metrics(addr: SocketAddr) -> String {
+    let s = TcpStream::connect(addr).unwrap();
+    let a = serve_fixture::get_over(s, "/metrics", Duration::from_secs(15)).unwrap();
+    assert_eq!(a.status, 200, "{a:?}");
+    a.body
+}
+
+#[test]
+fn serve_exports_oom_kills_and_they_grow_with_the_kills() {
+    if !root_or_skip("serve_exports_oom_kills_and_they_grow_with_the_kills") {
+        return;
+    }
+    let _lock = pressure::exclusive();
+    const FAMILY: &str = "vmscope_oom_kills_total";
+    let serve = serve_fixture::Serve::start(&["--listen", "127.0.0.1:0", "-i", "200ms"]);
+    let body = metrics(serve.addr);
+    assert!(
+        body.contains(&format!(
+            "# HELP {FAMILY} OOM victims the kernel marked.\n# TYPE {FAMILY} counter\n"
+        )),
+        "no HELP/TYPE for {FAMILY}:\n{body}"
+    );
+    assert_eq!(
+        serve_fixture::metric(
+            &body,
+            &format!("vmscope_probe_available{{probe=\"{PROBE}\"}}")
+        ),
+        Some(1.0)
+    );
+    let start = serve_fixture::metric(&body, FAMILY).unwrap();
+
+    // One OOM kill, of a child run directly in the cgroup.
+    let cg = no_swap_cgroup();
+    let before = vmstat_oom_kills();
+    let n = pages(TOUCHED);
+    let mut c = cg.command(testchild());
+    c.args(["touch", n.as_str()]);
+    let o = run_with_timeout(c, Duration::from_secs(60));
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&o.status),
+        Some(9),
+        "{:?}",
+        o.status
+    );
+    drop(cg);
+    let books = (vmstat_oom_kills() - before) as f64;
+    assert!(books >= 1.0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut now = start;
+    while now != start + books && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        now = serve_fixture::metric(&metrics(serve.addr), FAMILY).unwrap();
+    }
+    assert_eq!(
+        now - start,
+        books,
+        "{FAMILY} growth vs /proc/vmstat oom_kill"
+    );
+    drop(serve);
+
+    // Without the probe: no family, and the probe says 0.
+    let mut cmd = Command::new(vmscope_bin());
+    cmd.args(["serve", "--listen", "127.0.0.1:0"])
+        .env("VMSCOPE_DISABLE_PROBES", PROBE);
+    let serve = serve_fixture::Serve::start_cmd(cmd);
+    let body = metrics(serve.addr);
+    assert!(!body.contains(FAMILY), "{body}");
+    assert_eq!(
+        serve_fixture::metric(
+            &body,
+            &format!("vmscope_probe_available{{probe=\"{PROBE}\"}}")
+        ),
+        Some(0.0)
+    );
+}
