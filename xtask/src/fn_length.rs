@@ -1,7 +1,7 @@
 //! The function-length part of `cargo xtask layers`: every non-test
 //! function in vmscope's sources longer than [`LIMIT`] lines, counted from
 //! its `fn` line to its closing brace. A function that long no longer reads
-//! in one sitting, so the check fails unless [`ALLOWED`] names it.
+//! in one sitting, so the check fails on it.
 
 use std::{fs, path::Path};
 
@@ -11,37 +11,6 @@ use crate::process::say;
 
 /// The most lines a function may span.
 pub const LIMIT: usize = 100;
-
-/// Functions allowed past the limit: (file from the workspace root,
-/// function, reason). Each entry is a debt; remove it once the function
-/// is split.
-const ALLOWED: &[(&str, &str, &str)] = &[
-    (
-        "vmscope/src/recorder.rs",
-        "record",
-        "being split in the architecture issue",
-    ),
-    (
-        "vmscope/src/source/collect.rs",
-        "sample",
-        "being split in the architecture issue",
-    ),
-    (
-        "vmscope/src/serve.rs",
-        "serve",
-        "being split in the architecture issue",
-    ),
-    (
-        "vmscope/src/model/live.rs",
-        "rates",
-        "being split in the architecture issue",
-    ),
-    (
-        "vmscope/src/model/rmap/mod.rs",
-        "totals",
-        "being split in the architecture issue",
-    ),
-];
 
 /// One function: its name, the line its `fn` keyword is on (1-based) and
 /// how many lines it spans.
@@ -296,24 +265,8 @@ struct Long {
     f: Function,
 }
 
-fn allowance(file: &str, name: &str) -> Option<&'static str> {
-    ALLOWED
-        .iter()
-        .find(|(f, n, _)| *f == file && *n == name)
-        .map(|(_, _, why)| *why)
-}
-
-/// The functions longer than [`LIMIT`] lines that [`ALLOWED`] does not
-/// name.
-fn refused(long: &[Long]) -> Vec<&Long> {
-    long.iter()
-        .filter(|l| allowance(&l.file, &l.f.name).is_none())
-        .collect()
-}
-
 /// Checks every `.rs` file under `dirs` (relative to `root`); prints the
-/// five longest functions and fails when one past the limit is not
-/// allowed.
+/// five longest functions and fails when one is past the limit.
 pub fn check(root: &Path, dirs: &[&str]) -> Result<bool> {
     let mut all: Vec<Long> = Vec::new();
     for dir in dirs {
@@ -347,23 +300,6 @@ pub fn check(root: &Path, dirs: &[&str]) -> Result<bool> {
         longest.join(", ")
     );
     for l in &all {
-        if let Some(why) = allowance(&l.file, &l.f.name) {
-            say!(
-                "layers: {}:{} {} is {} lines (allowed: {why})",
-                l.file,
-                l.f.line,
-                l.f.name,
-                l.f.lines
-            );
-        }
-    }
-    for (file, name, _) in ALLOWED {
-        if !all.iter().any(|l| l.file == *file && l.f.name == *name) {
-            say!("layers: {file} {name} is within {LIMIT} lines now; take it off the allow-list");
-        }
-    }
-    let bad = refused(&all);
-    for l in &bad {
         say!(
             "layers: {}:{} {} is {} lines, over {LIMIT}: split it into helpers that each read in one sitting",
             l.file,
@@ -372,7 +308,7 @@ pub fn check(root: &Path, dirs: &[&str]) -> Result<bool> {
             l.f.lines
         );
     }
-    Ok(bad.is_empty())
+    Ok(all.is_empty())
 }
 
 #[cfg(test)]
@@ -405,7 +341,6 @@ mod tests {
         let long = long_ones(&synthetic("long", 101));
         assert_eq!(long.len(), 1);
         assert_eq!(long[0].f.lines, 101);
-        assert_eq!(refused(&long).len(), 1);
     }
 
     #[test]
@@ -416,23 +351,10 @@ mod tests {
     }
 
     #[test]
-    fn an_allowed_function_passes() {
-        let long: Vec<Long> = long_ones(&synthetic("record", 150))
-            .into_iter()
-            .map(|l| Long {
-                file: "vmscope/src/recorder.rs".into(),
-                ..l
-            })
-            .collect();
-        assert!(refused(&long).is_empty());
-    }
-
-    #[test]
-    fn the_check_fails_on_a_long_function_outside_the_allow_list() {
+    fn the_check_fails_on_a_function_over_the_limit() {
         let root = tempfile::tempdir().expect("temporary directory");
         let src = root.path().join("vmscope/src");
         fs::create_dir_all(&src).expect("mkdir vmscope/src");
-        fs::write(src.join("recorder.rs"), synthetic("record", 300)).expect("write recorder.rs");
         fs::write(src.join("fits.rs"), synthetic("fits", 100)).expect("write fits.rs");
         assert!(check(root.path(), &["vmscope/src"]).expect("check"));
         fs::write(src.join("long.rs"), synthetic("long", 101)).expect("write long.rs");
