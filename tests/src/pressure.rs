@@ -1,6 +1,6 @@
 //! Memory pressure with swap, for tests that check vmscope's reclaim, swap
 //! and lazy-free counts against `/proc/vmstat`: vmscope's own
-//! [`vmscope::pressure`] types (the ones `workload rmap` and `lab` use), set
+//! [`vmscope::experiments::pressure`] types (the ones `workload rmap` and `lab` use), set
 //! up so that a failure panics with context, pointing at the test.
 //!
 //! Swap devices are global state: a test that creates one, or that compares
@@ -15,7 +15,7 @@ use std::{
     sync::{Mutex, MutexGuard},
 };
 
-use vmscope::pressure;
+use vmscope::experiments::pressure;
 
 static LOCK: Mutex<()> = Mutex::new(());
 

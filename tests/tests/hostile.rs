@@ -440,7 +440,7 @@ fn zram_devices() -> Vec<(String, String)> {
 
 /// The `workload rmap` cgroups at the root of the memory hierarchy.
 fn rmap_cgroups() -> Vec<String> {
-    let (root, _) = vmscope::pressure::memory_controller().unwrap();
+    let (root, _) = vmscope::experiments::pressure::memory_controller().unwrap();
     std::fs::read_dir(&root)
         .unwrap()
         .filter_map(Result::ok)

@@ -232,7 +232,7 @@ fn lab_rmap_reclaim_costs_more_per_page_with_64_sharers() {
     assert!(page.contains("<svg"), "report.html has no plot");
     // The zram device it set up is gone again, and so is its cgroup.
     assert_eq!(pressure::active_swaps(), swaps_before);
-    let (root, _) = vmscope::pressure::memory_controller().unwrap();
+    let (root, _) = vmscope::experiments::pressure::memory_controller().unwrap();
     let left: Vec<_> = std::fs::read_dir(&root)
         .unwrap()
         .filter_map(Result::ok)

@@ -3,7 +3,7 @@
 
 use crate::{
     cli::{Cli, Command},
-    exit, recorder,
+    exit,
 };
 
 /// Runs vmscope and returns its exit code.
@@ -11,14 +11,14 @@ pub fn run(cli: Cli) -> u8 {
     init_logging(cli.verbose);
     let (result, default_code) = match cli.command {
         Command::Doctor(args) => (crate::doctor::run(&args), exit::FAILURE),
-        Command::Overhead(args) => (crate::overhead::run(&args), exit::FAILURE),
+        Command::Overhead(args) => (crate::experiments::overhead::run(&args), exit::FAILURE),
         Command::Compare(args) => (crate::compare::run(&args), exit::USAGE),
-        Command::Workload(w) => (crate::workload::run(&w), exit::FAILURE),
-        Command::Lab(l) => (crate::lab::run(&l), exit::FAILURE),
-        Command::Bench(args) => (crate::bench::run(args), exit::WRAPPER_FAILED),
+        Command::Workload(w) => (crate::experiments::workload::run(&w), exit::FAILURE),
+        Command::Lab(l) => (crate::experiments::lab::run(&l), exit::FAILURE),
+        Command::Bench(args) => (crate::experiments::bench::run(args), exit::WRAPPER_FAILED),
         Command::Report(args) => (crate::report::run(&args), exit::FAILURE),
         Command::Serve(args) => (crate::serve::run(args), exit::FAILURE),
-        Command::Top(args) => (crate::tui::run(args), exit::FAILURE),
+        Command::Top(args) => (crate::top::run(args), exit::FAILURE),
         Command::Schema(args) => (crate::schema::print(&args), exit::FAILURE),
         Command::Record(args) => {
             let wraps = !args.command.is_empty();
@@ -27,7 +27,7 @@ pub fn run(cli: Cli) -> u8 {
             } else {
                 exit::FAILURE
             };
-            (recorder::run(args), code)
+            (crate::record::command::run(args), code)
         }
     };
     match result {

@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::{
     cli::DoctorArgs,
     exit,
-    record::Tool,
+    model::recording::Tool,
     source::kernel::{PROBE_FUNCTION, caps::Privileges, hooks, system, tracefs},
     source::loader,
 };
@@ -69,7 +69,7 @@ pub struct Availability {
 #[derive(Debug, Serialize)]
 pub struct Report {
     pub tool: Tool,
-    pub kernel: system::KernelInfo,
+    pub kernel: crate::model::recording::KernelInfo,
     pub btf: bool,
     /// Lockdown mode, or null when the kernel has no lockdown LSM.
     pub lockdown: Option<String>,
@@ -272,7 +272,7 @@ fn probe_attach_kinds(tracefs: &TracefsReport) -> Vec<AttachKind> {
 }
 
 fn try_kind(ebpf: &mut Ebpf, kind: &str, btf: &Result<&Btf, String>) -> Result<(), String> {
-    let e = |err: aya::programs::ProgramError| loader::one_line(&err);
+    let e = |err: aya::programs::ProgramError| crate::source::kernel::errors::one_line(&err);
     fn prog<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut aya::programs::Program, String> {
         ebpf.program_mut(name)
             .ok_or_else(|| format!("program {name} missing from the eBPF object"))

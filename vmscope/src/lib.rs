@@ -1,32 +1,28 @@
 //! vmscope: eBPF-instrumented observability for the Linux virtual-memory system.
 //!
-//! Data flows one way: eBPF programs aggregate in maps ([`loader`]), the
-//! [`collect`] module turns maps and /proc into raw cumulative [`collect::Sample`]s,
-//! the pure [`model`] derives deltas and tables, and views ([`record`], doctor)
-//! only format.
+//! Data flows one way, one folder per layer: the kernel-facing [`source`]
+//! loads the eBPF programs, which aggregate in maps, and reads them on its
+//! own thread into raw cumulative samples; the pure [`model`] replays them
+//! and derives rates, totals and tables; the views ([`top`], [`record`],
+//! [`serve`], [`report`], [`compare`], [`doctor`]) only format; the
+//! [`experiments`] (workloads, labs, bench) drive workloads around them.
 
 pub mod app;
-pub mod bench;
 pub mod child;
 pub mod cli;
 pub mod compare;
 pub mod doctor;
 pub mod driver;
 pub mod exit;
-pub mod export;
-pub mod lab;
+pub mod experiments;
 pub mod model;
-pub mod overhead;
-pub mod pressure;
 pub mod procstat;
 pub mod record;
-pub mod recorder;
 pub mod report;
 pub mod schema;
 pub mod serve;
 pub mod source;
 pub mod stats;
 pub mod timefmt;
-pub mod tui;
+pub mod top;
 pub mod units;
-pub mod workload;

@@ -61,7 +61,7 @@ impl Document {
         match self {
             Self::Recording => crate::record::recording_schema(),
             Self::JsonlLine => crate::record::line_schema(),
-            Self::Bench => crate::bench::bench_schema(),
+            Self::Bench => crate::model::bench::bench_schema(),
             Self::Compare => crate::compare::compare_schema(),
         }
     }
@@ -140,7 +140,7 @@ mod tests {
     #[test]
     fn documents_are_told_apart_by_their_kind() {
         let kind = |d: Document| d.schema()["properties"]["kind"]["const"].clone();
-        assert_eq!(kind(Document::Bench), crate::bench::BENCH_KIND);
+        assert_eq!(kind(Document::Bench), crate::model::bench::BENCH_KIND);
         assert_eq!(kind(Document::Compare), crate::compare::COMPARE_KIND);
     }
 }

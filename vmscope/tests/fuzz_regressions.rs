@@ -100,7 +100,10 @@ fn format_parser(text: &str) -> Result<(), String> {
 fn recording_reader(text: &str) -> Result<(), String> {
     match record::from_str(text) {
         Ok(rec) => {
-            assert_eq!(rec.header.schema_version, record::SCHEMA_VERSION);
+            assert_eq!(
+                rec.header.schema_version,
+                vmscope::model::recording::SCHEMA_VERSION
+            );
             Ok(())
         }
         Err(err) => Err(format!("{err:#}")),

@@ -14,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     match vmscope::record::from_str(text) {
-        Ok(rec) => assert_eq!(rec.header.schema_version, vmscope::record::SCHEMA_VERSION),
+        Ok(rec) => assert_eq!(rec.header.schema_version, vmscope::model::recording::SCHEMA_VERSION),
         Err(err) => {
             let _ = format!("{err:#}");
         }

@@ -12,10 +12,7 @@
 use vmscope_common::{counter, hist};
 
 use crate::{
-    model::{
-        metrics::Better,
-        {recording::Recording, sample::ProcSample},
-    },
+    model::{metrics::Better, process::ProcSample, recording::Recording},
     procstat,
 };
 

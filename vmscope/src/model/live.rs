@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-pub use crate::model::view::Unavailable;
+use crate::model::view::Unavailable;
 use crate::model::{sample::Sample, snapshot::Snapshot, view::Model};
 
 /// How many intervals the sparklines cover.
@@ -61,7 +61,8 @@ impl Live {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::sample::{FaultCounters, ProcSample};
+    use crate::model::process::ProcSample;
+    use crate::model::sample::FaultCounters;
 
     fn sample(t_s: u64, procs: Vec<(u32, u64, u64)>, pswpout: u64) -> Sample {
         let faults = |n| {

@@ -1,6 +1,7 @@
 //! Pure functions from raw samples to the figures users read. Nothing here
 //! touches the kernel, so everything is unit-tested with hand-made samples.
 
+pub mod bench;
 pub mod catalogue;
 pub mod fold;
 pub mod hist;
@@ -16,15 +17,16 @@ pub mod snapshot;
 pub mod totals;
 pub mod view;
 
+use crate::model::process::ProcSample;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use vmscope_common::{FAULT_CLASSES, fault_class_name};
 
-pub use crate::model::process::ProcessTotal;
+use crate::model::process::ProcessTotal;
 use crate::model::{
     probes::FaultSource,
-    sample::{FaultCounters, ProcSample, Sample},
+    sample::{FaultCounters, Sample},
     snapshot::Snapshot,
 };
 
@@ -447,7 +449,7 @@ mod tests {
     }
     #[test]
     fn the_book_lists_each_process_under_a_reused_pid_and_sums_all() {
-        let p = |pid: u32, comm: &str, n: u64| crate::model::sample::ProcSample {
+        let p = |pid: u32, comm: &str, n: u64| crate::model::process::ProcSample {
             pid,
             comm: comm.into(),
             madvise_calls: n,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use vmscope_common::FAULT_CLASSES;
 
-pub use crate::model::process::ProcSample;
+use crate::model::process::ProcSample;
 use crate::{
     model::hist::HistSample,
     procstat::{Psi, Vmstat},

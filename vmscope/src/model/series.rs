@@ -144,10 +144,8 @@ impl SeriesBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        model::sample::{FaultCounters, ProcSample},
-        procstat::Vmstat,
-    };
+    use crate::model::process::ProcSample;
+    use crate::{model::sample::FaultCounters, procstat::Vmstat};
 
     fn sample(t: u64, sys: u64, procs: Vec<(u32, u64)>, pswpout: u64, tlb: u64) -> Sample {
         let f = |n| {

@@ -4,13 +4,14 @@
 //! `top`, `serve`, `record` and the totals all read snapshots, so there is
 //! one place that knows how samples add up.
 
+use crate::model::process::ProcSample;
 use std::collections::BTreeMap;
 
 use crate::{
     model::{
         hist::HistSample,
         rmap::RmapSample,
-        sample::{FaultCounters, MadviseCounts, ProcSample, Sample},
+        sample::{FaultCounters, MadviseCounts, Sample},
     },
     procstat::{Psi, Vmstat},
 };

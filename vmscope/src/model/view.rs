@@ -310,7 +310,8 @@ impl<'a> Interval<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::sample::{ProcSample, Sample};
+    use crate::model::process::ProcSample;
+    use crate::model::sample::Sample;
 
     fn snap(t_s: u64, procs: &[(u32, u64)]) -> Snapshot {
         let mut s = Snapshot::default();

@@ -9,9 +9,10 @@ use plotters::style::RGBColor;
 
 use super::{Plot, charts, figures, html_escape, meta_table, recording, shell_words};
 use crate::{
-    bench::BenchFile,
-    compare,
-    model::metrics::{RunMetric, main_vm},
+    model::{
+        bench::BenchFile,
+        metrics::{RunMetric, main_vm},
+    },
     units::fmt_value,
 };
 
@@ -40,7 +41,7 @@ fn ordered(b: &BenchFile) -> Vec<&String> {
     let mut names: Vec<&String> = b.metrics.keys().collect();
     names.sort_by_key(|n| {
         (
-            compare::headline()
+            crate::model::catalogue::headline()
                 .position(|f| f == n.as_str())
                 .unwrap_or(usize::MAX),
             n.as_str(),

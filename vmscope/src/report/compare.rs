@@ -3,20 +3,20 @@
 //! 95% CI, p, verdict), side-by-side bars of the headline metrics with 95%
 //! error bars, and every latency histogram of both sides overlaid.
 
+use crate::units::fmt_value;
 use std::{collections::BTreeMap, fmt::Write as _};
 
 use serde::Deserialize;
 
 use super::{Plot, charts, figures, html_escape, meta_table, recording};
 use crate::compare::{
-    self, COMPARE_KIND, COMPARE_SCHEMA_VERSION, HistogramSides, Row, SideStats, Statistics,
-    Verdict, fmt_value,
+    self, COMPARE_KIND, COMPARE_SCHEMA_VERSION, HistogramSides, Row, SideStats, Statistics, Verdict,
 };
 
 /// Whether a metric is drawn as bars (when both sides have it): the
 /// headline times, maxrss and the main VM figures.
 fn is_bar(metric: &str) -> bool {
-    crate::compare::headline().any(|m| m == metric)
+    crate::model::catalogue::headline().any(|m| m == metric)
         || metric == "maxrss"
         || crate::model::metrics::main_vm().any(|m| m == metric)
 }

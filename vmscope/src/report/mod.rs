@@ -15,6 +15,7 @@ mod compare;
 mod png;
 mod recording;
 
+use crate::model::recording::Recording;
 use std::{
     fmt::Write as _,
     path::{Path, PathBuf},
@@ -23,11 +24,11 @@ use std::{
 use anyhow::Context as _;
 
 use crate::{
-    bench::BenchFile,
     cli::ReportArgs,
     compare::{COMPARE_KIND, Input},
     exit,
-    record::{self, Recording},
+    model::bench::BenchFile,
+    record::{self},
 };
 
 /// One plot: its file-friendly id, caption and SVG text.

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use super::{Plot, charts, figures, html_escape, meta_table, shell_words};
-use crate::{model::hist::Summary, record::Recording, units::fmt_ns};
+use crate::{model::hist::Summary, model::recording::Recording, units::fmt_ns};
 
 /// The series columns worth a plot, with their unit per second.
 fn interesting(name: &str) -> Option<(&'static str, f64)> {

@@ -1,5 +1,6 @@
 //! Turns eBPF maps into raw cumulative [`Sample`]s. No formatting here.
 
+use crate::model::process::ProcSample;
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
     time::{Instant, SystemTime},
@@ -18,9 +19,9 @@ use crate::{
     timefmt,
 };
 
-pub use crate::model::sample::{
+use crate::model::sample::{
     FaultCounters, MM_SWAP_COPIED, MM_SWAP_FREED, MM_SWAP_IN, MM_SWAP_OUT, MM_SWAP_OUT_UNOWNED,
-    MadviseCounts, ProcSample, Sample,
+    MadviseCounts, Sample,
 };
 
 /// Reads samples from loaded probes.
@@ -84,7 +85,7 @@ impl Collector {
         let mut exited = std::mem::take(&mut self.ended);
         let ending = self.ending(&table, &cached);
         let swap = self.read_mms(probes, &ending)?;
-        let accounted = crate::source::loader::probe_usable(
+        let accounted = crate::model::probes::probe_usable(
             &probes.probes,
             crate::source::loader::ACCOUNT_PROBE,
         );

@@ -22,7 +22,7 @@ static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"),
 /// Comma-separated probe names to treat as absent (for testing fallbacks).
 pub const DISABLE_ENV: &str = "VMSCOPE_DISABLE_PROBES";
 
-pub use crate::model::probes::{FaultSource, ProbeStatus, probe_usable};
+use crate::model::probes::{FaultSource, ProbeStatus};
 
 /// The swap-attribution probe: on every RSS change, so it waits for a swap
 /// device before attaching.
@@ -185,7 +185,7 @@ pub fn object() -> anyhow::Result<&'static [u8]> {
     Ok(EBPF_OBJECT)
 }
 
-pub use crate::source::kernel::errors::{one_line, summarize_verifier};
+use crate::source::kernel::errors::one_line;
 
 /// A tracepoint program and the fields it reads.
 struct Spec {
@@ -1436,7 +1436,7 @@ fn raise_memlock() -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::summarize_verifier;
+    use crate::source::kernel::errors::summarize_verifier;
 
     #[test]
     fn verifier_logs_are_summarized_by_the_line_that_refused() {

@@ -10,6 +10,7 @@
 //! the eBPF log), the read ([`Collector::sample`], which only reads), and
 //! the deletion of the entries of processes that have ended.
 
+use crate::model::probes::FaultSource;
 use std::{
     sync::mpsc as std_mpsc,
     thread::JoinHandle,
@@ -23,7 +24,7 @@ use crate::{
     model::{probes::ProbeStatus, sample::Sample},
     source::{
         collect::Collector,
-        loader::{self, FaultSource, LoadOptions, Loaded},
+        loader::{self, LoadOptions, Loaded},
         shed::{self, Shed},
     },
 };

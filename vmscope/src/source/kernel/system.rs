@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-pub use crate::model::recording::KernelInfo;
+use crate::model::recording::KernelInfo;
 use serde::Serialize;
 
 pub fn kernel_info() -> KernelInfo {

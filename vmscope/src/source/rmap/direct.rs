@@ -12,7 +12,7 @@ use aya::{
 };
 use vmscope_common::{HIST_BUCKETS, sample::timing};
 
-use crate::source::loader::one_line;
+use crate::source::kernel::errors::one_line;
 
 /// The rmap walks, outermost first.
 pub const WALK: &[&str] = &[
@@ -66,7 +66,7 @@ pub fn all_names() -> impl Iterator<Item = &'static str> {
     )
 }
 
-pub use crate::model::rmap::Kind;
+use crate::model::rmap::Kind;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Missed {

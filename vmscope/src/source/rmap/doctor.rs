@@ -44,7 +44,7 @@ pub fn report() -> RmapReport {
         _ => None,
     };
     let (chosen, why) = super::method_note(&mut ebpf);
-    let (_, status) = sampler::attach(&mut ebpf, sampler::DEFAULT_HZ, &[], &why);
+    let (_, status) = sampler::attach(&mut ebpf, crate::model::rmap::DEFAULT_HZ, &[], &why);
     let (method, reason) = match chosen {
         Method::DirectTiming => (Some(Method::DirectTiming), why),
         Method::StackSampling if status.attached => (Some(Method::StackSampling), why),

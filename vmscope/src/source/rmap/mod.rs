@@ -7,9 +7,9 @@ pub mod doctor;
 pub mod kallsyms;
 pub mod sampler;
 
-pub use self::sampler::{DEFAULT_HZ, PROBE, Sampler, size_maps};
+pub use self::sampler::{PROBE, Sampler, size_maps};
 use crate::model::probes::ProbeStatus;
-pub use crate::model::rmap::*;
+use crate::model::rmap::*;
 
 /// Whichever method is attached.
 pub enum Rmap {

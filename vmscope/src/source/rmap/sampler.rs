@@ -22,12 +22,10 @@ use super::{
     categorize::{Category, Context, classify},
     kallsyms::Symbols,
 };
-use crate::source::loader::ProbeStatus;
+use crate::model::probes::ProbeStatus;
 
 /// The probe name of the sampler.
 pub const PROBE: &str = crate::model::catalogue::probe::RMAP_SAMPLER;
-
-pub use crate::model::rmap::DEFAULT_HZ;
 
 /// When set to a file name, every interval rewrites that file with each
 /// symbolized stack and its count (for capturing test fixtures).

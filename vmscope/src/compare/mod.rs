@@ -14,19 +14,20 @@
 //!
 //! Loading and printing are at the top; everything below `run` is pure.
 
+use crate::model::recording::Recording;
 use std::{collections::BTreeMap, fmt::Write as _, path::Path};
 
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    bench::{self, BENCH_KIND, BenchFile},
     cli::{CompareArgs, CompareFormat},
     exit,
     model::{
+        bench::{self, BENCH_KIND, BenchFile},
         hist::{self, Summary},
         metrics::{self, Better, MetricSpec, RunMetric},
     },
-    record::{self, Recording},
+    record::{self},
     stats::{self, WelchTest},
 };
 
@@ -41,8 +42,6 @@ pub const CONFIDENCE: f64 = 0.95;
 
 /// A difference is significant when its p-value is below this.
 pub const ALPHA: f64 = 0.05;
-
-pub use crate::model::catalogue::headline;
 
 // ---------------------------------------------------------------- input --
 
@@ -84,10 +83,10 @@ impl Input {
             Self::Bench(b) => b.runs.first()?,
         };
         rec.totals.vm.rmap.as_ref().map(|r| match r.method {
-            crate::source::rmap::Method::StackSampling => {
+            crate::model::rmap::Method::StackSampling => {
                 format!("stack sampling at {} Hz", r.rate_hz)
             }
-            crate::source::rmap::Method::DirectTiming => "direct timing (fentry/fexit)".to_string(),
+            crate::model::rmap::Method::DirectTiming => "direct timing (fentry/fexit)".to_string(),
         })
     }
 
@@ -530,7 +529,7 @@ fn pct_of(x: f64, base: f64) -> Option<f64> {
     }
 }
 
-pub use crate::model::catalogue::by_rank;
+use crate::model::catalogue::by_rank;
 
 /// The rows: every metric present on both sides, in display order.
 pub fn build_rows(
@@ -676,7 +675,7 @@ pub fn one_sided_line(r: &Report) -> Option<String> {
 
 // ------------------------------------------------------------ formatting --
 
-pub use crate::units::fmt_value;
+use crate::units::fmt_value;
 
 /// The statistics line.
 pub fn method_line(r: &Report) -> String {
@@ -939,7 +938,7 @@ mod tests {
 
     #[test]
     fn merged_bucket_counts_saturate() {
-        let text = include_str!("../tests/fuzz-regressions/recording_reader/ok-document.json");
+        let text = include_str!("../../tests/fuzz-regressions/recording_reader/ok-document.json");
         let mut rec = record::from_str(text).expect("the kept recording reads");
         rec.totals.vm.histograms.insert(
             "munmap".into(),

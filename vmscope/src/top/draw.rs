@@ -35,7 +35,7 @@ fn fmt_bytes(b: Option<u64>) -> String {
         Some(b) => format!("{:.0} MiB", b as f64 / f64::from(1u32 << 20)),
     }
 }
-pub use crate::units::fmt_ns;
+use crate::units::fmt_ns;
 
 /// A sparkline as text, scaled to the largest value shown.
 pub fn sparkline(values: &[f64], width: usize) -> String {

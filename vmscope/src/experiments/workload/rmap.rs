@@ -28,7 +28,7 @@ use super::AnonMap;
 use crate::{
     cli::{RmapArgs, RmapWork},
     exit,
-    pressure::{self, MemCgroup},
+    experiments::pressure::{self, MemCgroup},
 };
 
 /// Signals held back while the cgroup and the children exist, so that

@@ -45,15 +45,17 @@ use hyper::{
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::Notify;
 
+pub mod export;
+
 use crate::{
     cli::ServeArgs,
     driver::{self, Signal, Signals},
     exit,
-    export::{self, Format, State},
     source::kernel::caps::Privileges,
     source::loader::{self, LoadOptions},
     source::{Reading, Source, shed::Shed},
 };
+use export::{Format, State};
 
 /// The largest request head accepted (hyper's smallest buffer).
 pub const MAX_HEAD_BYTES: usize = 8192;

@@ -12,9 +12,9 @@ use serde_json::Value;
 
 use super::*;
 
-const CHURN: &str = include_str!("../../../tests/fixtures/churn.recording.json");
+const CHURN: &str = include_str!("../../../../tests/fixtures/churn.recording.json");
 
-fn replayed() -> (State, crate::record::Recording, Value) {
+fn replayed() -> (State, crate::model::recording::Recording, Value) {
     let rec = crate::record::from_str(CHURN).expect("the fixture is a recording");
     let doc: Value = serde_json::from_str(CHURN).expect("the fixture is JSON");
     let mut state = State {

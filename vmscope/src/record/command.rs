@@ -11,8 +11,8 @@ use crate::{
     driver::{self, Signal, Signals},
     exit, model,
     model::probes::ProbeStatus,
+    model::sample::Sample,
     record::{self, Header, JsonlWriter, Line, Output, Recording, Scope, ScopeKind, Totals},
-    source::collect::Sample,
     source::kernel::{caps::Privileges, system},
     source::loader::{self, LoadOptions},
     source::{Reading, Source},
@@ -333,7 +333,7 @@ fn document(d: Document) -> Recording {
     let source = d.header.fault_source;
     let first = fold.first().map(|s| s.faults).unwrap_or_default();
     let last = fold.last().map(|s| s.faults).unwrap_or_default();
-    let attached = |name: &str| loader::probe_usable(&d.probes, name);
+    let attached = |name: &str| crate::model::probes::probe_usable(&d.probes, name);
     let gup = attached(loader::ACCOUNT_PROBE);
     // The system's get_user_pages part comes from /proc/vmstat (pgfault).
     let system_faults = model::fault_totals(

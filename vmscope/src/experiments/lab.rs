@@ -37,11 +37,13 @@ use std::{
 use anyhow::Context as _;
 
 use crate::{
-    bench,
     cli::{BenchArgs, CompareFormat, Lab, LabCommon, LazyfreeLabArgs, RmapLabArgs},
     compare::{self, Input, Report},
     exit,
-    pressure::{self, ZramSwap},
+    experiments::{
+        bench,
+        pressure::{self, ZramSwap},
+    },
     record,
     source::kernel::caps::Privileges,
 };
@@ -267,7 +269,7 @@ pub fn run(lab: &Lab) -> anyhow::Result<u8> {
 
 fn lazyfree(a: &LazyfreeLabArgs) -> anyhow::Result<u8> {
     // Bad sizes are refused now, not as a failed first run.
-    crate::workload::lazyfree::check(&a.work)?;
+    crate::experiments::workload::lazyfree::check(&a.work)?;
     let common = [
         vec!["workload".to_string(), "lazyfree".into()],
         a.work.argv(),
@@ -311,7 +313,7 @@ fn rmap(a: &RmapLabArgs) -> anyhow::Result<u8> {
             ),
         ));
     }
-    crate::workload::rmap::check(a.sharers, &a.work)?;
+    crate::experiments::workload::rmap::check(a.sharers, &a.work)?;
     // Swap first: without it there is nothing to measure.
     let _zram = match a.setup_zram {
         Some(size) => {
@@ -456,7 +458,7 @@ fn progress_bar(runs: u32) -> Option<indicatif::ProgressBar> {
 }
 
 /// Each side's recordings and exit codes.
-type SideRuns = (Vec<record::Recording>, Vec<i32>);
+type SideRuns = (Vec<crate::model::recording::Recording>, Vec<i32>);
 
 /// Runs the two sides `runs` times each, alternating so that a drift of
 /// the machine hits both alike. Stops at the first failed run, or when a
@@ -467,7 +469,7 @@ fn run_interleaved(
     sides: &[BenchArgs; 2],
     tmp: &Path,
 ) -> anyhow::Result<[SideRuns; 2]> {
-    let mut recs: [Vec<record::Recording>; 2] = [Vec::new(), Vec::new()];
+    let mut recs: [Vec<crate::model::recording::Recording>; 2] = [Vec::new(), Vec::new()];
     let mut codes: [Vec<i32>; 2] = [Vec::new(), Vec::new()];
     let bar = progress_bar(runs);
     let abandon = || {
@@ -521,7 +523,7 @@ fn run_failed(
     name: &str,
     args: &BenchArgs,
     code: i32,
-    rec: &record::Recording,
+    rec: &crate::model::recording::Recording,
 ) -> anyhow::Error {
     let out = rec
         .child

@@ -7,9 +7,11 @@ use std::{
 
 use anyhow::Context as _;
 
+pub mod command;
+
 use crate::exit;
 
-pub use crate::model::recording::{
+use crate::model::recording::{
     Header, Line, Recording, SCHEMA_VERSION, Scope, ScopeKind, TOP_PROCESSES, Tool, Totals,
 };
 

@@ -22,7 +22,7 @@ use anyhow::Context as _;
 
 use crate::{
     cli::OverheadArgs,
-    overhead::touch_pass,
+    experiments::overhead::touch_pass,
     source::loader::{self, LoadOptions, SwapAttach},
     stats,
 };

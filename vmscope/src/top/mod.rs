@@ -5,6 +5,7 @@
 pub mod app;
 pub mod draw;
 
+use crate::model::view::Unavailable;
 use std::{
     io::Write as _,
     pin::Pin,
@@ -29,7 +30,7 @@ use crate::{
     model::probes::{FaultSource, ProbeStatus},
     model::{
         catalogue::{self, Need},
-        live::{Live, Unavailable},
+        live::Live,
     },
     source::Source,
     source::kernel::{caps::Privileges, system},

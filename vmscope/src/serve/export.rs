@@ -8,6 +8,7 @@
 //! probe is not attached is left out and `vmscope_probe_available` says 0
 //! for it: absent, never a silent zero.
 
+use crate::model::process::ProcSample;
 use std::{collections::BTreeMap, fmt::Write as _};
 
 use vmscope_common::{FAULT_CLASSES, fault_class_name};
@@ -17,7 +18,7 @@ use crate::{
         catalogue::{self, Export},
         hist::{self, HistSample},
         probes::{FaultSource, ProbeStatus},
-        sample::{MadviseCounts, ProcSample, Sample},
+        sample::{MadviseCounts, Sample},
         snapshot::Snapshot,
     },
     procstat::{self, Psi, Vmstat},
