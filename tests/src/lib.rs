@@ -120,6 +120,34 @@ pub fn path_str(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// `vmscope record -i 250ms -o DIR/NAME.json -- ARGV` with `env` added to
+/// the environment, within `limit`: its output, and the recording (the
+/// test fails when none was written).
+pub fn record_to<S: AsRef<std::ffi::OsStr>>(
+    dir: &Path,
+    name: &str,
+    argv: &[S],
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> (Output, serde_json::Value) {
+    let out = dir.join(format!("{name}.json"));
+    let mut c = Command::new(vmscope_bin());
+    c.args(["record", "-i", "250ms", "-o"])
+        .arg(&out)
+        .arg("--")
+        .args(argv)
+        .envs(env.iter().copied());
+    let o = run_with_timeout(c, limit);
+    assert!(
+        out.exists(),
+        "{name}: no recording; {:?}: {}",
+        o.status,
+        text(&o.stderr)
+    );
+    let rec = read_json(&out);
+    (o, rec)
+}
+
 pub fn read_json(path: &Path) -> serde_json::Value {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));

@@ -5,31 +5,26 @@
 //! mremap the swapped range, against /proc/vmstat's pswpout and pswpin.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
-use std::{process::Command, time::Duration};
+use std::time::Duration;
 
 use vmscope_tests::{pressure, *};
 
+/// `vmscope record` of `argv` into `DIR/NAME.json`, with `env`; it must
+/// succeed.
 fn record(
     dir: &std::path::Path,
     name: &str,
     argv: &[&str],
     env: &[(&str, &str)],
 ) -> serde_json::Value {
-    let out = dir.join(format!("{name}.json"));
-    let mut c = Command::new(vmscope_bin());
-    c.args(["record", "-i", "250ms", "-o"])
-        .arg(&out)
-        .arg("--")
-        .args(argv)
-        .envs(env.iter().copied());
-    let o = run_with_timeout(c, Duration::from_secs(300));
+    let (o, rec) = record_to(dir, name, argv, env, Duration::from_secs(300));
     assert!(
         o.status.success(),
         "vmscope record {argv:?}: {:?} {}",
         o.status,
         text(&o.stderr)
     );
-    read_json(&out)
+    rec
 }
 
 fn child_row(rec: &serde_json::Value, pid: u64) -> &serde_json::Value {

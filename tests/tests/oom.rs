@@ -18,7 +18,7 @@ use std::{
 
 use serde_json::Value;
 use vmscope_tests::{
-    path_str, pressure, read_json, root_or_skip, run_with_timeout, serve_fixture, testchild, text,
+    path_str, pressure, record_to, root_or_skip, run_with_timeout, serve_fixture, testchild, text,
     vmscope_bin,
 };
 
@@ -66,23 +66,9 @@ fn vmstat_oom_kills() -> u64 {
     pressure::vmstat()["oom_kill"]
 }
 
-/// `vmscope record -i 250ms -o DIR/NAME.json -- ARGV`, with `env`.
+/// `vmscope record` of `argv` into `DIR/NAME.json`, with `env`.
 fn record(dir: &Path, name: &str, argv: &[String], env: &[(&str, &str)]) -> (Output, Value) {
-    let out = dir.join(format!("{name}.json"));
-    let mut c = Command::new(vmscope_bin());
-    c.args(["record", "-i", "250ms", "-o"])
-        .arg(&out)
-        .arg("--")
-        .args(argv)
-        .envs(env.iter().copied());
-    let o = run_with_timeout(c, Duration::from_secs(120));
-    assert!(
-        out.exists(),
-        "{name}: no recording; {:?}: {}",
-        o.status,
-        text(&o.stderr)
-    );
-    (o, read_json(&out))
+    record_to(dir, name, argv, env, Duration::from_secs(120))
 }
 
 /// The child touching `bytes` of fresh anonymous memory, started in `cg`

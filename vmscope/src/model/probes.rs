@@ -27,6 +27,19 @@ impl ProbeStatus {
     pub fn usable(&self) -> bool {
         self.attached || self.deferred
     }
+
+    /// A classic tracepoint, attached or missing from the kernel (unit
+    /// tests' probe lists).
+    #[cfg(test)]
+    pub fn tracepoint(name: &str, attached: bool) -> ProbeStatus {
+        ProbeStatus {
+            probe: name.into(),
+            method: "tracepoint".into(),
+            attached,
+            reason: (!attached).then(|| "tracepoint not found in this kernel".into()),
+            deferred: false,
+        }
+    }
 }
 
 /// Whether `probe` is usable in `probes` ("always" names figures that need

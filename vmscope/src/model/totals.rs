@@ -146,13 +146,7 @@ mod tests {
     use crate::model::{hist::HistSample, sample::MadviseCounts};
 
     fn probe(name: &str, attached: bool) -> ProbeStatus {
-        ProbeStatus {
-            probe: name.into(),
-            method: "tracepoint".into(),
-            attached,
-            reason: (!attached).then(|| "tracepoint not found in this kernel".into()),
-            deferred: false,
-        }
+        ProbeStatus::tracepoint(name, attached)
     }
 
     fn sample(tlb: u64, free_calls: u64, hists: Vec<HistSample>) -> Sample {

@@ -481,13 +481,7 @@ mod tests {
     use super::*;
 
     fn probe(name: &str, attached: bool) -> ProbeStatus {
-        ProbeStatus {
-            probe: name.into(),
-            method: "tracepoint".into(),
-            attached,
-            reason: None,
-            deferred: false,
-        }
+        ProbeStatus::tracepoint(name, attached)
     }
 
     fn state() -> State {

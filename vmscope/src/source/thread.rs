@@ -177,11 +177,15 @@ impl Source {
 impl Drop for Source {
     fn drop(&mut self) {
         // A closed command channel ends the thread's loop; its worker then
-        // hands the probes to `teardown`, which does not wait for the
-        // kernel. Not joined: the process may end first.
+        // hands the probes to `teardown`, which returns at once and leaves
+        // the kernel's detaching to a short-lived child. Joined, so the
+        // process does not end first: its exit would close the descriptors
+        // itself and wait for the kernel (about 2 s).
         let (tx, _) = std_mpsc::channel();
         drop(std::mem::replace(&mut self.cmds, tx));
-        self.thread.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
