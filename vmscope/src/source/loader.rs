@@ -1556,6 +1556,62 @@ fn raise_memlock() -> std::io::Result<()> {
 mod tests {
     use crate::source::kernel::errors::summarize_verifier;
 
+    use super::{EventFormat, oom_fields};
+    use vmscope_common::off;
+
+    const HEAD: &str = "name: mark_victim\nID: 609\nformat:\n\
+        \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+        \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+        \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+        \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+        \tfield:int pid;\toffset:8;\tsize:4;\tsigned:1;\n";
+
+    fn offsets(rest: &str) -> Vec<(usize, u32)> {
+        let fmt = EventFormat::parse(&format!("{HEAD}{rest}")).expect("a format");
+        let mut v = oom_fields(&fmt);
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn oom_fields_are_those_the_record_has() {
+        // 6.18's record (comm a __data_loc string).
+        let new = offsets(
+            "\tfield:__data_loc char[] comm;\toffset:12;\tsize:4;\tsigned:0;\n\
+             \tfield:unsigned long total_vm;\toffset:16;\tsize:8;\tsigned:0;\n\
+             \tfield:unsigned long anon_rss;\toffset:24;\tsize:8;\tsigned:0;\n\
+             \tfield:unsigned long file_rss;\toffset:32;\tsize:8;\tsigned:0;\n\
+             \tfield:unsigned long shmem_rss;\toffset:40;\tsize:8;\tsigned:0;\n\
+             \tfield:uid_t uid;\toffset:48;\tsize:4;\tsigned:0;\n\
+             \tfield:unsigned long pgtables;\toffset:56;\tsize:8;\tsigned:0;\n\
+             \tfield:short oom_score_adj;\toffset:64;\tsize:2;\tsigned:1;\n",
+        );
+        let mut want = vec![
+            (off::OOM_PID, 8),
+            (off::OOM_TOTAL_VM, 16),
+            (off::OOM_ANON_RSS, 24),
+            (off::OOM_FILE_RSS, 32),
+            (off::OOM_SHMEM_RSS, 40),
+            (off::OOM_UID, 48),
+            (off::OOM_PGTABLES, 56),
+            (off::OOM_SCORE_ADJ, 64),
+            (off::OOM_COMM, 12),
+            (off::OOM_COMM_DATA_LOC, 1),
+        ];
+        want.sort_unstable();
+        assert_eq!(new, want);
+        // Older kernels: only the pid; the rest stays unset (absent).
+        assert_eq!(offsets(""), [(off::OOM_PID, 8)]);
+        // A fixed comm array; a field of another size counts as absent.
+        assert_eq!(
+            offsets(
+                "\tfield:char comm[16];\toffset:12;\tsize:16;\tsigned:0;\n\
+                 \tfield:unsigned int anon_rss;\toffset:28;\tsize:4;\tsigned:0;\n"
+            ),
+            [(off::OOM_PID, 8), (off::OOM_COMM, 12)]
+        );
+    }
+
     #[test]
     fn verifier_logs_are_summarized_by_the_line_that_refused() {
         // As a 6.1 kernel logs a program refused for a different reason.
