@@ -3,7 +3,10 @@
 //! killer. The recording's `oom_kills` must equal the growth of
 //! `/proc/vmstat` `oom_kill` over the run (this VM has no other OOMs), and
 //! `record` exits 137 with the kernel's SIGKILL; a run that stays under the
-//! limit counts 0; the BTF and the classic tracepoint count alike. Without
+//! limit counts 0; the BTF and the classic tracepoint count alike. The
+//! classic one (the default) also lists each kill in `oom_kills`: as many
+//! entries as the kernel counted, the child's pid and name, its anonymous
+//! RSS near the limit; the BTF one alone lists none and says why. Without
 //! the tracepoint the figure is unavailable with the reason, never 0.
 //! `serve` exports `vmscope_oom_kills_total` and it grows by the kills, and
 //! `compare` shows the `oom_kills` row.
@@ -88,6 +91,58 @@ fn probe<'a>(rec: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no probe {name} in {:#}", rec["probes"]))
 }
 
+/// The recording's `oom_kills` list.
+fn kill_list(rec: &Value) -> &Vec<Value> {
+    rec["oom_kills"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no oom_kills list: {rec:#}"))
+}
+
+/// Each listed kill against the kernel's books and the child: `books`
+/// entries, the child's pid (the shell execs it: same pid) and name
+/// (truncated to 15 bytes), its anonymous RSS between half the limit and
+/// the limit (plus slack), in the test's cgroup. The cgroup is read when
+/// the record is read, at the next sample; by then `record` has reaped
+/// its killed child, so this is null here (what was seen on every run),
+/// and a path it is only if the victim were still there.
+fn check_listed(rec: &Value, books: u64, cg: &pressure::MemCgroup) {
+    let kills = kill_list(rec);
+    assert_eq!(kills.len() as u64, books, "{kills:#?}");
+    let pid = &rec["child"]["pid"];
+    let k = kills
+        .iter()
+        .find(|k| &k["pid"] == pid)
+        .unwrap_or_else(|| panic!("no kill of the child {pid}: {kills:#?}"));
+    assert_eq!(k["comm"], "vmscope-testchi", "{k}");
+    let anon = k["rss_anon_bytes"].as_u64().unwrap();
+    assert!(
+        (32 << 20..=LIMIT + (8 << 20)).contains(&anon),
+        "anon rss {anon} vs the {LIMIT}-byte limit: {k}"
+    );
+    let name = cg.path().file_name().unwrap().to_str().unwrap();
+    assert!(
+        k["cgroup"].is_null()
+            || k["cgroup"]
+                .as_str()
+                .is_some_and(|c| c.ends_with(&format!("/{name}"))),
+        "{k}"
+    );
+    let t = k["elapsed_ns"].as_u64().unwrap();
+    assert!(t <= rec["duration_ns"].as_u64().unwrap(), "{k}");
+    assert!(
+        k["timestamp"].as_str().is_some_and(|s| s.ends_with('Z')),
+        "{k}"
+    );
+    assert_eq!(rec["lost"]["oom_kill_records"], 0, "{:#}", rec["lost"]);
+    eprintln!(
+        "oom: child {pid} killed: {} entr{} ({}), anon rss {anon} bytes, cgroup {}",
+        kills.len(),
+        if kills.len() == 1 { "y" } else { "ies" },
+        k["comm"],
+        k["cgroup"]
+    );
+}
+
 fn oom_kills(rec: &Value) -> u64 {
     rec["totals"]["counters"]["oom_kills"]
         .as_u64()
@@ -105,13 +160,17 @@ fn oom_kills_match_the_kernels_books() {
     let dir = tempfile::tempdir().unwrap();
 
     // Over the limit: the memcg OOM killer kills the child. The probe as
-    // a BTF tracepoint (the default here), then forced back to the classic
-    // event: both must count what the kernel counted.
+    // the classic tracepoint (the default: its record has the details),
+    // then as the BTF one, as where tracefs cannot be read: both must
+    // count what the kernel counted, and the classic one list each kill.
     let cg = no_swap_cgroup();
     let mut books = 0;
     for (method, env) in [
-        ("tp_btf", None),
-        ("tracepoint", Some(("VMSCOPE_DISABLE_PROBES", "tp_btf"))),
+        ("tracepoint", None),
+        (
+            "tp_btf",
+            Some(("VMSCOPE_DISABLE_PROBES", "classic:oom:mark_victim")),
+        ),
     ] {
         let (cg_before, before) = (cgroup_oom_kills(&cg), vmstat_oom_kills());
         let env: Vec<(&str, &str)> = env.into_iter().collect();
@@ -129,6 +188,16 @@ fn oom_kills_match_the_kernels_books() {
         let p = probe(&killed, PROBE);
         assert_eq!(p["attached"], true, "{p}");
         assert_eq!(p["method"], method, "{p}");
+        if method == "tracepoint" {
+            check_listed(&killed, books, &cg);
+        } else {
+            assert!(kill_list(&killed).is_empty(), "{:#}", killed["oom_kills"]);
+            let why = p["reason"].as_str().unwrap_or_default();
+            assert!(
+                why.contains("counts only") && why.contains("VMSCOPE_DISABLE_PROBES"),
+                "{p}"
+            );
+        }
         assert!(
             cgroup_oom_kills(&cg) > cg_before,
             "{method}: the cgroup saw no OOM kill"
@@ -151,6 +220,7 @@ fn oom_kills_match_the_kernels_books() {
     assert_eq!(o.status.code(), Some(0), "record: {}", text(&o.stderr));
     assert_eq!(vmstat_oom_kills(), before, "an OOM kill elsewhere");
     assert_eq!(oom_kills(&quiet), 0);
+    assert!(kill_list(&quiet).is_empty(), "{:#}", quiet["oom_kills"]);
     let path = cg.path().to_owned();
     drop(cg);
     assert!(!path.exists(), "{} left behind", path.display());

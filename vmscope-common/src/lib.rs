@@ -176,7 +176,22 @@ pub mod off {
     /// belongs to an earlier process under the same pid.
     pub const TASK_GROUP_LEADER: usize = 45;
     pub const TASK_START_TIME: usize = 46;
-    pub const COUNT: usize = 47;
+    /// `oom:mark_victim` record fields (classic tracepoint); 0 where this
+    /// kernel's record lacks the field (offset 0 is `common_type`, never
+    /// one of these).
+    pub const OOM_PID: usize = 47;
+    pub const OOM_TOTAL_VM: usize = 48;
+    pub const OOM_ANON_RSS: usize = 49;
+    pub const OOM_FILE_RSS: usize = 50;
+    pub const OOM_SHMEM_RSS: usize = 51;
+    pub const OOM_UID: usize = 52;
+    pub const OOM_PGTABLES: usize = 53;
+    pub const OOM_SCORE_ADJ: usize = 54;
+    /// `comm`: the offset of a `char comm[16]` array, or of a `__data_loc`
+    /// word (`OOM_COMM_DATA_LOC` 1).
+    pub const OOM_COMM: usize = 55;
+    pub const OOM_COMM_DATA_LOC: usize = 56;
+    pub const COUNT: usize = 57;
 }
 
 /// The syscalls followed through the raw `sys_enter`/`sys_exit` BTF
@@ -263,8 +278,10 @@ pub mod counter {
     pub const TRACKED_REMOVED: u32 = PROC_REUSED + 1;
     /// OOM victims the kernel marked (`oom:mark_victim`), system-wide.
     pub const OOM_KILLS: u32 = TRACKED_REMOVED + 1;
+    /// OOM-victim records lost: the ring buffer was full.
+    pub const OOM_RECORDS_LOST: u32 = OOM_KILLS + 1;
     /// Number of slots in the array.
-    pub const COUNT: u32 = OOM_KILLS + 1;
+    pub const COUNT: u32 = OOM_RECORDS_LOST + 1;
 }
 
 /// Fault counts of the process last seen faulting on one CPU, not yet added
@@ -395,8 +412,51 @@ pub struct ProcStats {
 
 const _: () = assert!(core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 11) + 16);
 
+/// Bytes of the ring buffer that carries [`OomVictim`] records (a rare
+/// event: room for hundreds between two reads).
+pub const OOM_RING_BYTES: u32 = 64 * 1024;
+
+/// One OOM victim as `oom:mark_victim` reported it (the classic
+/// tracepoint's record), sent through the `OOM_VICTIMS` ring buffer.
+/// Memory figures are in kB, as the event reports them; a field whose bit
+/// is clear in `present` was absent from this kernel's record (older
+/// kernels have only `pid`) and reads 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OomVictim {
+    /// `bpf_ktime_get_ns` (CLOCK_MONOTONIC) when the victim was marked.
+    pub time_ns: u64,
+    pub total_vm_kb: u64,
+    pub anon_rss_kb: u64,
+    pub file_rss_kb: u64,
+    pub shmem_rss_kb: u64,
+    pub pgtables_kb: u64,
+    pub pid: u32,
+    pub uid: u32,
+    pub oom_score_adj: i32,
+    /// `oom_field` bits.
+    pub present: u32,
+    pub comm: [u8; 16],
+}
+
+const _: () = assert!(core::mem::size_of::<OomVictim>() == 80);
+
+/// Bits of [`OomVictim::present`].
+pub mod oom_field {
+    pub const PID: u32 = 1 << 0;
+    pub const COMM: u32 = 1 << 1;
+    pub const TOTAL_VM: u32 = 1 << 2;
+    pub const ANON_RSS: u32 = 1 << 3;
+    pub const FILE_RSS: u32 = 1 << 4;
+    pub const SHMEM_RSS: u32 = 1 << 5;
+    pub const UID: u32 = 1 << 6;
+    pub const PGTABLES: u32 = 1 << 7;
+    pub const OOM_SCORE_ADJ: u32 = 1 << 8;
+}
+
 #[cfg(feature = "user")]
 mod pod {
+    unsafe impl aya::Pod for super::OomVictim {}
     // SAFETY (both): `repr(C)`, `Copy`, only integers, no padding (asserted
     // above), so any bit pattern is valid.
     unsafe impl aya::Pod for super::ProcStats {}

@@ -384,10 +384,10 @@ pub fn tlb_flush(ctx: TracePointContext) -> u32 {
     0
 }
 
-/// OOM victims (see `oom.rs`).
+/// OOM victims, counted and recorded (see `oom.rs`).
 #[tracepoint]
-pub fn mark_victim(_ctx: TracePointContext) -> u32 {
-    crate::oom::on_mark_victim();
+pub fn mark_victim(ctx: TracePointContext) -> u32 {
+    crate::oom::on_mark_victim_record(&ctx);
     0
 }
 

@@ -3,11 +3,11 @@
 use aya_ebpf::{
     helpers::bpf_ktime_get_ns,
     macros::map,
-    maps::{Array, HashMap, LruHashMap, PerCpuArray},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
 use vmscope_common::{
     COUNTER_SLOTS, CounterSlots, HIST_BUCKETS, HIST_SUM, HistSlot, Inflight, MAX_INFLIGHT,
-    MAX_PROCS, MAX_TRACKED, ProcStats, counter, hist, hist_bucket, off,
+    MAX_PROCS, MAX_TRACKED, OOM_RING_BYTES, ProcStats, counter, hist, hist_bucket, off,
 };
 
 /// System-wide counters, indexed by `vmscope_common::counter`, in one
@@ -22,6 +22,11 @@ pub static PROCS: LruHashMap<u32, ProcStats> = LruHashMap::with_max_entries(MAX_
 /// The followed tgids (value unused). Only consulted when `FILTER_ENABLED`.
 #[map]
 pub static TRACKED: HashMap<u32, u32> = HashMap::with_max_entries(MAX_TRACKED, 0);
+
+/// OOM victims' records (`vmscope_common::OomVictim`), drained by user
+/// space at each read.
+#[map]
+pub static OOM_VICTIMS: RingBuf = RingBuf::with_byte_size(OOM_RING_BYTES, 0);
 
 /// Set by the loader: 1 restricts per-process statistics to `TRACKED`.
 #[unsafe(no_mangle)]

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use crate::model::{
     ProcBook,
+    oom::OomKill,
     rmap::RmapProc,
     sample::Sample,
     series::{Series, SeriesBuilder},
@@ -23,6 +24,9 @@ pub struct Fold {
     series: Option<SeriesBuilder>,
     /// Whether any sample had /proc/vmstat's pgfault.
     pub pgfault: bool,
+    /// Every OOM kill the samples carried, oldest first (a rare event:
+    /// each one kills a process).
+    oom_kills: Vec<OomKill>,
 }
 
 impl Fold {
@@ -36,6 +40,7 @@ impl Fold {
             procs: ProcBook::new(keep),
             series: None,
             pgfault: false,
+            oom_kills: Vec::new(),
         }
     }
 
@@ -45,6 +50,7 @@ impl Fold {
             None => self.series = Some(SeriesBuilder::new(s)),
         }
         self.pgfault |= s.vmstat.get("pgfault").is_some();
+        self.oom_kills.extend(s.oom_kills.iter().cloned());
         if let Some(r) = &s.rmap {
             for p in &r.procs {
                 self.rmap_procs.insert(p.pid, p.clone());
@@ -69,6 +75,11 @@ impl Fold {
 
     pub fn last(&self) -> Option<&Sample> {
         self.last.as_ref()
+    }
+
+    /// The OOM kills of every sample pushed, oldest first.
+    pub fn oom_kills(&self) -> &[OomKill] {
+        &self.oom_kills
     }
 
     /// Two samples equivalent, for the totals, to every sample pushed: the

@@ -7,6 +7,7 @@ pub mod fold;
 pub mod hist;
 pub mod live;
 pub mod metrics;
+pub mod oom;
 pub mod probes;
 pub mod process;
 pub mod recording;
@@ -277,6 +278,10 @@ pub struct Lost {
     /// Per-mm swap entries evicted from the LRU map (their counts are gone).
     #[serde(default)]
     pub mm_evictions: u64,
+    /// OOM kills whose details were lost (their ring buffer was full): in
+    /// `oom_kills` counted, missing from the list.
+    #[serde(default)]
+    pub oom_kill_records: u64,
 }
 
 pub fn lost(last: Option<&Sample>) -> Lost {
@@ -290,6 +295,7 @@ pub fn lost(last: Option<&Sample>) -> Lost {
             .mm_inserts
             .saturating_sub(s.mm_entries)
             .saturating_sub(s.mm_pruned),
+        oom_kill_records: s.oom_kill_records_lost,
     })
 }
 
@@ -443,6 +449,7 @@ mod tests {
                 proc_evictions: 2,
                 untracked_children: 1,
                 mm_evictions: 3,
+                oom_kill_records: 0,
             }
         );
         assert_eq!(lost(None), Lost::default());

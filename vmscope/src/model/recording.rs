@@ -85,6 +85,13 @@ pub struct Recording {
     pub processes: Vec<ProcessTotal>,
     pub processes_limit: usize,
     pub lost: Lost,
+    /// Each OOM kill while recording, system-wide, oldest first: the
+    /// victim as the kernel's `oom:mark_victim` record described it.
+    /// Empty when there was none, and when the probe could not report
+    /// details (the probe's `reason` says why; `totals.counters.oom_kills`
+    /// still counts them).
+    #[serde(default)]
+    pub oom_kills: Vec<crate::model::oom::OomKill>,
     /// What happened in each interval, derived from `samples`.
     #[serde(default)]
     pub series: crate::model::series::Series,

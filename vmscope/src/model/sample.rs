@@ -118,4 +118,14 @@ pub struct Sample {
     /// Per-mm swap entries deleted after their owner exited, ever.
     #[serde(default)]
     pub mm_pruned: u64,
+    /// The OOM victims marked since the previous sample, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub oom_kills: Vec<crate::model::oom::OomKill>,
+    /// OOM victims' records lost so far (their ring buffer was full).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub oom_kill_records_lost: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

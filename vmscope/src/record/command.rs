@@ -367,6 +367,7 @@ fn document(d: Document) -> Recording {
         processes: fold.procs.totals(source, avail, d.limit),
         processes_limit: d.limit.min(u32::MAX as usize),
         lost: model::lost(fold.last()),
+        oom_kills: fold.oom_kills().to_vec(),
         series: fold.series(|name| attached(crate::model::catalogue::counter_probe(name))),
         samples: d.samples,
         header: Header {

@@ -9,11 +9,15 @@ use std::{
 use anyhow::Context as _;
 
 use vmscope_common::{
-    FAULT_CLASSES, FaultCache, HIST_BUCKETS, MmSwap, ProcStats, cache_flags, counter, hist, madvise,
+    FAULT_CLASSES, FaultCache, HIST_BUCKETS, MmSwap, OomVictim, ProcStats, cache_flags, counter,
+    hist, madvise, oom_field,
 };
 
 use crate::{
-    model::hist::{HistSample, behavior_name},
+    model::{
+        hist::{HistSample, behavior_name},
+        oom::{OomKill, memory_cgroup},
+    },
     procstat,
     source::loader::Loaded,
     timefmt,
@@ -98,7 +102,10 @@ impl Collector {
         let faults = self.system_faults(&c, &vmstat);
         let hists = self.changed_hists(probes)?;
         let rmap = probes.rmap.as_mut().map(|s| s.read()).transpose()?;
+        let oom_kills = self.oom_kills(probes);
         Ok(Sample {
+            oom_kills,
+            oom_kill_records_lost: c(counter::OOM_RECORDS_LOST),
             rmap,
             counters: named_counters(&c, &swap),
             madvise: madvise_counts(&c),
@@ -249,6 +256,29 @@ impl Collector {
         for key in self.doomed_mms.drain(..) {
             let _ = probes.mms.remove(&key);
         }
+    }
+
+    /// The OOM victims' records since the last read (draining the ring
+    /// buffer is reading it), on the recording's clock, each with its
+    /// memory cgroup as it stands now.
+    fn oom_kills(&self, probes: &mut Loaded) -> Vec<OomKill> {
+        let Some(ring) = probes.oom_victims.as_mut() else {
+            return Vec::new();
+        };
+        let mut raw = Vec::new();
+        while let Some(item) = ring.next() {
+            if item.len() >= std::mem::size_of::<OomVictim>() {
+                // SAFETY: at least a whole record; `OomVictim` is plain
+                // integers, any bit pattern valid, read unaligned.
+                raw.push(unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<OomVictim>()) });
+            }
+        }
+        let clock = Clock {
+            mono_ns: monotonic_ns(),
+            wall: SystemTime::now(),
+            elapsed_ns: u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        };
+        raw.iter().map(|v| oom_kill(v, &clock)).collect()
     }
 
     /// Drops what is kept about `pid`'s process, which has ended.
@@ -594,6 +624,54 @@ fn proc_comm(pid: u32) -> String {
         .unwrap_or_default()
 }
 
+/// One instant on the three clocks an OOM record's time is put on.
+struct Clock {
+    /// CLOCK_MONOTONIC (the eBPF side's `bpf_ktime_get_ns`).
+    mono_ns: u64,
+    wall: SystemTime,
+    /// Since the recording started.
+    elapsed_ns: u64,
+}
+
+/// A record as the model's [`OomKill`]: the fields the kernel's record
+/// lacked null, kB as bytes, and the victim's memory cgroup if it is
+/// still there (and still the same process: same name).
+fn oom_kill(v: &OomVictim, clock: &Clock) -> OomKill {
+    let has = |bit: u32| v.present & bit != 0;
+    let kb = |bit, n: u64| has(bit).then(|| n.saturating_mul(1024));
+    let ago = clock.mono_ns.saturating_sub(v.time_ns);
+    let wall = clock
+        .wall
+        .checked_sub(std::time::Duration::from_nanos(ago))
+        .unwrap_or(clock.wall);
+    let comm = has(oom_field::COMM).then(|| comm_string(&v.comm));
+    let pid = has(oom_field::PID).then_some(v.pid);
+    let cgroup = pid.filter(|&p| p != 0).and_then(|p| {
+        let now = std::fs::read_to_string(format!("/proc/{p}/comm")).ok()?;
+        if comm
+            .as_deref()
+            .is_some_and(|c| c != now.trim_end_matches('\n'))
+        {
+            return None;
+        }
+        memory_cgroup(&std::fs::read_to_string(format!("/proc/{p}/cgroup")).ok()?)
+    });
+    OomKill {
+        elapsed_ns: clock.elapsed_ns.saturating_sub(ago),
+        timestamp: timefmt::rfc3339(wall),
+        pid,
+        comm,
+        uid: has(oom_field::UID).then_some(v.uid),
+        total_vm_bytes: kb(oom_field::TOTAL_VM, v.total_vm_kb),
+        rss_anon_bytes: kb(oom_field::ANON_RSS, v.anon_rss_kb),
+        rss_file_bytes: kb(oom_field::FILE_RSS, v.file_rss_kb),
+        rss_shmem_bytes: kb(oom_field::SHMEM_RSS, v.shmem_rss_kb),
+        pgtables_bytes: kb(oom_field::PGTABLES, v.pgtables_kb),
+        oom_score_adj: has(oom_field::OOM_SCORE_ADJ).then_some(v.oom_score_adj),
+        cgroup,
+    }
+}
+
 /// How long after its exit hook a process's entry is left for its last
 /// context switch before it is read a last time and deleted.
 const EXIT_SETTLE_NS: u64 = 100_000_000;
@@ -714,6 +792,36 @@ mod tests {
         assert!(doomed.is_empty());
         assert_eq!((s.out, s.inn), (107, 5));
         assert!(!s.by_tgid.contains_key(&10));
+    }
+
+    #[test]
+    fn an_oom_record_is_put_on_the_recordings_clock_with_absent_fields_null() {
+        let clock = Clock {
+            mono_ns: 10_000_000_000,
+            wall: SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(100),
+            elapsed_ns: 3_000_000_000,
+        };
+        let mut v = OomVictim {
+            time_ns: 9_000_000_000,
+            pid: 0,
+            anon_rss_kb: 65_280,
+            file_rss_kb: 7,
+            present: oom_field::PID | oom_field::ANON_RSS | oom_field::COMM,
+            ..Default::default()
+        };
+        v.comm[..3].copy_from_slice(b"abc");
+        let k = oom_kill(&v, &clock);
+        assert_eq!(k.elapsed_ns, 2_000_000_000);
+        assert_eq!(k.timestamp, "1970-01-01T00:01:39.000000000Z");
+        assert_eq!(k.rss_anon_bytes, Some(65_280 * 1024));
+        assert_eq!(
+            (k.rss_file_bytes, k.uid, k.oom_score_adj),
+            (None, None, None)
+        );
+        assert_eq!(
+            (k.pid, k.comm.as_deref(), k.cgroup),
+            (Some(0), Some("abc"), None)
+        );
     }
 
     #[test]

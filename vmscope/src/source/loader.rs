@@ -5,7 +5,7 @@
 use anyhow::{Context as _, anyhow};
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{Array, HashMap, MapData, PerCpuArray},
+    maps::{Array, HashMap, MapData, PerCpuArray, RingBuf},
     programs::{
         BtfTracePoint, FEntry, FExit, PerfEvent, TracePoint,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
@@ -14,7 +14,7 @@ use aya::{
 
 use vmscope_common::{FaultCache, MmSwap, ProcStats, off};
 
-use crate::source::kernel::tracefs;
+use crate::source::kernel::{format::EventFormat, tracefs};
 
 /// The eBPF object built by build.rs (empty when built with AYA_BUILD_SKIP=1).
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/vmscope"));
@@ -76,6 +76,9 @@ pub struct Loaded {
     /// The rmap figures' probes (stack sampling or direct timing), when
     /// attached.
     pub rmap: Option<crate::source::rmap::Rmap>,
+    /// OOM victims' records (`OomVictim`), filled by the classic
+    /// `oom:mark_victim` program.
+    pub oom_victims: Option<RingBuf<MapData>>,
 }
 
 impl Loaded {
@@ -199,11 +202,21 @@ struct Spec {
     filtered_only: bool,
     /// The same hook as a BTF tracepoint program, tried first.
     btf_prog: Option<&'static str>,
+    /// Fields read where the event's record has them (a kernel without
+    /// one leaves its offset unset): the classic program then reports more
+    /// than the BTF one, so it is tried first, the BTF one standing in
+    /// where it cannot attach.
+    optional: Option<fn(&EventFormat) -> Offsets>,
 }
 
 impl Spec {
     const fn btf(mut self, prog: &'static str) -> Spec {
         self.btf_prog = Some(prog);
+        self
+    }
+
+    const fn optional(mut self, fields: fn(&EventFormat) -> Offsets) -> Spec {
+        self.optional = Some(fields);
         self
     }
 }
@@ -218,6 +231,7 @@ const fn spec(category: &'static str, name: &'static [&'static str], fields: Fie
         fields,
         filtered_only: false,
         btf_prog: None,
+        optional: None,
     }
 }
 
@@ -233,6 +247,7 @@ const SPECS: &[Spec] = &[
         fields: &[(off::FORK_CHILD_PID, "child_pid", &[4])],
         filtered_only: true,
         btf_prog: Some("sched_process_fork_btf"),
+        optional: None,
     },
     spec("sched", &["sched_process_exec"], &[]).btf("sched_process_exec_btf"),
     spec("sched", &["sched_process_exit"], &[]).btf("sched_process_exit_btf"),
@@ -334,14 +349,55 @@ const SPECS: &[Spec] = &[
         ],
     )
     .btf("tlb_flush_btf"),
-    spec("oom", &["mark_victim"], &[]).btf("mark_victim_btf"),
+    spec("oom", &["mark_victim"], &[])
+        .btf("mark_victim_btf")
+        .optional(oom_fields),
 ];
+
+/// The `oom:mark_victim` record's scalar fields (older kernels have only
+/// `pid`). The memory figures are in kB on every kernel that has them
+/// (`total-vm=%lukB ...` in its print format).
+const OOM_FIELDS: Fields = &[
+    (off::OOM_PID, "pid", &[4]),
+    (off::OOM_TOTAL_VM, "total_vm", &[8]),
+    (off::OOM_ANON_RSS, "anon_rss", &[8]),
+    (off::OOM_FILE_RSS, "file_rss", &[8]),
+    (off::OOM_SHMEM_RSS, "shmem_rss", &[8]),
+    (off::OOM_UID, "uid", &[4]),
+    (off::OOM_PGTABLES, "pgtables", &[8]),
+    (off::OOM_SCORE_ADJ, "oom_score_adj", &[2]),
+];
+
+/// The offsets of the `oom:mark_victim` fields this kernel's record has
+/// (a field of another shape counts as absent), `comm` as a `char[16]`
+/// array or a `__data_loc` string.
+fn oom_fields(fmt: &EventFormat) -> Offsets {
+    let mut offs: Offsets = OOM_FIELDS
+        .iter()
+        .filter_map(|&(idx, name, sizes)| match fmt.int_field(name, sizes) {
+            Ok(f) => Some((idx, f.offset)),
+            Err(e) => {
+                log::debug!("oom:mark_victim: {e}");
+                None
+            }
+        })
+        .collect();
+    match fmt.field("comm") {
+        Some(f) if f.data_loc && f.size == 4 => {
+            offs.extend([(off::OOM_COMM, f.offset), (off::OOM_COMM_DATA_LOC, 1)]);
+        }
+        Some(f) if f.array_len == Some(16) && f.size == 16 => offs.push((off::OOM_COMM, f.offset)),
+        _ => {}
+    }
+    offs
+}
 
 /// `(off::* index, offset)` pairs a probe needs in `OFFSETS`.
 type Offsets = Vec<(usize, u32)>;
 
 /// The event name a probe will attach to and the offsets it needs, or why
 /// it cannot be used.
+#[derive(Clone)]
 struct Plan {
     probe: String,
     event: Result<(&'static str, Offsets), String>,
@@ -354,6 +410,7 @@ fn plan(
     category: &'static str,
     names: &[&'static str],
     fields: Fields,
+    optional: Option<fn(&EventFormat) -> Offsets>,
     disabled: &[String],
 ) -> Plan {
     let probe = format!("{category}:{}", names[0]);
@@ -387,7 +444,16 @@ fn plan(
             ),
         });
     };
-    if let Err(why) = tracefs::tracefs() {
+    let classic_off = disabled.contains(&format!("classic:{probe}"));
+    if let Err(why) = tracefs::tracefs().map(drop).and_then(|()| {
+        if classic_off {
+            Err(format!(
+                "the classic tracepoint is disabled by {DISABLE_ENV}"
+            ))
+        } else {
+            Ok(())
+        }
+    }) {
         // Known from BTF: usable as a BTF tracepoint, not as a classic one.
         return Plan {
             probe,
@@ -396,11 +462,11 @@ fn plan(
         };
     }
     let event = (|| {
-        if fields.is_empty() {
+        if fields.is_empty() && optional.is_none() {
             return Ok((name, Vec::new()));
         }
         let fmt = tracefs::event_format(category, name)?;
-        let offs = fields
+        let mut offs = fields
             .iter()
             .map(|&(idx, field, sizes)| {
                 fmt.int_field(field, sizes)
@@ -408,6 +474,7 @@ fn plan(
                     .map_err(|e| e.to_string())
             })
             .collect::<Result<Vec<_>, _>>()?;
+        offs.extend(optional.map(|f| f(&fmt)).unwrap_or_default());
         Ok((name, offs))
     })();
     let classic = event.as_ref().map(drop).map_err(Clone::clone);
@@ -533,6 +600,9 @@ fn btf_tracepoints_usable(disabled: &[String]) -> Result<(), String> {
 /// variant and the kernel allows it, else as the classic tracepoint with
 /// the reason.
 fn attach_spec(ebpf: &mut Ebpf, s: &Spec, plan: Plan, btf_ok: &Result<(), String>) -> ProbeStatus {
+    if s.optional.is_some() {
+        return attach_classic_first(ebpf, s, plan, btf_ok);
+    }
     let (Some(prog), Ok((event, _))) = (s.btf_prog, &plan.event) else {
         return attach_planned(ebpf, s.category, s.prog, plan);
     };
@@ -558,6 +628,49 @@ fn attach_spec(ebpf: &mut Ebpf, s: &Spec, plan: Plan, btf_ok: &Result<(), String
         status.reason = Some(format!("classic tracepoint, not tp_btf: {why_classic}"));
     }
     status
+}
+
+/// Attaches a hook whose classic program reports more than its BTF one
+/// (the record's fields): as the classic tracepoint where it can be, else
+/// as the BTF one, which only counts, with the reason the rest is missing.
+fn attach_classic_first(
+    ebpf: &mut Ebpf,
+    s: &Spec,
+    plan: Plan,
+    btf_ok: &Result<(), String>,
+) -> ProbeStatus {
+    let (Some(prog), Ok((event, _))) = (s.btf_prog, &plan.event) else {
+        return attach_planned(ebpf, s.category, s.prog, plan);
+    };
+    let (event, probe) = (*event, plan.probe.clone());
+    let why = match &plan.classic {
+        Ok(()) => {
+            let status = attach_planned(ebpf, s.category, s.prog, plan.clone());
+            if status.attached {
+                return status;
+            }
+            status.reason.unwrap_or_default()
+        }
+        Err(e) => e.clone(),
+    };
+    let btf = btf_ok.clone().and_then(|()| attach_btf(ebpf, prog, event));
+    let (attached, reason) = match btf {
+        Ok(()) => (
+            true,
+            format!(
+                "counts only: the details of each event come from the classic \
+                 tracepoint's record, which is unavailable: {why}"
+            ),
+        ),
+        Err(e) => (false, format!("{why}; as tp_btf: {e}")),
+    };
+    ProbeStatus {
+        probe,
+        method: if attached { "tp_btf" } else { "tracepoint" }.into(),
+        attached,
+        reason: Some(reason),
+        deferred: false,
+    }
 }
 
 /// Loads the object with this kernel's field offsets and attaches every probe
@@ -626,8 +739,8 @@ struct FaultPlans {
 impl FaultPlans {
     fn new(offsets: &mut [Option<u32>; off::COUNT], disabled: &[String]) -> Self {
         let ec: Fields = &[(off::PF_ERROR_CODE, "error_code", &[8, 4])];
-        let mut user = plan("exceptions", &["page_fault_user"], ec, disabled);
-        let mut kernel = plan("exceptions", &["page_fault_kernel"], ec, disabled);
+        let mut user = plan("exceptions", &["page_fault_user"], ec, None, disabled);
+        let mut kernel = plan("exceptions", &["page_fault_kernel"], ec, None, disabled);
         claim(offsets, &mut user);
         claim(offsets, &mut kernel);
         Self { user, kernel }
@@ -643,7 +756,7 @@ fn plan_specs(
     let mut plans: Vec<(&Spec, Plan)> = SPECS
         .iter()
         .filter(|s| opts.filtered || !s.filtered_only)
-        .map(|s| (s, plan(s.category, s.names, s.fields, disabled)))
+        .map(|s| (s, plan(s.category, s.names, s.fields, s.optional, disabled)))
         .collect();
     for (s, p) in &mut plans {
         if s.category == "kmem" && s.prog == "rss_stat" {
@@ -973,7 +1086,12 @@ impl Loaded {
         let fault_cache = PerCpuArray::try_from(take(&mut ebpf, "FAULT_CACHE")?)?;
         let tracked = HashMap::try_from(take(&mut ebpf, "TRACKED")?)?;
         let track_epoch = Array::try_from(take(&mut ebpf, "TRACK_EPOCH")?)?;
+        let oom_victims = ebpf
+            .take_map("OOM_VICTIMS")
+            .map(RingBuf::try_from)
+            .transpose()?;
         Ok(Self {
+            oom_victims,
             _ebpf: ebpf,
             counters,
             hists,
@@ -1437,6 +1555,62 @@ fn raise_memlock() -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use crate::source::kernel::errors::summarize_verifier;
+
+    use super::{EventFormat, oom_fields};
+    use vmscope_common::off;
+
+    const HEAD: &str = "name: mark_victim\nID: 609\nformat:\n\
+        \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+        \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+        \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+        \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+        \tfield:int pid;\toffset:8;\tsize:4;\tsigned:1;\n";
+
+    fn offsets(rest: &str) -> Vec<(usize, u32)> {
+        let fmt = EventFormat::parse(&format!("{HEAD}{rest}")).expect("a format");
+        let mut v = oom_fields(&fmt);
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn oom_fields_are_those_the_record_has() {
+        // 6.18's record (comm a __data_loc string).
+        let new = offsets(
+            "\tfield:__data_loc char[] comm;\toffset:12;\tsize:4;\tsigned:0;\n\
+             \tfield:unsigned long total_vm;\toffset:16;\tsize:8;\tsigned:0;\n\
+             \tfield:unsigned long anon_rss;\toffset:24;\tsize:8;\tsigned:0;\n\
+             \tfield:unsigned long file_rss;\toffset:32;\tsize:8;\tsigned:0;\n\
+             \tfield:unsigned long shmem_rss;\toffset:40;\tsize:8;\tsigned:0;\n\
+             \tfield:uid_t uid;\toffset:48;\tsize:4;\tsigned:0;\n\
+             \tfield:unsigned long pgtables;\toffset:56;\tsize:8;\tsigned:0;\n\
+             \tfield:short oom_score_adj;\toffset:64;\tsize:2;\tsigned:1;\n",
+        );
+        let mut want = vec![
+            (off::OOM_PID, 8),
+            (off::OOM_TOTAL_VM, 16),
+            (off::OOM_ANON_RSS, 24),
+            (off::OOM_FILE_RSS, 32),
+            (off::OOM_SHMEM_RSS, 40),
+            (off::OOM_UID, 48),
+            (off::OOM_PGTABLES, 56),
+            (off::OOM_SCORE_ADJ, 64),
+            (off::OOM_COMM, 12),
+            (off::OOM_COMM_DATA_LOC, 1),
+        ];
+        want.sort_unstable();
+        assert_eq!(new, want);
+        // Older kernels: only the pid; the rest stays unset (absent).
+        assert_eq!(offsets(""), [(off::OOM_PID, 8)]);
+        // A fixed comm array; a field of another size counts as absent.
+        assert_eq!(
+            offsets(
+                "\tfield:char comm[16];\toffset:12;\tsize:16;\tsigned:0;\n\
+                 \tfield:unsigned int anon_rss;\toffset:28;\tsize:4;\tsigned:0;\n"
+            ),
+            [(off::OOM_PID, 8), (off::OOM_COMM, 12)]
+        );
+    }
 
     #[test]
     fn verifier_logs_are_summarized_by_the_line_that_refused() {

@@ -5,7 +5,11 @@ use std::time::Duration;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use crate::model::view::{Model, ProcRow};
+use crate::model::{
+    oom::OomKill,
+    sample::Sample,
+    view::{Model, ProcRow},
+};
 
 /// The process table's columns, in order.
 pub const COLUMNS: [&str; 9] = [
@@ -57,8 +61,21 @@ pub struct Header {
     pub scope: Option<String>,
 }
 
+/// The OOM kills since `top` started: how many, and the latest one.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OomSeen {
+    /// The kernel's OOM victims counted since the probes were loaded.
+    pub count: u64,
+    /// The latest victim's details, when the probe reports them.
+    pub last: Option<OomKill>,
+    /// The latest sample's time since the start: "… s ago" counts to it.
+    pub now_ns: u64,
+}
+
 pub struct App {
     pub header: Header,
+    /// Shown in the header once there has been one.
+    pub oom: OomSeen,
     /// What is drawn (frozen while paused).
     pub view: Option<Model>,
     pub paused: bool,
@@ -78,6 +95,7 @@ impl App {
     pub fn new(header: Header, interval: Duration) -> Self {
         Self {
             header,
+            oom: OomSeen::default(),
             view: None,
             paused: false,
             help: false,
@@ -89,6 +107,17 @@ impl App {
             latency: 0,
             scroll: 0,
             interval,
+        }
+    }
+
+    /// Notes a sample's OOM kills, before it goes to the model: the count
+    /// (the counter, cumulative since the probes were loaded with `top`)
+    /// and the latest victim.
+    pub fn note_oom(&mut self, s: &Sample) {
+        self.oom.now_ns = s.elapsed_ns;
+        self.oom.count = s.counters.get("oom_kills").copied().unwrap_or(0);
+        if let Some(k) = s.oom_kills.last() {
+            self.oom.last = Some(k.clone());
         }
     }
 
@@ -247,6 +276,28 @@ mod tests {
             major,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn oom_kills_are_counted_and_the_latest_is_kept_across_quiet_samples() {
+        let mut app = app_with(Vec::new());
+        let at = |t_s: u64, count: u64, kills: Vec<OomKill>| Sample {
+            elapsed_ns: t_s * 1_000_000_000,
+            counters: [("oom_kills".to_string(), count)].into(),
+            oom_kills: kills,
+            ..Default::default()
+        };
+        app.note_oom(&at(1, 0, Vec::new()));
+        assert_eq!((app.oom.count, app.oom.last.is_none()), (0, true));
+        let kill = |pid| OomKill {
+            pid: Some(pid),
+            ..Default::default()
+        };
+        app.note_oom(&at(2, 2, vec![kill(7), kill(8)]));
+        app.note_oom(&at(5, 2, Vec::new()));
+        assert_eq!(app.oom.count, 2);
+        assert_eq!(app.oom.last.as_ref().and_then(|k| k.pid), Some(8));
+        assert_eq!(app.oom.now_ns, 5_000_000_000);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use ratatui::{
     widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Wrap},
 };
 
-use super::app::{App, COLUMNS, Header, Panel};
+use super::app::{App, COLUMNS, Header, OomSeen, Panel};
 use crate::model::view::{Latency, Model, ProcRow, Rate};
 
 /// The smallest terminal the layout is drawn in.
@@ -92,15 +92,44 @@ fn header_lines(h: &Header, app: &App) -> Vec<Line<'static>> {
         "free {}  {used}  {psi_text}",
         fmt_bytes(h.mem_free_bytes)
     ));
-    let third = if h.unavailable.is_empty() {
-        Line::raw("all probes attached")
+    let mut third: Vec<Span<'static>> = oom_text(&app.oom)
+        .map(|t| {
+            Span::styled(
+                format!("{t}  "),
+                Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
+            )
+        })
+        .into_iter()
+        .collect();
+    third.push(if h.unavailable.is_empty() {
+        Span::raw("all probes attached")
     } else {
-        Line::styled(
+        Span::styled(
             format!("unavailable: {}", h.unavailable.join("; ")),
             Style::default().fg(Color::Yellow),
         )
-    };
-    vec![Line::from(first), second, third]
+    });
+    vec![Line::from(first), second, Line::from(third)]
+}
+
+/// `OOM kills N` and the latest victim (`pid comm rss … ago`), once there
+/// has been one since `top` started; nothing before.
+fn oom_text(o: &OomSeen) -> Option<String> {
+    if o.count == 0 && o.last.is_none() {
+        return None;
+    }
+    let mut t = format!("OOM kills {}", o.count);
+    if let Some(k) = &o.last {
+        let or_unknown = |v: Option<String>| v.unwrap_or_else(|| "?".into());
+        t.push_str(&format!(
+            ", last: pid {} {} rss {} {}s ago",
+            or_unknown(k.pid.map(|p| p.to_string())),
+            or_unknown(k.comm.clone()),
+            fmt_bytes(k.rss_bytes()),
+            o.now_ns.saturating_sub(k.elapsed_ns) / 1_000_000_000
+        ));
+    }
+    Some(t)
 }
 
 fn rates_table(rates: &[Rate], spark_width: usize) -> Table<'static> {
@@ -552,6 +581,37 @@ mod tests {
         // At the minimum size the process table keeps its rows.
         let small = render(&a, 80, 24);
         assert!(small.contains("postgres"), "{small}");
+    }
+
+    #[test]
+    fn the_header_shows_oom_kills_and_the_last_victim_only_once_there_was_one() {
+        let mut a = app();
+        let s = render(&a, 120, 40);
+        assert!(!s.contains("OOM"), "{s}");
+        a.oom = OomSeen {
+            count: 3,
+            last: Some(crate::model::oom::OomKill {
+                elapsed_ns: 2_000_000_000,
+                pid: Some(4242),
+                comm: Some("vmscope-testchi".into()),
+                rss_anon_bytes: Some(63 << 20),
+                rss_file_bytes: Some(1 << 20),
+                ..Default::default()
+            }),
+            now_ns: 9_500_000_000,
+        };
+        let s = render(&a, 120, 40);
+        let (_, l) = line_of(&s, "OOM kills 3").expect("the OOM line");
+        assert!(
+            l.contains("OOM kills 3, last: pid 4242 vmscope-testchi rss 64 MiB 7s ago"),
+            "{l}"
+        );
+        assert!(l.contains("unavailable: perf:major-faults"), "{l}");
+        // Counted without details (BTF variant only): the count alone.
+        a.oom.last = None;
+        let s = render(&a, 120, 40);
+        let (_, l) = line_of(&s, "OOM kills 3").expect("the OOM line");
+        assert!(!l.contains("last"), "{l}");
     }
 
     #[test]

@@ -166,7 +166,9 @@ async fn batch(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
     let mut app = App::new(header(&source.probes, args), args.interval);
     let mut signals = Signals::install(&[Signal::Int, Signal::Term])?;
     source.start(Instant::now(), args.interval);
-    live.push(source.next().await?.sample);
+    let first = source.next().await?.sample;
+    app.note_oom(&first);
+    live.push(first);
     let mut out = std::io::stdout().lock();
     for i in 0..count {
         let reading = tokio::select! {
@@ -175,6 +177,7 @@ async fn batch(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
         };
         app.header = header(&reading.probes, args);
         live.set_unavailable(unavailable(&reading.probes, fault_source));
+        app.note_oom(&reading.sample);
         if let Some(v) = live.push(reading.sample) {
             app.update(v);
         }
@@ -280,7 +283,9 @@ async fn interactive(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
     let mut live = Live::new(unavailable(&source.probes, fault_source));
     let mut app = App::new(header(&source.probes, args), args.interval);
     source.start(Instant::now(), args.interval);
-    live.push(source.next().await?.sample);
+    let first = source.next().await?.sample;
+    app.note_oom(&first);
+    live.push(first);
 
     let _guard = TerminalGuard::enter()?;
     // Never dropped: its `Drop` shows the cursor and, when that fails (as
@@ -311,6 +316,7 @@ async fn interactive(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
                     let reading = r?;
                     app.header = header(&reading.probes, args);
                     live.set_unavailable(unavailable(&reading.probes, fault_source));
+                    app.note_oom(&reading.sample);
                     if let Some(v) = live.push(reading.sample) {
                         app.update(v);
                     }
