@@ -209,11 +209,18 @@ mod tests {
         assert!(Symbols::parse(&hidden).is_err());
     }
 
+    /// The reason depends on who runs the test (CAP_SYSLOG) and on this
+    /// kernel's settings: whichever it is, it names what would show the
+    /// addresses.
     #[test]
     fn hidden_kallsyms_is_refused_with_the_reason() {
         let hidden: BTreeMap<u64, String> = [(0, "_stext".to_string())].into();
         let e = Symbols::from_map(hidden).err().expect("refused");
-        assert!(e.contains("kptr_restrict"), "{e}");
+        assert!(e.contains("shows no kernel addresses"), "{e}");
+        assert!(
+            e.contains("kptr_restrict") || e.contains("CAP_SYSLOG"),
+            "{e}"
+        );
     }
 }
 
