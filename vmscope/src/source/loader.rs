@@ -645,8 +645,13 @@ fn attach_classic_first(
     let (event, probe) = (*event, plan.probe.clone());
     let why = match &plan.classic {
         Ok(()) => {
-            let status = attach_planned(ebpf, s.category, s.prog, plan.clone());
+            let mut status = attach_planned(ebpf, s.category, s.prog, plan.clone());
             if status.attached {
+                status.reason.get_or_insert_with(|| {
+                    "classic tracepoint by design, not tp_btf: only its record carries each \
+                     event's details (the BTF program counts only)"
+                        .into()
+                });
                 return status;
             }
             status.reason.unwrap_or_default()

@@ -259,10 +259,11 @@ fn doctor_check(c: &Console, doctor: &Value, kinds: &BTreeMap<String, String>) -
             continue;
         }
         tracepoint_hooks += 1;
-        let by_design = probe == "kmem:rss_stat"
-            && p["reason"]
-                .as_str()
-                .is_some_and(|r| r.contains("before 6.2"));
+        // The swap probe before 6.2, and hooks whose classic record
+        // carries details the BTF program does not read (OOM victims).
+        let by_design = p["reason"].as_str().is_some_and(|r| {
+            (probe == "kmem:rss_stat" && r.contains("before 6.2")) || r.contains("by design")
+        });
         if method == "tracepoint" && !by_design {
             classic.push(probe.to_string());
         }
