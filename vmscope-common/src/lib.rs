@@ -191,7 +191,18 @@ pub mod off {
     /// word (`OOM_COMM_DATA_LOC` 1).
     pub const OOM_COMM: usize = 55;
     pub const OOM_COMM_DATA_LOC: usize = 56;
-    pub const COUNT: usize = 57;
+    /// How a process's cgroup key is read (`cgroup_mode`).
+    pub const CGROUP_MODE: usize = 57;
+    /// BTF, for `cgroup_mode::V1_MEMCG`: `task_struct.cgroups`, the memory
+    /// controller's slot in `css_set.subsys[]` (its offset: the array's
+    /// plus 8 × `memory_cgrp_id`), `cgroup_subsys_state.cgroup`,
+    /// `cgroup.kn` and `kernfs_node.id`. Any may be 0 (a first field).
+    pub const TASK_CGROUPS: usize = 58;
+    pub const CSS_SET_MEMORY: usize = 59;
+    pub const CSS_CGROUP: usize = 60;
+    pub const CGROUP_KN: usize = 61;
+    pub const KN_ID: usize = 62;
+    pub const COUNT: usize = 63;
 }
 
 /// The syscalls followed through the raw `sys_enter`/`sys_exit` BTF
@@ -280,8 +291,11 @@ pub mod counter {
     pub const OOM_KILLS: u32 = TRACKED_REMOVED + 1;
     /// OOM-victim records lost: the ring buffer was full.
     pub const OOM_RECORDS_LOST: u32 = OOM_KILLS + 1;
+    /// Tasks moved between cgroups (`cgroup:cgroup_attach_task`): each
+    /// move makes every process re-read its cgroup key at its next event.
+    pub const CGROUP_MOVES: u32 = OOM_RECORDS_LOST + 1;
     /// Number of slots in the array.
-    pub const COUNT: u32 = OOM_RECORDS_LOST + 1;
+    pub const COUNT: u32 = CGROUP_MOVES + 1;
 }
 
 /// Fault counts of the process last seen faulting on one CPU, not yet added
@@ -408,9 +422,27 @@ pub struct ProcStats {
     pub exited_ns: u64,
     /// The task name (`comm`), refreshed on exec.
     pub comm: [u8; 16],
+    /// The process's cgroup (`cgroup_mode`): its memory controller's
+    /// cgroup on v1, its cgroup on v2, as the `kernfs` id (the inode number
+    /// of its directory). 0 while unknown.
+    pub cgroup: u64,
+    /// `CGROUP_EPOCH + 1` when `cgroup` was read: a task moved since makes
+    /// it stale, and the next event re-reads it.
+    pub cgroup_epoch: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 11) + 16);
+const _: () = assert!(core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 13) + 16);
+
+/// Values of `OFFSETS[off::CGROUP_MODE]`.
+pub mod cgroup_mode {
+    /// No cgroup attribution.
+    pub const NONE: u32 = 0;
+    /// The memory controller is on a v1 hierarchy: the memcg read through
+    /// the BTF offsets.
+    pub const V1_MEMCG: u32 = 1;
+    /// cgroup v2: `bpf_get_current_cgroup_id`.
+    pub const V2: u32 = 2;
+}
 
 /// Bytes of the ring buffer that carries [`OomVictim`] records (a rare
 /// event: room for hundreds between two reads).
@@ -437,9 +469,13 @@ pub struct OomVictim {
     /// `oom_field` bits.
     pub present: u32,
     pub comm: [u8; 16],
+    /// The cgroup key (as `ProcStats::cgroup`) of the task whose
+    /// allocation invoked the OOM killer: under a memcg OOM, inside the
+    /// memcg that hit its limit. 0 when unknown.
+    pub trigger_cgroup: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<OomVictim>() == 80);
+const _: () = assert!(core::mem::size_of::<OomVictim>() == 88);
 
 /// Bits of [`OomVictim::present`].
 pub mod oom_field {

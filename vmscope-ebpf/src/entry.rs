@@ -391,6 +391,13 @@ pub fn mark_victim(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// A task moved between cgroups (see `cgroup.rs`).
+#[tracepoint]
+pub fn cgroup_attach_task(_ctx: TracePointContext) -> u32 {
+    crate::cgroup::on_attach();
+    0
+}
+
 // The same hooks as BTF tracepoints where the kernel allows: no trace
 // record is built per event, and detaching them waits for nothing. The
 // loader tries these first and falls back to the classic ones above.
@@ -407,6 +414,12 @@ pub fn tlb_flush_btf(ctx: BtfTracePointContext) -> i32 {
 #[btf_tracepoint(function = "mark_victim")]
 pub fn mark_victim_btf(_ctx: BtfTracePointContext) -> i32 {
     crate::oom::on_mark_victim();
+    0
+}
+
+#[btf_tracepoint(function = "cgroup_attach_task")]
+pub fn cgroup_attach_task_btf(_ctx: BtfTracePointContext) -> i32 {
+    crate::cgroup::on_attach();
     0
 }
 

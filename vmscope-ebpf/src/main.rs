@@ -17,6 +17,8 @@
 #[cfg(target_arch = "bpf")]
 mod account;
 #[cfg(target_arch = "bpf")]
+mod cgroup;
+#[cfg(target_arch = "bpf")]
 mod entry;
 #[cfg(target_arch = "bpf")]
 mod faults;

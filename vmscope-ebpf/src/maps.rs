@@ -186,6 +186,7 @@ pub fn current_proc() -> Option<*mut ProcStats> {
         if unsafe { (*p).exited_ns } == 0 || !started_after(unsafe { (*p).born_ns }) {
             // Alive, or exiting still (its last context switch comes
             // after the exit hook).
+            crate::cgroup::refresh(p);
             return Some(p);
         }
         // An exited process's entry, not yet pruned, under a reused pid:
@@ -204,7 +205,9 @@ pub fn current_proc() -> Option<*mut ProcStats> {
     if PROCS.insert(tgid, fresh, flags).is_ok() {
         count(counter::PROC_INSERTS);
     }
-    PROCS.get_ptr_mut(tgid)
+    let p = PROCS.get_ptr_mut(tgid)?;
+    crate::cgroup::refresh(p);
+    Some(p)
 }
 
 /// Whether the current process started after `t` (`bpf_ktime_get_ns`

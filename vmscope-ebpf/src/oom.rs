@@ -65,6 +65,7 @@ fn victim(ctx: &TracePointContext) -> OomVictim {
         )),
         present: 0,
         comm: [0; 16],
+        trigger_cgroup: crate::cgroup::current_key().unwrap_or(0),
     };
     if comm(ctx, &mut v.comm) {
         present |= oom_field::COMM;

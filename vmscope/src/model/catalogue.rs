@@ -47,6 +47,10 @@ pub mod probe {
     /// rmap direct timing (fentry/fexit on the rmap functions).
     pub const RMAP_DIRECT: &str = "fentry:rmap";
     pub const OOM_VICTIM: &str = "oom:mark_victim";
+    /// Keeps processes' cgroup keys fresh after a task moves.
+    pub const CGROUP_ATTACH: &str = "cgroup:cgroup_attach_task";
+    /// Per-cgroup attribution itself (how keys are read; not a hook).
+    pub const CGROUPS: &str = "cgroup attribution";
 }
 
 /// How a system-wide counter is exported.

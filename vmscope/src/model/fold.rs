@@ -3,11 +3,13 @@
 //! the snapshot the samples add up to with the ended processes (bounded,
 //! see `ProcBook`) and the series built interval by interval.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::model::{
-    ProcBook,
+    ProcAvailability, ProcBook,
+    cgroup::{CgroupBooks, CgroupTotal},
     oom::OomKill,
+    probes::FaultSource,
     rmap::RmapProc,
     sample::Sample,
     series::{Series, SeriesBuilder},
@@ -27,6 +29,8 @@ pub struct Fold {
     /// Every OOM kill the samples carried, oldest first (a rare event:
     /// each one kills a process).
     oom_kills: Vec<OomKill>,
+    /// Each cgroup's books when first listed.
+    books_first: BTreeMap<u64, CgroupBooks>,
 }
 
 impl Fold {
@@ -41,6 +45,7 @@ impl Fold {
             series: None,
             pgfault: false,
             oom_kills: Vec::new(),
+            books_first: BTreeMap::new(),
         }
     }
 
@@ -51,6 +56,11 @@ impl Fold {
         }
         self.pgfault |= s.vmstat.get("pgfault").is_some();
         self.oom_kills.extend(s.oom_kills.iter().cloned());
+        for c in &s.cgroups {
+            if let Some(b) = &c.books {
+                self.books_first.entry(c.id).or_insert_with(|| b.clone());
+            }
+        }
         if let Some(r) = &s.rmap {
             for p in &r.procs {
                 self.rmap_procs.insert(p.pid, p.clone());
@@ -80,6 +90,37 @@ impl Fold {
     /// The OOM kills of every sample pushed, oldest first.
     pub fn oom_kills(&self) -> &[OomKill] {
         &self.oom_kills
+    }
+
+    /// Every cgroup seen, most faults first, at most `limit`.
+    pub fn cgroups(
+        &self,
+        source: FaultSource,
+        avail: ProcAvailability,
+        limit: usize,
+    ) -> Vec<CgroupTotal> {
+        let mut rows: Vec<CgroupTotal> = self
+            .procs
+            .snapshot()
+            .cgroups
+            .iter()
+            .map(|(&id, c)| {
+                let mut totals = c.counts.total(source, avail);
+                totals.comm = c.name(id);
+                totals.cgroup = id;
+                CgroupTotal {
+                    id,
+                    path: c.path.clone(),
+                    totals,
+                    books_first: self.books_first.get(&id).cloned(),
+                    books_last: c.books.clone(),
+                }
+            })
+            .collect();
+        let faults = |c: &CgroupTotal| c.totals.faults.total.unwrap_or(0);
+        rows.sort_by(|a, b| faults(b).cmp(&faults(a)).then(a.id.cmp(&b.id)));
+        rows.truncate(limit);
+        rows
     }
 
     /// Two samples equivalent, for the totals, to every sample pushed: the

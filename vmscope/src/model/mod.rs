@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod catalogue;
+pub mod cgroup;
 pub mod fold;
 pub mod hist;
 pub mod live;

@@ -30,12 +30,16 @@ pub struct OomKill {
     pub pgtables_bytes: Option<u64>,
     /// Its `oom_score_adj` (-1000..1000).
     pub oom_score_adj: Option<i32>,
-    /// The victim's memory cgroup (cgroup v1: the memory controller's
-    /// hierarchy; v2: the unified one), read from `/proc/PID/cgroup` when
-    /// the record was read (at the next sample): null when the victim was
-    /// gone by then, as a killed process usually is unless it lingers
-    /// unreaped.
+    /// The victim's cgroup (v1: its memory cgroup; v2: its cgroup), as
+    /// the kernel side keyed its process; failing that, from
+    /// `/proc/PID/cgroup` if the victim still lingered when the record was
+    /// read. Null when neither knew it.
     pub cgroup: Option<String>,
+    /// The cgroup of the task whose allocation invoked the OOM killer: in
+    /// a memcg OOM, one inside the memcg that hit its limit. Null when
+    /// unknown.
+    #[serde(default)]
+    pub trigger_cgroup: Option<String>,
 }
 
 impl OomKill {

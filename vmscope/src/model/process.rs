@@ -47,6 +47,9 @@ macro_rules! per_process_counters {
         pub struct ProcSample {
             pub pid: u32,
             pub comm: String,
+            /// Its cgroup's id (see `cgroups`); absent when unknown.
+            #[serde(default, skip_serializing_if = "is_zero")]
+            pub cgroup: u64,
             pub faults: FaultCounters,
             $(
                 $(#[$sample_doc])*
@@ -60,6 +63,9 @@ macro_rules! per_process_counters {
         pub struct ProcessTotal {
             pub pid: u32,
             pub comm: String,
+            /// Its cgroup's id when last seen (see `cgroups`); absent when unknown.
+            #[serde(default, skip_serializing_if = "is_zero")]
+            pub cgroup: u64,
             pub faults: FaultTotals,
             $(
                 $(#[$total_doc])*
@@ -75,9 +81,19 @@ macro_rules! per_process_counters {
                 ProcessTotal {
                     pid: self.pid,
                     comm: self.comm.clone(),
+                    cgroup: self.cgroup,
                     faults: fault_totals(source, avail.gup_faults, Some(&self.faults)),
                     $($name: total_value!($avail, avail, self.$name),)*
                 }
+            }
+
+            /// Adds the growth from `old` (nothing: a new process) to `new`
+            /// of every counter: how a cgroup's counts are folded.
+            pub fn add_growth(&mut self, new: &ProcSample, old: Option<&ProcSample>) {
+                let zero = ProcSample::default();
+                let old = old.unwrap_or(&zero);
+                self.faults.add_growth(&new.faults, &old.faults);
+                $(self.$name += new.$name.saturating_sub(old.$name);)*
             }
         }
     };

@@ -92,6 +92,11 @@ pub struct Recording {
     /// still counts them).
     #[serde(default)]
     pub oom_kills: Vec<crate::model::oom::OomKill>,
+    /// Each cgroup the scope's processes were in, most faults first (at
+    /// most `processes_limit`): vmscope's counts for it, folded from its
+    /// processes' growth while they were in it, and its own books.
+    #[serde(default)]
+    pub cgroups: Vec<crate::model::cgroup::CgroupTotal>,
     /// What happened in each interval, derived from `samples`.
     #[serde(default)]
     pub series: crate::model::series::Series,
@@ -116,6 +121,11 @@ pub struct Header {
     pub fault_source: FaultSource,
     /// Names of the per-class slots in `samples[].faults.user/kernel`.
     pub fault_classes: Vec<String>,
+    /// How processes were keyed by cgroup (`samples[].procs[].cgroup`,
+    /// `samples[].cgroups`); null without cgroup attribution (the
+    /// `cgroup attribution` probe says why).
+    #[serde(default)]
+    pub cgroup_scheme: Option<crate::model::cgroup::CgroupScheme>,
 }
 
 /// One line of a `--format jsonl` stream: a header, then one sample per

@@ -31,6 +31,22 @@ pub struct MadviseCounts {
 }
 
 impl FaultCounters {
+    /// Adds the growth from `old` to `new`, counter by counter.
+    pub fn add_growth(&mut self, new: &Self, old: &Self) {
+        for (a, (n, o)) in self.user.iter_mut().zip(new.user.iter().zip(&old.user)) {
+            *a += n.saturating_sub(*o);
+        }
+        for (a, (n, o)) in self
+            .kernel
+            .iter_mut()
+            .zip(new.kernel.iter().zip(&old.kernel))
+        {
+            *a += n.saturating_sub(*o);
+        }
+        self.unclassified += new.unclassified.saturating_sub(old.unclassified);
+        self.gup += new.gup.saturating_sub(old.gup);
+    }
+
     /// Every fault counted, whatever its class, source or path.
     pub fn total(&self) -> u64 {
         self.exception() + self.gup
@@ -121,6 +137,10 @@ pub struct Sample {
     /// The OOM victims marked since the previous sample, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub oom_kills: Vec<crate::model::oom::OomKill>,
+    /// The cgroups of the processes in `procs`, with their books (absent
+    /// when cgroup attribution is unavailable; see `unavailable`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cgroups: Vec<crate::model::cgroup::CgroupSample>,
     /// OOM victims' records lost so far (their ring buffer was full).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub oom_kill_records_lost: u64,

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use crate::{
     model::{
+        cgroup::CgroupState,
         hist::HistSample,
         rmap::RmapSample,
         sample::{FaultCounters, MadviseCounts, Sample},
@@ -35,6 +36,8 @@ pub struct Snapshot {
     pub hists: BTreeMap<String, HistSample>,
     /// Every live process, by pid.
     pub procs: BTreeMap<u32, ProcSample>,
+    /// Every cgroup a process was seen in, by id.
+    pub cgroups: BTreeMap<u64, CgroupState>,
     /// The pids whose processes ended at the latest sample applied. A pid
     /// here that is also in `procs` is a new process under a reused pid:
     /// its counters started from zero.
@@ -68,15 +71,52 @@ impl Snapshot {
             self.hists.insert(h.name.clone(), h.clone());
         }
         self.ended.clone_from(&s.exited);
-        let gone = s
+        let gone: Vec<ProcSample> = s
             .exited
             .iter()
             .filter_map(|pid| self.procs.remove(pid))
             .collect();
+        for p in &gone {
+            if let Some(c) = self.cgroups.get_mut(&p.cgroup) {
+                c.live = c.live.saturating_sub(1);
+            }
+        }
         for p in &s.procs {
+            self.charge(p);
             self.procs.insert(p.pid, p.clone());
         }
+        for c in &s.cgroups {
+            let state = self.cgroups.entry(c.id).or_default();
+            if c.path.is_some() {
+                state.path.clone_from(&c.path);
+            }
+            if c.books.is_some() {
+                state.books.clone_from(&c.books);
+            }
+        }
         gone
+    }
+
+    /// Charges `p`'s growth since the last sample to the cgroup it is in
+    /// now (a process that moved is charged to its new cgroup from there).
+    fn charge(&mut self, p: &ProcSample) {
+        let old = self.procs.get(&p.pid);
+        if p.cgroup != 0 {
+            self.cgroups
+                .entry(p.cgroup)
+                .or_default()
+                .counts
+                .add_growth(p, old);
+        }
+        let was = old.map(|o| o.cgroup);
+        if was != Some(p.cgroup) {
+            if let Some(c) = was.and_then(|w| self.cgroups.get_mut(&w)) {
+                c.live = c.live.saturating_sub(1);
+            }
+            if p.cgroup != 0 {
+                self.cgroups.entry(p.cgroup).or_default().live += 1;
+            }
+        }
     }
 
     /// Whether `pid`'s process started afresh at the latest sample (its
@@ -114,6 +154,53 @@ mod tests {
             sum_ns,
             buckets: vec![[3, 1]],
         }
+    }
+
+    fn in_cgroup(pid: u32, cgroup: u64, madvise_calls: u64) -> ProcSample {
+        ProcSample {
+            cgroup,
+            ..proc(pid, "p", madvise_calls)
+        }
+    }
+
+    /// A cgroup is charged its processes' growth while they are in it: a
+    /// process that moves takes none of its past along, an ended one's
+    /// counts stay, and a reused pid starts from zero.
+    #[test]
+    fn cgroups_are_charged_the_growth_of_their_processes() {
+        let mut snap = Snapshot::default();
+        let calls = |snap: &Snapshot, id: u64| snap.cgroups[&id].counts.madvise_calls;
+        snap.apply(&Sample {
+            procs: vec![
+                in_cgroup(1, 10, 4),
+                in_cgroup(2, 10, 1),
+                in_cgroup(3, 20, 2),
+            ],
+            ..Default::default()
+        });
+        assert_eq!((calls(&snap, 10), calls(&snap, 20)), (5, 2));
+        assert_eq!((snap.cgroups[&10].live, snap.cgroups[&20].live), (2, 1));
+        // Pid 1 moves to 20 and grows by 3 there; pid 2 ends.
+        snap.apply(&Sample {
+            procs: vec![in_cgroup(1, 20, 7)],
+            exited: vec![2],
+            ..Default::default()
+        });
+        assert_eq!((calls(&snap, 10), calls(&snap, 20)), (5, 5));
+        assert_eq!((snap.cgroups[&10].live, snap.cgroups[&20].live), (0, 2));
+        // Pid 3 ends and a new process takes its pid, in 10.
+        snap.apply(&Sample {
+            procs: vec![in_cgroup(3, 10, 1)],
+            exited: vec![3],
+            ..Default::default()
+        });
+        assert_eq!((calls(&snap, 10), calls(&snap, 20)), (6, 5));
+        // A process whose cgroup is unknown is charged to none.
+        snap.apply(&Sample {
+            procs: vec![in_cgroup(9, 0, 100)],
+            ..Default::default()
+        });
+        assert!(!snap.cgroups.contains_key(&0));
     }
 
     #[test]

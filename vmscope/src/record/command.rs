@@ -178,6 +178,7 @@ impl Setup {
             fault_classes: (0..vmscope_common::FAULT_CLASSES)
                 .map(|k| vmscope_common::fault_class_name(k).to_string())
                 .collect(),
+            cgroup_scheme: source.cgroups.clone(),
         };
         if let Some(w) = stream.as_mut() {
             w.line(&Line::Header(Box::new(header.clone())))?;
@@ -368,6 +369,7 @@ fn document(d: Document) -> Recording {
         processes_limit: d.limit.min(u32::MAX as usize),
         lost: model::lost(fold.last()),
         oom_kills: fold.oom_kills().to_vec(),
+        cgroups: fold.cgroups(source, avail, d.limit),
         series: fold.series(|name| attached(crate::model::catalogue::counter_probe(name))),
         samples: d.samples,
         header: Header {

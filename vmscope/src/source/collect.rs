@@ -15,11 +15,12 @@ use vmscope_common::{
 
 use crate::{
     model::{
+        cgroup::CgroupSample,
         hist::{HistSample, behavior_name},
         oom::{OomKill, memory_cgroup},
     },
     procstat,
-    source::loader::Loaded,
+    source::{kernel::cgroupfs, loader::Loaded},
     timefmt,
 };
 
@@ -54,6 +55,8 @@ pub struct Collector {
     /// the first sample.
     system_base: Option<(u64, u64)>,
     last_hists: HashMap<u32, HistSample>,
+    /// Cgroup names (None: no cgroup attribution).
+    names: Option<cgroupfs::Names>,
     /// Entries read for the last time, for [`Collector::prune`].
     doomed_procs: Vec<u32>,
     doomed_mms: Vec<u64>,
@@ -75,6 +78,7 @@ impl Collector {
             last_hists: HashMap::new(),
             doomed_procs: Vec::new(),
             doomed_mms: Vec::new(),
+            names: None,
         }
     }
 
@@ -86,6 +90,12 @@ impl Collector {
     pub fn sample(&mut self, probes: &mut Loaded) -> anyhow::Result<Sample> {
         let counters = read_counters(probes)?;
         let (table, entries, cached) = read_procs(probes)?;
+        if self.names.is_none()
+            && let Ok(h) = &probes.cgroups
+        {
+            self.names = Some(cgroupfs::Names::new(h.clone()));
+        }
+        let cgroup_of: HashMap<u32, u64> = table.iter().map(|(p, s)| (*p, s.cgroup)).collect();
         let mut exited = std::mem::take(&mut self.ended);
         let ending = self.ending(&table, &cached);
         let swap = self.read_mms(probes, &ending)?;
@@ -102,9 +112,11 @@ impl Collector {
         let faults = self.system_faults(&c, &vmstat);
         let hists = self.changed_hists(probes)?;
         let rmap = probes.rmap.as_mut().map(|s| s.read()).transpose()?;
-        let oom_kills = self.oom_kills(probes);
+        let oom_kills = self.oom_kills(probes, &cgroup_of);
+        let cgroups = self.cgroups(&procs);
         Ok(Sample {
             oom_kills,
+            cgroups,
             oom_kill_records_lost: c(counter::OOM_RECORDS_LOST),
             rmap,
             counters: named_counters(&c, &swap),
@@ -261,7 +273,25 @@ impl Collector {
     /// The OOM victims' records since the last read (draining the ring
     /// buffer is reading it), on the recording's clock, each with its
     /// memory cgroup as it stands now.
-    fn oom_kills(&self, probes: &mut Loaded) -> Vec<OomKill> {
+    /// The cgroups of `procs` (those that changed), with their books.
+    fn cgroups(&mut self, procs: &[ProcSample]) -> Vec<CgroupSample> {
+        let Some(names) = self.names.as_mut() else {
+            return Vec::new();
+        };
+        let ids: std::collections::BTreeSet<u64> =
+            procs.iter().map(|p| p.cgroup).filter(|c| *c != 0).collect();
+        ids.into_iter()
+            .map(|id| {
+                let path = names.path(id);
+                let books = path
+                    .as_deref()
+                    .and_then(|p| cgroupfs::books(names.hierarchy(), p));
+                CgroupSample { id, path, books }
+            })
+            .collect()
+    }
+
+    fn oom_kills(&mut self, probes: &mut Loaded, cgroup_of: &HashMap<u32, u64>) -> Vec<OomKill> {
         let Some(ring) = probes.oom_victims.as_mut() else {
             return Vec::new();
         };
@@ -278,7 +308,19 @@ impl Collector {
             wall: SystemTime::now(),
             elapsed_ns: u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX),
         };
-        raw.iter().map(|v| oom_kill(v, &clock)).collect()
+        let mut kills: Vec<OomKill> = raw.iter().map(|v| oom_kill(v, &clock)).collect();
+        if let Some(names) = self.names.as_mut() {
+            for (k, v) in kills.iter_mut().zip(&raw) {
+                let victim = k.pid.and_then(|p| cgroup_of.get(&p)).filter(|c| **c != 0);
+                if let Some(path) = victim.and_then(|c| names.path(*c)) {
+                    k.cgroup = Some(path);
+                }
+                if v.trigger_cgroup != 0 {
+                    k.trigger_cgroup = names.path(v.trigger_cgroup);
+                }
+            }
+        }
+        kills
     }
 
     /// Drops what is kept about `pid`'s process, which has ended.
@@ -599,6 +641,7 @@ fn proc_sample(pid: u32, comm: String, st: &ProcStats, swap_out: u64, swap_in: u
     ProcSample {
         pid,
         comm,
+        cgroup: st.cgroup,
         faults: FaultCounters {
             user: st.user_faults,
             kernel: st.kernel_faults,
@@ -669,6 +712,7 @@ fn oom_kill(v: &OomVictim, clock: &Clock) -> OomKill {
         pgtables_bytes: kb(oom_field::PGTABLES, v.pgtables_kb),
         oom_score_adj: has(oom_field::OOM_SCORE_ADJ).then_some(v.oom_score_adj),
         cgroup,
+        trigger_cgroup: None,
     }
 }
 

@@ -14,7 +14,7 @@ use aya::{
 
 use vmscope_common::{FaultCache, MmSwap, ProcStats, off};
 
-use crate::source::kernel::{format::EventFormat, tracefs};
+use crate::source::kernel::{cgroupfs, format::EventFormat, tracefs};
 
 /// The eBPF object built by build.rs (empty when built with AYA_BUILD_SKIP=1).
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/vmscope"));
@@ -79,6 +79,9 @@ pub struct Loaded {
     /// OOM victims' records (`OomVictim`), filled by the classic
     /// `oom:mark_victim` program.
     pub oom_victims: Option<RingBuf<MapData>>,
+    /// The hierarchy processes are keyed by (see `cgroup_offsets`), or why
+    /// there is no cgroup attribution.
+    pub cgroups: Result<cgroupfs::Hierarchy, String>,
 }
 
 impl Loaded {
@@ -352,6 +355,7 @@ const SPECS: &[Spec] = &[
     spec("oom", &["mark_victim"], &[])
         .btf("mark_victim_btf")
         .optional(oom_fields),
+    spec("cgroup", &["cgroup_attach_task"], &[]).btf("cgroup_attach_task_btf"),
 ];
 
 /// The `oom:mark_victim` record's scalar fields (older kernels have only
@@ -693,6 +697,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     let plans = plan_specs(opts, &mut offsets, &disabled);
     let task = task_offsets(&disabled);
     task_struct_offsets(&mut offsets, &task);
+    let cgroups = cgroup_offsets(&mut offsets, &disabled);
     let btf = BtfVariants::new(&mut offsets, &disabled, opts.swap);
     let raw = raw_syscalls(&plans, &disabled, &btf.tracepoints);
     offsets[off::RAW_SYSCALLS] = raw.as_ref().map(|r| r.mask).ok();
@@ -708,7 +713,8 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     attach_fault_books(&mut ebpf, task, &disabled, &mut probes);
     let (rmap, status) = crate::source::rmap::attach(&mut ebpf, opts.sample_hz, &disabled);
     probes.push(status);
-    Loaded::new(
+    probes.push(cgroup_status(&cgroups));
+    let mut loaded = Loaded::new(
         ebpf,
         probes,
         fault_source,
@@ -716,7 +722,67 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         pending_swap,
         btf.swap,
         rmap,
-    )
+    )?;
+    loaded.cgroups = cgroups;
+    Ok(loaded)
+}
+
+/// How processes are keyed by cgroup: by the cgroup id where the memory
+/// controller is on cgroup v2 (or on no hierarchy: the unified one then
+/// names the cgroups), by the memory controller's cgroup through this
+/// kernel's BTF offsets where it is on a v1 hierarchy.
+fn cgroup_offsets(
+    offsets: &mut [Option<u32>; off::COUNT],
+    disabled: &[String],
+) -> Result<cgroupfs::Hierarchy, String> {
+    if disabled.iter().any(|d| d == CGROUP_ATTRIBUTION) {
+        return Err(format!(
+            "disabled with VMSCOPE_DISABLE={CGROUP_ATTRIBUTION}"
+        ));
+    }
+    let h = cgroupfs::detect()?;
+    if h.kind == cgroupfs::Kind::V1Memory {
+        let btf = crate::source::kernel::btf::Btf::vmlinux().map_err(|e| {
+            format!("the memory controller is on cgroup v1, whose cgroup is read through BTF: {e}")
+        })?;
+        let field = |s: &str, f: &str| btf.field(s, f).map(|x| x.offset);
+        let memory = btf.cgroup_subsys("memory_cgrp_id")?;
+        let id = btf.field("kernfs_node", "id")?;
+        if id.size != 8 {
+            return Err(format!(
+                "kernfs_node.id is {} bytes, not 8 (a kernel before 5.5)",
+                id.size
+            ));
+        }
+        offsets[off::TASK_CGROUPS] = Some(field("task_struct", "cgroups")?);
+        offsets[off::CSS_SET_MEMORY] = Some(field("css_set", "subsys")? + 8 * memory);
+        offsets[off::CSS_CGROUP] = Some(field("cgroup_subsys_state", "cgroup")?);
+        offsets[off::CGROUP_KN] = Some(field("cgroup", "kn")?);
+        offsets[off::KN_ID] = Some(id.offset);
+        offsets[off::CGROUP_MODE] = Some(vmscope_common::cgroup_mode::V1_MEMCG);
+    } else {
+        offsets[off::CGROUP_MODE] = Some(vmscope_common::cgroup_mode::V2);
+    }
+    Ok(h)
+}
+
+/// The name per-cgroup attribution goes by in the probe list and in
+/// `VMSCOPE_DISABLE`.
+pub const CGROUP_ATTRIBUTION: &str = crate::model::catalogue::probe::CGROUPS;
+
+fn cgroup_status(h: &Result<cgroupfs::Hierarchy, String>) -> ProbeStatus {
+    ProbeStatus {
+        probe: CGROUP_ATTRIBUTION.into(),
+        method: match h {
+            Ok(h) if h.kind == cgroupfs::Kind::V1Memory => "BTF (v1 memcg)",
+            Ok(_) => "cgroup id (v2)",
+            Err(_) => "none",
+        }
+        .into(),
+        attached: h.is_ok(),
+        reason: h.as_ref().err().cloned(),
+        deferred: false,
+    }
 }
 
 /// aya's loader, with the kernel's BTF parsed. It is parsed three times
@@ -1097,6 +1163,7 @@ impl Loaded {
             .transpose()?;
         Ok(Self {
             oom_victims,
+            cgroups: Err("not set up".into()),
             _ebpf: ebpf,
             counters,
             hists,

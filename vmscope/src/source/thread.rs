@@ -69,6 +69,9 @@ pub struct Source {
     /// The probes' status once loaded.
     pub probes: Vec<ProbeStatus>,
     pub fault_source: FaultSource,
+    /// How processes are keyed by cgroup; `None` without attribution (the
+    /// probe list's `cgroup attribution` says why).
+    pub cgroups: Option<crate::model::cgroup::CgroupScheme>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -89,11 +92,12 @@ impl Source {
                         return;
                     }
                 };
-                let _ = ready_tx.send(Ok((probes.probes.clone(), probes.fault_source)));
+                let scheme = probes.cgroups.as_ref().ok().map(|h| h.scheme());
+                let _ = ready_tx.send(Ok((probes.probes.clone(), probes.fault_source, scheme)));
                 Worker::new(probes, tx).run(&cmd_rx);
             })
             .context("starting the sampling thread")?;
-        let (probes, fault_source) = ready_rx
+        let (probes, fault_source, cgroups) = ready_rx
             .recv()
             .map_err(|_| anyhow!("the sampling thread ended while loading the probes"))??;
         Ok(Source {
@@ -101,6 +105,7 @@ impl Source {
             readings,
             probes,
             fault_source,
+            cgroups,
             thread: Some(thread),
         })
     }

@@ -67,8 +67,9 @@ pub struct Btf {
     structs: HashMap<String, u32>,
     /// Tracepoint names, from the `btf_trace_<name>` typedefs.
     tracepoints: HashSet<String>,
-    /// `enum pageflags`' values (`PG_swapbacked` ...).
-    page_flags: HashMap<String, u32>,
+    /// Enumerators looked up later: `enum pageflags`' (`PG_swapbacked`
+    /// ...) and `enum cgroup_subsys_id`'s (`memory_cgrp_id` ...).
+    enumerators: HashMap<String, u32>,
 }
 
 /// Where a field lives and how wide it is.
@@ -112,7 +113,7 @@ impl Btf {
             types: vec![Type::Other],
             structs: HashMap::new(),
             tracepoints: HashSet::new(),
-            page_flags: HashMap::new(),
+            enumerators: HashMap::new(),
         };
         let mut p = types.start;
         while p < types.end {
@@ -161,9 +162,9 @@ impl Btf {
                 for i in 0..h.vlen {
                     let at = p + 8 * i;
                     let off = r.u32(at)?;
-                    if strings.starts_with(off, b"PG_") {
+                    if strings.starts_with(off, b"PG_") || strings.ends_with(off, b"_cgrp_id") {
                         let value = r.u32(at + 4)?;
-                        self.page_flags.entry(strings.name(off)).or_insert(value);
+                        self.enumerators.entry(strings.name(off)).or_insert(value);
                     }
                 }
                 Type::Int(h.size_or_type)
@@ -214,10 +215,18 @@ impl Btf {
 
     /// The bit number of page flag `name` (e.g. `PG_swapbacked`).
     pub fn page_flag(&self, name: &str) -> Result<u32, String> {
-        self.page_flags
+        self.enumerators
             .get(name)
             .copied()
             .ok_or_else(|| format!("page flag {name} is not in the kernel's BTF"))
+    }
+
+    /// The value of `enum cgroup_subsys_id`'s `name` (e.g. `memory_cgrp_id`).
+    pub fn cgroup_subsys(&self, name: &str) -> Result<u32, String> {
+        self.enumerators
+            .get(name)
+            .copied()
+            .ok_or_else(|| format!("{name} is not in the kernel's BTF"))
     }
 
     /// The size of `struct name` in bytes.
@@ -384,6 +393,14 @@ impl Strings<'_> {
         self.0
             .get(off as usize..)
             .is_some_and(|s| s.starts_with(prefix))
+    }
+
+    /// Whether the NUL-terminated string at `off` ends with `suffix`.
+    fn ends_with(&self, off: u32, suffix: &[u8]) -> bool {
+        self.0.get(off as usize..).is_some_and(|s| {
+            let end = s.iter().position(|b| *b == 0).unwrap_or(s.len());
+            s[..end].ends_with(suffix)
+        })
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod btf;
 pub mod caps;
+pub mod cgroupfs;
 pub mod errors;
 pub mod format;
 pub mod hooks;

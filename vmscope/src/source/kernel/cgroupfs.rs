@@ -1,0 +1,329 @@
+//! The cgroup filesystem: which hierarchy holds the memory controller (and
+//! so how the eBPF programs key processes by cgroup), cgroup names by id,
+//! and each cgroup's own memory books.
+//!
+//! A cgroup's id, as the programs read it (`kernfs_node.id`), is the inode
+//! number of its directory: names are found by walking the hierarchy's
+//! mount, and cached; a cgroup removed during the run keeps its last name.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    os::unix::fs::MetadataExt,
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use crate::model::cgroup::{CgroupBooks, CgroupScheme};
+
+/// Where the memory controller lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// On a v1 hierarchy of its own (or shared): processes are keyed by
+    /// their memory cgroup, read through BTF.
+    V1Memory,
+    /// cgroup v2: processes are keyed by their cgroup id.
+    V2,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hierarchy {
+    pub kind: Kind,
+    pub mount: PathBuf,
+}
+
+impl Hierarchy {
+    pub fn scheme(&self) -> CgroupScheme {
+        CgroupScheme {
+            hierarchy: match self.kind {
+                Kind::V1Memory => "v1-memory",
+                Kind::V2 => "v2",
+            }
+            .into(),
+            mount: self.mount.display().to_string(),
+        }
+    }
+
+    /// The directory of cgroup `path` (`/` is the root).
+    pub fn dir(&self, path: &str) -> PathBuf {
+        self.mount.join(path.trim_start_matches('/'))
+    }
+}
+
+/// The hierarchy this system's memory cgroups are on, from `/proc/cgroups`
+/// and this process's mount table.
+pub fn detect() -> Result<Hierarchy, String> {
+    let cgroups = std::fs::read_to_string("/proc/cgroups")
+        .map_err(|e| format!("/proc/cgroups: {e} (a kernel without cgroups)"))?;
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
+    pick(&cgroups, &mountinfo)
+}
+
+/// [`detect`] from the two files' text.
+pub fn pick(cgroups: &str, mountinfo: &str) -> Result<Hierarchy, String> {
+    let v1 = cgroups.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() >= 4 && f[0] == "memory" && f[1] != "0" && f[3] == "1"
+    });
+    let mounts = mountinfo.lines().filter_map(|l| {
+        // id parent major:minor root mount-point options [optional...] - type source super-options
+        let (pre, post) = l.split_once(" - ")?;
+        let point = pre.split_whitespace().nth(4)?;
+        let mut post = post.split_whitespace();
+        let fstype = post.next()?;
+        let opts = post.nth(1).unwrap_or("");
+        Some((unescape(point), fstype.to_owned(), opts.to_owned()))
+    });
+    let mut v2 = None;
+    for (point, fstype, opts) in mounts {
+        if v1 && fstype == "cgroup" && opts.split(',').any(|o| o == "memory") {
+            return Ok(Hierarchy {
+                kind: Kind::V1Memory,
+                mount: point.into(),
+            });
+        }
+        if fstype == "cgroup2" && v2.is_none() {
+            v2 = Some(point);
+        }
+    }
+    if v1 {
+        return Err("the memory controller is on a cgroup v1 hierarchy that is not mounted here; mount it (mount -t cgroup -o memory cgroup DIR)".into());
+    }
+    v2.map(|p| Hierarchy {
+        kind: Kind::V2,
+        mount: p.into(),
+    })
+    .ok_or_else(|| {
+        "no cgroup2 filesystem is mounted; mount one (mount -t cgroup2 none /sys/fs/cgroup)".into()
+    })
+}
+
+/// A mount point as mountinfo escapes it (`\040` for a space ...).
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8)
+        {
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The most names kept (a bound against a host that creates cgroups
+/// without end).
+const MAX_NAMES: usize = 65536;
+/// A walk for an unknown id happens at most this often.
+const REWALK: Duration = Duration::from_secs(1);
+
+/// Cgroup names by id, cached.
+pub struct Names {
+    hierarchy: Hierarchy,
+    names: HashMap<u64, String>,
+    walked: Option<Instant>,
+}
+
+impl Names {
+    pub fn new(hierarchy: Hierarchy) -> Self {
+        Self {
+            hierarchy,
+            names: HashMap::new(),
+            walked: None,
+        }
+    }
+
+    pub fn hierarchy(&self) -> &Hierarchy {
+        &self.hierarchy
+    }
+
+    /// The path of cgroup `id`, walking the hierarchy again (at most once a
+    /// second) when it is not known yet.
+    pub fn path(&mut self, id: u64) -> Option<String> {
+        if let Some(p) = self.names.get(&id) {
+            return Some(p.clone());
+        }
+        if self.walked.is_none_or(|t| t.elapsed() >= REWALK) {
+            self.walk();
+        }
+        self.names.get(&id).cloned()
+    }
+
+    /// Every cgroup below (and including) `path`, by id, as the hierarchy
+    /// is now.
+    pub fn subtree(&mut self, path: &str) -> Vec<u64> {
+        self.walk();
+        let prefix = path.trim_end_matches('/');
+        self.names
+            .iter()
+            .filter(|(_, p)| {
+                prefix.is_empty()
+                    || p.as_str() == prefix
+                    || p.strip_prefix(prefix).is_some_and(|r| r.starts_with('/'))
+            })
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    fn walk(&mut self) {
+        self.walked = Some(Instant::now());
+        let root = self.hierarchy.mount.clone();
+        let mut stack = vec![(root, String::from("/"))];
+        while let Some((dir, name)) = stack.pop() {
+            let Ok(meta) = std::fs::metadata(&dir) else {
+                continue;
+            };
+            if self.names.len() < MAX_NAMES || self.names.contains_key(&meta.ino()) {
+                self.names.insert(meta.ino(), name.clone());
+            }
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    let child = format!(
+                        "{}/{}",
+                        name.trim_end_matches('/'),
+                        e.file_name().to_string_lossy()
+                    );
+                    stack.push((e.path(), child));
+                }
+            }
+        }
+    }
+}
+
+/// A cgroup's books, as its files are now; `None` when its directory is
+/// gone.
+pub fn books(h: &Hierarchy, path: &str) -> Option<CgroupBooks> {
+    let dir = h.dir(path);
+    if !dir.is_dir() {
+        return None;
+    }
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+    let num = |f: &str| read(f).and_then(|t| t.trim().parse::<u64>().ok());
+    Some(match h.kind {
+        Kind::V2 => CgroupBooks {
+            usage_bytes: num("memory.current"),
+            limit_bytes: num("memory.max"),
+            events: read("memory.events").map(|t| pairs(&t)).unwrap_or_default(),
+            events_local: read("memory.events.local")
+                .map(|t| pairs(&t))
+                .unwrap_or_default(),
+            stat: read("memory.stat").map(|t| pairs(&t)).unwrap_or_default(),
+            psi: read("memory.pressure").and_then(|t| crate::procstat::parse_psi(&t).ok()),
+        },
+        Kind::V1Memory => {
+            let mut events = BTreeMap::new();
+            if let Some(f) = num("memory.failcnt") {
+                events.insert("failcnt".into(), f);
+            }
+            if let Some(t) = read("memory.oom_control") {
+                events.extend(
+                    pairs(&t)
+                        .into_iter()
+                        .filter(|(k, _)| k == "oom_kill" || k == "under_oom"),
+                );
+            }
+            CgroupBooks {
+                usage_bytes: num("memory.usage_in_bytes"),
+                // v1 reports "no limit" as the page counter's maximum.
+                limit_bytes: num("memory.limit_in_bytes").filter(|l| *l < 1 << 62),
+                events,
+                events_local: BTreeMap::new(),
+                stat: read("memory.stat")
+                    .map(|t| pairs(&t))
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|(k, _)| !k.starts_with("total_"))
+                    .collect(),
+                psi: None,
+            }
+        }
+    })
+}
+
+/// `name value` lines; others skipped.
+fn pairs(text: &str) -> BTreeMap<String, u64> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let k = f.next()?;
+            let v = f.next()?.parse().ok()?;
+            Some((k.to_owned(), v))
+        })
+        .collect()
+}
+
+/// Whether `path` names an existing cgroup directory in `h`.
+pub fn exists(h: &Hierarchy, path: &str) -> bool {
+    h.dir(path).is_dir()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "tests fail loudly")]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    const MOUNTS_V1: &str = "\
+25 30 0:22 / /sys/fs/cgroup rw - tmpfs tmpfs rw
+31 25 0:26 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu
+34 25 0:29 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory
+40 25 0:35 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw
+";
+    const CGROUPS_V1: &str = "#subsys_name\thierarchy\tnum_cgroups\tenabled\n\
+cpu\t1\t1\t1\nmemory\t4\t47\t1\n";
+    const CGROUPS_V2: &str = "#subsys_name\thierarchy\tnum_cgroups\tenabled\n\
+cpu\t0\t1\t1\nmemory\t0\t47\t1\n";
+
+    #[test]
+    fn v1_memory_wins_over_a_unified_mount() {
+        let h = pick(CGROUPS_V1, MOUNTS_V1).unwrap();
+        assert_eq!(h.kind, Kind::V1Memory);
+        assert_eq!(h.mount, Path::new("/sys/fs/cgroup/memory"));
+    }
+
+    #[test]
+    fn v2_when_memory_is_on_no_v1_hierarchy() {
+        let m = "40 25 0:35 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n";
+        let h = pick(CGROUPS_V2, m).unwrap();
+        assert_eq!(h.kind, Kind::V2);
+        assert_eq!(h.mount, Path::new("/sys/fs/cgroup"));
+    }
+
+    #[test]
+    fn an_unmounted_v1_memory_hierarchy_is_an_error_that_says_so() {
+        let m = "40 25 0:35 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n";
+        let e = pick(CGROUPS_V1, m).unwrap_err();
+        assert!(e.contains("not mounted"), "{e}");
+        assert!(pick(CGROUPS_V2, "").unwrap_err().contains("cgroup2"));
+    }
+
+    #[test]
+    fn escaped_mount_points_are_unescaped() {
+        assert_eq!(unescape(r"/a\040b"), "/a b");
+    }
+
+    #[test]
+    fn names_come_from_inode_numbers_and_outlive_their_directory() {
+        let tmp = std::env::temp_dir().join(format!("vmscope-cg-{}", std::process::id()));
+        std::fs::create_dir_all(tmp.join("a/b")).unwrap();
+        let ino = std::fs::metadata(tmp.join("a/b")).unwrap().ino();
+        let mut names = Names::new(Hierarchy {
+            kind: Kind::V2,
+            mount: tmp.clone(),
+        });
+        assert_eq!(names.path(ino).as_deref(), Some("/a/b"));
+        assert_eq!(names.subtree("/a").len(), 2);
+        std::fs::remove_dir_all(&tmp).unwrap();
+        assert_eq!(names.path(ino).as_deref(), Some("/a/b"));
+    }
+}
