@@ -101,10 +101,9 @@ fn kill_list(rec: &Value) -> &Vec<Value> {
 /// Each listed kill against the kernel's books and the child: `books`
 /// entries, the child's pid (the shell execs it: same pid) and name
 /// (truncated to 15 bytes), its anonymous RSS between half the limit and
-/// the limit (plus slack), in the test's cgroup. The cgroup is read when
-/// the record is read, at the next sample; by then `record` has reaped
-/// its killed child, so this is null here (what was seen on every run),
-/// and a path it is only if the victim were still there.
+/// the limit (plus slack), in the test's cgroup: the victim's (as the
+/// kernel side keyed its process) and the trigger's (the child itself
+/// allocated past the limit), both its path under the memory hierarchy.
 fn check_listed(rec: &Value, books: u64, cg: &pressure::MemCgroup) {
     let kills = kill_list(rec);
     assert_eq!(kills.len() as u64, books, "{kills:#?}");
@@ -119,14 +118,9 @@ fn check_listed(rec: &Value, books: u64, cg: &pressure::MemCgroup) {
         (32 << 20..=LIMIT + (8 << 20)).contains(&anon),
         "anon rss {anon} vs the {LIMIT}-byte limit: {k}"
     );
-    let name = cg.path().file_name().unwrap().to_str().unwrap();
-    assert!(
-        k["cgroup"].is_null()
-            || k["cgroup"]
-                .as_str()
-                .is_some_and(|c| c.ends_with(&format!("/{name}"))),
-        "{k}"
-    );
+    let name = format!("/{}", cg.path().file_name().unwrap().to_str().unwrap());
+    assert_eq!(k["cgroup"].as_str(), Some(name.as_str()), "{k}");
+    assert_eq!(k["trigger_cgroup"].as_str(), Some(name.as_str()), "{k}");
     let t = k["elapsed_ns"].as_u64().unwrap();
     assert!(t <= rec["duration_ns"].as_u64().unwrap(), "{k}");
     assert!(

@@ -202,7 +202,15 @@ pub mod off {
     pub const CSS_CGROUP: usize = 60;
     pub const CGROUP_KN: usize = 61;
     pub const KN_ID: usize = 62;
-    pub const COUNT: usize = 63;
+    /// `cgroup:cgroup_attach_task` record fields (classic tracepoint):
+    /// the destination's hierarchy id and cgroup id, and the moved task.
+    pub const ATTACH_DST_ROOT: usize = 63;
+    pub const ATTACH_DST_ID: usize = 64;
+    pub const ATTACH_PID: usize = 65;
+    /// The hierarchy id cgroup keys belong to (v1: the memory
+    /// controller's, from /proc/cgroups; v2: 0), plus one (0: unset).
+    pub const CGROUP_HIERARCHY: usize = 66;
+    pub const COUNT: usize = 67;
 }
 
 /// The syscalls followed through the raw `sys_enter`/`sys_exit` BTF
@@ -331,6 +339,9 @@ const _: () = assert!(core::mem::size_of::<FaultCache>() == 24 + 8 * (2 * FAULT_
 /// The most CPUs the BTF `rss_stat` program sums per-CPU counters over;
 /// machines with more use the classic event.
 pub const MAX_CPUS: u32 = 256;
+
+/// Capacity of the set of cgroups a `--cgroup` recording follows.
+pub const MAX_SCOPE_CGROUPS: u32 = 4096;
 
 /// Capacity of the per-mm swap map (LRU).
 pub const MAX_MMS: u32 = 16384;

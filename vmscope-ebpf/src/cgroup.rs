@@ -8,9 +8,11 @@
 use aya_ebpf::{
     helpers::{bpf_get_current_cgroup_id, bpf_get_current_task, bpf_probe_read_kernel},
     macros::map,
-    maps::Array,
+    maps::{Array, HashMap},
+    programs::TracePointContext,
 };
-use vmscope_common::{ProcStats, cgroup_mode, counter, off};
+use aya_log_ebpf::warn;
+use vmscope_common::{MAX_SCOPE_CGROUPS, ProcStats, cgroup_mode, counter, off};
 
 use crate::maps;
 
@@ -23,6 +25,48 @@ pub static CGROUP_EPOCH: Array<u64> = Array::with_max_entries(1, 0);
 pub fn on_attach() {
     maps::count(counter::CGROUP_MOVES);
     if let Some(e) = CGROUP_EPOCH.get_ptr_mut(0) {
+        maps::atomic_inc(e);
+    }
+}
+
+/// The cgroups a `record --cgroup` follows (value unused): a task moved
+/// into one joins the followed set. Filled by user space.
+#[map]
+pub static SCOPE_CGROUPS: HashMap<u64, u8> = HashMap::with_max_entries(MAX_SCOPE_CGROUPS, 0);
+
+/// The classic tracepoint: also follows a task moved into a followed
+/// cgroup (the record names the destination), so that its first faults
+/// there are counted.
+#[inline(always)]
+pub fn on_attach_record(ctx: &TracePointContext) {
+    on_attach();
+    if !maps::filter_enabled() {
+        return;
+    }
+    let (root_at, id_at, pid_at) = (
+        maps::offset(off::ATTACH_DST_ROOT),
+        maps::offset(off::ATTACH_DST_ID),
+        maps::offset(off::ATTACH_PID),
+    );
+    let hierarchy = maps::offset(off::CGROUP_HIERARCHY) as i32;
+    if id_at == 0 || pid_at == 0 || root_at == 0 || hierarchy == 0 {
+        return;
+    }
+    // SAFETY (all three): reads within the record at its format's offsets.
+    let (Ok(root), Ok(id), Ok(pid)) = (
+        unsafe { ctx.read_at::<i32>(root_at) },
+        unsafe { ctx.read_at::<u64>(id_at) },
+        unsafe { ctx.read_at::<i32>(pid_at) },
+    ) else {
+        return;
+    };
+    if root != hierarchy - 1 || SCOPE_CGROUPS.get_ptr(id).is_none() {
+        return;
+    }
+    if maps::TRACKED.insert(pid as u32, 1, 0).is_err() {
+        maps::count(counter::TRACKED_FULL);
+        warn!(ctx, "tracked-process set full: pid {} not followed", pid);
+    } else if let Some(e) = maps::TRACK_EPOCH.get_ptr_mut(0) {
         maps::atomic_inc(e);
     }
 }

@@ -393,8 +393,8 @@ pub fn mark_victim(ctx: TracePointContext) -> u32 {
 
 /// A task moved between cgroups (see `cgroup.rs`).
 #[tracepoint]
-pub fn cgroup_attach_task(_ctx: TracePointContext) -> u32 {
-    crate::cgroup::on_attach();
+pub fn cgroup_attach_task(ctx: TracePointContext) -> u32 {
+    crate::cgroup::on_attach_record(&ctx);
     0
 }
 

@@ -464,6 +464,12 @@ pub struct RecordArgs {
     /// Restrict per-process figures to these pids and their descendants.
     #[arg(short, long, value_delimiter = ',', conflicts_with = "command")]
     pub pid: Vec<u32>,
+    /// Restrict per-process figures to the processes in this cgroup and
+    /// below it (a path under the memory controller's hierarchy, e.g.
+    /// /system.slice/x.service), those moved in during the run, and their
+    /// children. With a command, the command only sets how long to record.
+    #[arg(long, value_name = "PATH", conflicts_with = "pid")]
+    pub cgroup: Option<String>,
 
     /// Run the wrapped command as root even when vmscope was started by sudo.
     #[arg(long)]

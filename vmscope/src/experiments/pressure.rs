@@ -52,28 +52,7 @@ pub fn active_swaps() -> anyhow::Result<Vec<PathBuf>> {
         .collect())
 }
 
-/// Undoes the `\ooo` escapes the kernel uses for blanks in `/proc` paths.
-pub fn unescape_octal(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && b.len() >= i + 4
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = b[i + 1..i + 4]
-                .iter()
-                .fold(0u32, |acc, c| acc * 8 + u32::from(c - b'0'));
-            out.push(v as u8);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
+use crate::source::kernel::cgroupfs::unescape_octal;
 
 fn write(path: &Path, value: &str) -> anyhow::Result<()> {
     fs::write(path, value).with_context(|| format!("writing {value:?} to {}", path.display()))

@@ -42,12 +42,18 @@ pub enum ScopeKind {
     Pids,
     /// The wrapped command's process tree.
     Command,
+    /// The processes in a cgroup subtree (`cgroup`), and their children.
+    Cgroup,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Scope {
     pub kind: ScopeKind,
+    /// The pids followed at the start (their children are followed too).
     pub pids: Vec<u32>,
+    /// For a `cgroup` scope: the cgroup's path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -42,8 +42,33 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
             ));
         }
     }
+    if let Some(path) = &args.cgroup {
+        check_cgroup(path)?;
+    }
     Privileges::current().require_bpf()?;
     driver::run(record(args, output, resolved))
+}
+
+/// `--cgroup PATH` names an existing cgroup of the hierarchy processes are
+/// keyed by.
+fn check_cgroup(path: &str) -> anyhow::Result<()> {
+    use crate::source::kernel::cgroupfs;
+    let h = cgroupfs::detect().map_err(|e| {
+        exit::failure(
+            exit::USAGE,
+            format!("--cgroup {path}: no cgroups to follow: {e}"),
+        )
+    })?;
+    if !path.starts_with('/') || path.split('/').any(|p| p == "..") || !cgroupfs::exists(&h, path) {
+        return Err(exit::failure(
+            exit::USAGE,
+            format!(
+                "--cgroup {path}: no such cgroup under {} (give its path from there, starting with /)",
+                h.mount.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 async fn record(
@@ -129,7 +154,9 @@ impl Setup {
         output: &Output,
         resolved: Option<std::path::PathBuf>,
     ) -> anyhow::Result<Setup> {
-        let (scope, filtered) = if !args.command.is_empty() {
+        let (scope, filtered) = if args.cgroup.is_some() {
+            (ScopeKind::Cgroup, true)
+        } else if !args.command.is_empty() {
             (ScopeKind::Command, true)
         } else if !args.pid.is_empty() {
             (ScopeKind::Pids, true)
@@ -148,6 +175,10 @@ impl Setup {
         for &pid in &pids {
             source.track(pid)?;
         }
+        if let Some(path) = &args.cgroup {
+            pids = source.track_cgroup(path)?;
+            pids.sort_unstable();
+        }
         // Opened before the command exists, so a refused path never leaves
         // it waiting.
         let mut stream = match args.format {
@@ -158,8 +189,12 @@ impl Setup {
         let (gated, tap) = match &resolved {
             Some(path) => {
                 let (g, tap) = spawn(args, output, path)?;
-                source.track(g.pid)?;
-                pids.push(g.pid);
+                // Under --cgroup, the command is followed only if it runs
+                // in the cgroup.
+                if args.cgroup.is_none() {
+                    source.track(g.pid)?;
+                    pids.push(g.pid);
+                }
                 (Some(g), tap)
             }
             None => (None, None),
@@ -170,7 +205,11 @@ impl Setup {
             kernel: system::kernel_info(),
             command_line: std::env::args().collect(),
             command: (!args.command.is_empty()).then(|| args.command.clone()),
-            scope: Scope { kind: scope, pids },
+            scope: Scope {
+                kind: scope,
+                pids,
+                cgroup: args.cgroup.clone(),
+            },
             interval_ns: nanos(args.interval),
             start_time: timefmt::rfc3339(SystemTime::now()),
             probes: source.probes.clone(),

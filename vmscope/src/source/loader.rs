@@ -82,6 +82,8 @@ pub struct Loaded {
     /// The hierarchy processes are keyed by (see `cgroup_offsets`), or why
     /// there is no cgroup attribution.
     pub cgroups: Result<cgroupfs::Hierarchy, String>,
+    /// The cgroups a `--cgroup` recording follows (`cgroup.rs`).
+    scope_cgroups: HashMap<MapData, u64, u8>,
 }
 
 impl Loaded {
@@ -96,6 +98,13 @@ impl Loaded {
         self.track_epoch
             .set(1, epoch.wrapping_add(1), 0)
             .context("bumping the followed set's epoch")
+    }
+
+    /// Follows cgroup `id`: a task moved into it joins the followed set.
+    pub fn scope_cgroup(&mut self, id: u64) -> anyhow::Result<()> {
+        self.scope_cgroups
+            .insert(id, 1, 0)
+            .with_context(|| format!("adding cgroup {id} to the followed cgroups"))
     }
 
     /// Tasks ever added to the followed set, by the fork hook and by
@@ -355,8 +364,31 @@ const SPECS: &[Spec] = &[
     spec("oom", &["mark_victim"], &[])
         .btf("mark_victim_btf")
         .optional(oom_fields),
-    spec("cgroup", &["cgroup_attach_task"], &[]).btf("cgroup_attach_task_btf"),
+    spec("cgroup", &["cgroup_attach_task"], &[])
+        .btf("cgroup_attach_task_btf")
+        .optional(attach_fields),
 ];
+
+/// The `cgroup:cgroup_attach_task` fields by which a task moved into a
+/// followed cgroup is followed (`record --cgroup`); without them the
+/// program still marks every process's cgroup key stale.
+fn attach_fields(fmt: &EventFormat) -> Offsets {
+    const FIELDS: Fields = &[
+        (off::ATTACH_DST_ROOT, "dst_root", &[4]),
+        (off::ATTACH_DST_ID, "dst_id", &[8]),
+        (off::ATTACH_PID, "pid", &[4]),
+    ];
+    FIELDS
+        .iter()
+        .filter_map(|&(idx, name, sizes)| match fmt.int_field(name, sizes) {
+            Ok(f) => Some((idx, f.offset)),
+            Err(e) => {
+                log::debug!("cgroup:cgroup_attach_task: {e}");
+                None
+            }
+        })
+        .collect()
+}
 
 /// The `oom:mark_victim` record's scalar fields (older kernels have only
 /// `pid`). The memory figures are in kB on every kernel that has them
@@ -763,6 +795,7 @@ fn cgroup_offsets(
     } else {
         offsets[off::CGROUP_MODE] = Some(vmscope_common::cgroup_mode::V2);
     }
+    offsets[off::CGROUP_HIERARCHY] = u32::try_from(h.id + 1).ok();
     Ok(h)
 }
 
@@ -1157,6 +1190,7 @@ impl Loaded {
         let fault_cache = PerCpuArray::try_from(take(&mut ebpf, "FAULT_CACHE")?)?;
         let tracked = HashMap::try_from(take(&mut ebpf, "TRACKED")?)?;
         let track_epoch = Array::try_from(take(&mut ebpf, "TRACK_EPOCH")?)?;
+        let scope_cgroups = HashMap::try_from(take(&mut ebpf, "SCOPE_CGROUPS")?)?;
         let oom_victims = ebpf
             .take_map("OOM_VICTIMS")
             .map(RingBuf::try_from)
@@ -1164,6 +1198,7 @@ impl Loaded {
         Ok(Self {
             oom_victims,
             cgroups: Err("not set up".into()),
+            scope_cgroups,
             _ebpf: ebpf,
             counters,
             hists,

@@ -24,6 +24,7 @@ use crate::{
     model::{probes::ProbeStatus, sample::Sample},
     source::{
         collect::Collector,
+        kernel::cgroupfs,
         loader::{self, LoadOptions, Loaded},
         shed::{self, Shed},
     },
@@ -53,6 +54,8 @@ enum Out {
 
 enum Cmd {
     Track(u32, std_mpsc::Sender<anyhow::Result<()>>),
+    /// Follows a cgroup subtree; answers with the processes in it now.
+    Cgroup(String, std_mpsc::Sender<anyhow::Result<Vec<u32>>>),
     /// First read at once, then one every interval.
     Start(Instant, Duration),
     Interval(Duration),
@@ -117,6 +120,13 @@ impl Source {
             .map_err(|_| anyhow!("the sampling thread has ended"))?;
         rx.recv()
             .map_err(|_| anyhow!("the sampling thread ended without answering"))
+    }
+
+    /// Follows cgroup `path` and everything below it: the processes in
+    /// it now, those moved into it later (by the kernel, as they move), and
+    /// their children. Returns the processes in it now.
+    pub fn track_cgroup(&self, path: &str) -> anyhow::Result<Vec<u32>> {
+        self.ask(|tx| Cmd::Cgroup(path.to_owned(), tx))?
     }
 
     /// Adds `pid` (and, from then on, its new children) to the followed
@@ -203,6 +213,40 @@ struct Worker {
     next: Option<Instant>,
     /// Capabilities kept for the deferred swap probe.
     held_for_swap: bool,
+    /// The cgroup subtree followed, if any.
+    scope: Option<CgroupScope>,
+}
+
+/// A followed cgroup subtree: its cgroups and processes so far. Cgroups
+/// created below it later, and processes that entered it some other way
+/// than a move the kernel side saw, are found at the next read.
+struct CgroupScope {
+    path: String,
+    cgroups: std::collections::HashSet<u64>,
+    pids: std::collections::HashSet<u32>,
+}
+
+impl CgroupScope {
+    /// Adds what is in the subtree now; returns the processes new to it.
+    fn scan(&mut self, probes: &mut Loaded) -> anyhow::Result<Vec<u32>> {
+        let h = probes
+            .cgroups
+            .clone()
+            .map_err(|e| anyhow!("--cgroup needs cgroup attribution, which is unavailable: {e}"))?;
+        let mut new = Vec::new();
+        for (id, path) in cgroupfs::below(&h, &self.path) {
+            if self.cgroups.insert(id) {
+                probes.scope_cgroup(id)?;
+            }
+            for pid in cgroupfs::procs(&h, &path) {
+                if self.pids.insert(pid) {
+                    probes.track(pid)?;
+                    new.push(pid);
+                }
+            }
+        }
+        Ok(new)
+    }
 }
 
 impl Worker {
@@ -214,6 +258,7 @@ impl Worker {
             interval: Duration::from_secs(1),
             next: None,
             held_for_swap: false,
+            scope: None,
         }
     }
 
@@ -244,6 +289,18 @@ impl Worker {
         match cmd {
             Cmd::Track(pid, reply) => {
                 let _ = reply.send(self.probes.track(pid));
+            }
+            Cmd::Cgroup(path, reply) => {
+                let mut scope = CgroupScope {
+                    path,
+                    cgroups: Default::default(),
+                    pids: Default::default(),
+                };
+                let r = scope.scan(&mut self.probes);
+                if r.is_ok() {
+                    self.scope = Some(scope);
+                }
+                let _ = reply.send(r);
             }
             Cmd::Start(start, interval) => {
                 self.collector = Some(Collector::new(start));
@@ -307,6 +364,11 @@ impl Worker {
     /// log lines, and the swap probe once a swap device is active.
     fn upkeep(&mut self) {
         self.probes.flush_logs();
+        if let Some(scope) = self.scope.as_mut()
+            && let Err(e) = scope.scan(&mut self.probes)
+        {
+            log::warn!("following cgroup {}: {e:#}", scope.path);
+        }
         if self.probes.poll_swap() {
             log::info!(
                 "a swap device became active: attached {}",

@@ -180,6 +180,8 @@ pub fn judge(c: &Console) -> KernelResult {
     checks.push(serve_check(c));
     checks.push(swap_check(c));
     checks.push(fork_check(c));
+    checks.push(cgroup_faults_check(c));
+    checks.push(cgroup_swap_check(c));
     checks.extend(rmap_checks(c, &kinds));
     KernelResult {
         kernel: c.release.clone().unwrap_or_else(|| "unknown".into()),
@@ -535,6 +537,58 @@ fn fork_check(c: &Console) -> Check {
         ),
         Err(e) => check("fork_after_swap", false, e),
     }
+}
+
+/// A recording's row for cgroup `path`.
+fn cgroup_row<'a>(rec: &'a Value, path: &str) -> Option<&'a Value> {
+    rec["cgroups"]
+        .as_array()?
+        .iter()
+        .find(|c| c["path"] == path)
+}
+
+/// Per-cgroup attribution on cgroup v2: each of two cgroups is charged
+/// its child's faults (rusage), within 2%.
+fn cgroup_faults_check(c: &Console) -> Check {
+    const NAME: &str = "cgroup_faults_v2";
+    let rec = match c.recording("cgroups") {
+        Ok(r) => r,
+        Err(e) => return check(NAME, false, e),
+    };
+    let mut ok = true;
+    let mut figures = Vec::new();
+    for (path, ru) in [("/a", "cga"), ("/b", "cgb")] {
+        let Some((books, _)) = rusage(c, ru) else {
+            return check(NAME, false, format!("no rusage from the child in {path}"));
+        };
+        let got = cgroup_row(&rec, path).map_or(0, |r| u(r, "/totals/faults/total"));
+        ok &= within(got, books, 2.0);
+        figures.push(format!("{path} {got} vs rusage {books}"));
+    }
+    let how = rec["cgroup_scheme"]["hierarchy"].as_str().unwrap_or("none");
+    check(NAME, ok, format!("{} (keyed by {how})", figures.join("; ")))
+}
+
+/// The swapping cgroup's swap-out and swap-in against pswpout/pswpin (it
+/// is the only one swapping).
+fn cgroup_swap_check(c: &Console) -> Check {
+    const NAME: &str = "cgroup_swap_v2";
+    let (rec, pswpout, pswpin) = match (c.recording("swap"), swap_figures(c, "swap")) {
+        (Ok(r), Ok((_, out, _, inn, _))) => (r, out, inn),
+        (Err(e), _) | (_, Err(e)) => return check(NAME, false, e),
+    };
+    let Some(row) = cgroup_row(&rec, "/t") else {
+        return check(NAME, false, "no row for cgroup /t");
+    };
+    let (out, inn) = (
+        u(row, "/totals/swap_out_pages"),
+        u(row, "/totals/swap_in_pages"),
+    );
+    check(
+        NAME,
+        pswpout > 1000 && within(out, pswpout, 10.0) && within(inn, pswpin, 10.0),
+        format!("/t out {out} vs pswpout {pswpout}; in {inn} vs pswpin {pswpin}"),
+    )
 }
 
 fn walk_seconds(rec: &Value) -> f64 {

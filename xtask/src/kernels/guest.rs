@@ -21,6 +21,9 @@ pub const SWAP_LIMIT_MIB: u64 = 64;
 pub const FORK_CHILDREN: u64 = 3;
 pub const RMAP_SIZE_MIB: u64 = 16;
 pub const RMAP_SHARERS: u64 = 64;
+/// Faulted by one child in each of two cgroup v2 groups, `a` and `b`.
+pub const CGROUP_A_PAGES: u64 = 20_000;
+pub const CGROUP_B_PAGES: u64 = 8_000;
 
 /// The modules the guest loads for zram swap: zram itself, whose `depends=`
 /// the host follows (zsmalloc, and on 6.12 the lz4/lz4hc libraries), and
@@ -101,6 +104,10 @@ show swap.after /proc/vmstat
 show fork.before /proc/vmstat
 rec fork -- sh -c "echo \$\$ > /sys/fs/cgroup/t/cgroup.procs && exec $T forkswap {swap_pages} {fork_children} exit"
 show fork.after /proc/vmstat
+mkdir -p /sys/fs/cgroup/a /sys/fs/cgroup/b
+rec cgroups -- sh -c "sh -c 'echo \$\$ > /sys/fs/cgroup/a/cgroup.procs && exec $T --report /tmp/cga.ru touch {cg_a}' & sh -c 'echo \$\$ > /sys/fs/cgroup/b/cgroup.procs && exec $T --report /tmp/cgb.ru touch {cg_b}' & wait"
+show cga.ru /tmp/cga.ru
+show cgb.ru /tmp/cgb.ru
 
 rec rmap64 -- vmscope workload rmap --sharers {rmap_sharers} --size {rmap_size}M
 rec rmap1 -- vmscope workload rmap --sharers 1 --size {rmap_size}M
@@ -118,5 +125,7 @@ poweroff -f
         fork_children = FORK_CHILDREN,
         rmap_size = RMAP_SIZE_MIB,
         rmap_sharers = RMAP_SHARERS,
+        cg_a = CGROUP_A_PAGES,
+        cg_b = CGROUP_B_PAGES,
     )
 }

@@ -29,6 +29,9 @@ pub enum Kind {
 pub struct Hierarchy {
     pub kind: Kind,
     pub mount: PathBuf,
+    /// The kernel's id for the hierarchy (`/proc/cgroups`' second column
+    /// for v1; 0 for v2), as `cgroup:cgroup_attach_task` reports it.
+    pub id: i32,
 }
 
 impl Hierarchy {
@@ -61,9 +64,11 @@ pub fn detect() -> Result<Hierarchy, String> {
 
 /// [`detect`] from the two files' text.
 pub fn pick(cgroups: &str, mountinfo: &str) -> Result<Hierarchy, String> {
-    let v1 = cgroups.lines().any(|l| {
+    let v1 = cgroups.lines().find_map(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
-        f.len() >= 4 && f[0] == "memory" && f[1] != "0" && f[3] == "1"
+        (f.len() >= 4 && f[0] == "memory" && f[1] != "0" && f[3] == "1")
+            .then(|| f[1].parse::<i32>().ok())
+            .flatten()
     });
     let mounts = mountinfo.lines().filter_map(|l| {
         // id parent major:minor root mount-point options [optional...] - type source super-options
@@ -72,43 +77,51 @@ pub fn pick(cgroups: &str, mountinfo: &str) -> Result<Hierarchy, String> {
         let mut post = post.split_whitespace();
         let fstype = post.next()?;
         let opts = post.nth(1).unwrap_or("");
-        Some((unescape(point), fstype.to_owned(), opts.to_owned()))
+        Some((unescape_octal(point), fstype.to_owned(), opts.to_owned()))
     });
     let mut v2 = None;
     for (point, fstype, opts) in mounts {
-        if v1 && fstype == "cgroup" && opts.split(',').any(|o| o == "memory") {
+        if let Some(id) = v1
+            && fstype == "cgroup"
+            && opts.split(',').any(|o| o == "memory")
+        {
             return Ok(Hierarchy {
                 kind: Kind::V1Memory,
                 mount: point.into(),
+                id,
             });
         }
         if fstype == "cgroup2" && v2.is_none() {
             v2 = Some(point);
         }
     }
-    if v1 {
+    if v1.is_some() {
         return Err("the memory controller is on a cgroup v1 hierarchy that is not mounted here; mount it (mount -t cgroup -o memory cgroup DIR)".into());
     }
     v2.map(|p| Hierarchy {
         kind: Kind::V2,
         mount: p.into(),
+        id: 0,
     })
     .ok_or_else(|| {
         "no cgroup2 filesystem is mounted; mount one (mount -t cgroup2 none /sys/fs/cgroup)".into()
     })
 }
 
-/// A mount point as mountinfo escapes it (`\040` for a space ...).
-fn unescape(s: &str) -> String {
+/// Undoes the `\ooo` escapes the kernel uses for blanks in `/proc` paths.
+pub fn unescape_octal(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'\\'
-            && i + 3 < b.len()
-            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 4], 8)
+            && b.len() >= i + 4
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
         {
-            out.push(v);
+            let v = b[i + 1..i + 4]
+                .iter()
+                .fold(0u32, |acc, c| acc * 8 + u32::from(c - b'0'));
+            out.push(v as u8);
             i += 4;
         } else {
             out.push(b[i]);
@@ -156,48 +169,41 @@ impl Names {
         self.names.get(&id).cloned()
     }
 
-    /// Every cgroup below (and including) `path`, by id, as the hierarchy
-    /// is now.
-    pub fn subtree(&mut self, path: &str) -> Vec<u64> {
-        self.walk();
-        let prefix = path.trim_end_matches('/');
-        self.names
-            .iter()
-            .filter(|(_, p)| {
-                prefix.is_empty()
-                    || p.as_str() == prefix
-                    || p.strip_prefix(prefix).is_some_and(|r| r.starts_with('/'))
-            })
-            .map(|(id, _)| *id)
-            .collect()
-    }
-
     fn walk(&mut self) {
         self.walked = Some(Instant::now());
-        let root = self.hierarchy.mount.clone();
-        let mut stack = vec![(root, String::from("/"))];
-        while let Some((dir, name)) = stack.pop() {
-            let Ok(meta) = std::fs::metadata(&dir) else {
-                continue;
-            };
-            if self.names.len() < MAX_NAMES || self.names.contains_key(&meta.ino()) {
-                self.names.insert(meta.ino(), name.clone());
-            }
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for e in entries.flatten() {
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    let child = format!(
-                        "{}/{}",
-                        name.trim_end_matches('/'),
-                        e.file_name().to_string_lossy()
-                    );
-                    stack.push((e.path(), child));
-                }
+        for (ino, name) in below(&self.hierarchy, "/") {
+            if self.names.len() < MAX_NAMES || self.names.contains_key(&ino) {
+                self.names.insert(ino, name);
             }
         }
     }
+}
+
+/// Cgroup `path` and every cgroup below it, as (id, path), as they are now.
+pub fn below(h: &Hierarchy, path: &str) -> Vec<(u64, String)> {
+    let mut out = Vec::new();
+    let name = if path.is_empty() { "/" } else { path };
+    let mut stack = vec![(h.dir(path), name.to_owned())];
+    while let Some((dir, name)) = stack.pop() {
+        let Ok(meta) = std::fs::metadata(&dir) else {
+            continue;
+        };
+        out.push((meta.ino(), name.clone()));
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) && out.len() + stack.len() < MAX_NAMES {
+                let child = format!(
+                    "{}/{}",
+                    name.trim_end_matches('/'),
+                    e.file_name().to_string_lossy()
+                );
+                stack.push((e.path(), child));
+            }
+        }
+    }
+    out
 }
 
 /// A cgroup's books, as its files are now; `None` when its directory is
@@ -267,6 +273,13 @@ pub fn exists(h: &Hierarchy, path: &str) -> bool {
     h.dir(path).is_dir()
 }
 
+/// The processes (tgids) in cgroup `path` now, not its descendants.
+pub fn procs(h: &Hierarchy, path: &str) -> Vec<u32> {
+    std::fs::read_to_string(h.dir(path).join("cgroup.procs"))
+        .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, reason = "tests fail loudly")]
 mod tests {
@@ -289,6 +302,7 @@ cpu\t0\t1\t1\nmemory\t0\t47\t1\n";
         let h = pick(CGROUPS_V1, MOUNTS_V1).unwrap();
         assert_eq!(h.kind, Kind::V1Memory);
         assert_eq!(h.mount, Path::new("/sys/fs/cgroup/memory"));
+        assert_eq!(h.id, 4);
     }
 
     #[test]
@@ -308,11 +322,6 @@ cpu\t0\t1\t1\nmemory\t0\t47\t1\n";
     }
 
     #[test]
-    fn escaped_mount_points_are_unescaped() {
-        assert_eq!(unescape(r"/a\040b"), "/a b");
-    }
-
-    #[test]
     fn names_come_from_inode_numbers_and_outlive_their_directory() {
         let tmp = std::env::temp_dir().join(format!("vmscope-cg-{}", std::process::id()));
         std::fs::create_dir_all(tmp.join("a/b")).unwrap();
@@ -320,9 +329,12 @@ cpu\t0\t1\t1\nmemory\t0\t47\t1\n";
         let mut names = Names::new(Hierarchy {
             kind: Kind::V2,
             mount: tmp.clone(),
+            id: 0,
         });
         assert_eq!(names.path(ino).as_deref(), Some("/a/b"));
-        assert_eq!(names.subtree("/a").len(), 2);
+        let h = names.hierarchy().clone();
+        assert_eq!(below(&h, "/a").len(), 2);
+        assert_eq!(below(&h, "/a/b"), vec![(ino, "/a/b".to_owned())]);
         std::fs::remove_dir_all(&tmp).unwrap();
         assert_eq!(names.path(ino).as_deref(), Some("/a/b"));
     }

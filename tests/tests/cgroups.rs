@@ -1,0 +1,294 @@
+//! Per-cgroup figures against the kernel's own books. Children in two
+//! memory cgroups A and B fault known numbers of pages: each cgroup's count
+//! is within 2% of its child's rusage and of the cgroup's own
+//! `memory.stat` pgfault, and a third cgroup C, with an idle child, is
+//! charged none of it. Hundreds of short-lived processes, populate (get_user_pages)
+//! faults from a second thread and mlock are charged to their cgroup like
+//! the kernel's books say. `record --cgroup` follows exactly the processes
+//! in the cgroup, including one moved in after the start. Under a memcg
+//! limit with zram swap, the cgroup's swap-out is within 10% of pswpout
+//! (it is the only one swapping).
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+use std::{path::Path, time::Duration};
+
+use serde_json::Value;
+use vmscope_tests::{pressure, *};
+
+/// Large enough never to be reached: these cgroups only label.
+const NO_LIMIT: u64 = 4 << 30;
+
+fn record_ok(dir: &Path, name: &str, argv: &[String], env: &[(&str, &str)]) -> Value {
+    let (o, rec) = record_to(dir, name, argv, env, Duration::from_secs(300));
+    assert!(
+        o.status.success(),
+        "vmscope record {argv:?}: {:?} {}",
+        o.status,
+        text(&o.stderr)
+    );
+    rec
+}
+
+/// The cgroup's path as the recording names it: relative to the mount of
+/// the hierarchy the recording keyed processes by.
+fn rel(rec: &Value, cg: &pressure::MemCgroup) -> String {
+    let mount = rec["cgroup_scheme"]["mount"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no cgroup scheme: {:#}", rec["probes"]));
+    let p = cg.path().strip_prefix(mount).unwrap_or_else(|_| {
+        panic!("{} is not under {mount}", cg.path().display());
+    });
+    format!("/{}", p.display())
+}
+
+/// The recording's row for cgroup `path`, if any.
+fn cgroup_row<'a>(rec: &'a Value, path: &str) -> Option<&'a Value> {
+    rec["cgroups"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no cgroups list: {rec:#}"))
+        .iter()
+        .find(|c| c["path"] == path)
+}
+
+fn faults_of(rec: &Value, path: &str) -> u64 {
+    cgroup_row(rec, path).map_or(0, |c| u64_at(c, "/totals/faults/total"))
+}
+
+/// `minflt + majflt` from a testchild's `--report` file.
+fn rusage_faults(report: &Path) -> u64 {
+    let r = read_json(report);
+    r["minflt"].as_u64().unwrap() + r["majflt"].as_u64().unwrap()
+}
+
+/// memory.stat's `pgfault` of `cg` now.
+fn memcg_pgfault(cg: &pressure::MemCgroup) -> u64 {
+    std::fs::read_to_string(cg.path().join("memory.stat"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("pgfault ")?.trim().parse().ok())
+        .expect("memory.stat has pgfault")
+}
+
+/// A shell line that joins `cg` and runs the test child with `args`,
+/// writing its rusage to `report`.
+fn in_cg(cg: &pressure::MemCgroup, report: &Path, args: &str) -> String {
+    format!(
+        "sh -c 'echo $$ > {} && exec {} --report {} {args}'",
+        cg.procs_file().display(),
+        testchild().display(),
+        report.display()
+    )
+}
+
+#[test]
+fn two_cgroups_are_charged_their_own_faults_and_a_third_none() {
+    if !root_or_skip("two_cgroups_are_charged_their_own_faults_and_a_third_none") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c) = (
+        pressure::MemCgroup::new(NO_LIMIT),
+        pressure::MemCgroup::new(NO_LIMIT),
+        pressure::MemCgroup::new(NO_LIMIT),
+    );
+    let (ra, rb, rc) = (
+        dir.path().join("a.ru"),
+        dir.path().join("b.ru"),
+        dir.path().join("c.ru"),
+    );
+    let (pa, pb) = (memcg_pgfault(&a), memcg_pgfault(&b));
+    let script = format!(
+        "{} & {} & {} & wait",
+        in_cg(&a, &ra, "touch 30000"),
+        in_cg(&b, &rb, "touch 10000"),
+        in_cg(&c, &rc, "idle 300"),
+    );
+    let rec = record_ok(dir.path(), "ab", &["sh".into(), "-c".into(), script], &[]);
+    let (na, nb, nc) = (rel(&rec, &a), rel(&rec, &b), rel(&rec, &c));
+    let (fa, fb, fc) = (
+        faults_of(&rec, &na),
+        faults_of(&rec, &nb),
+        faults_of(&rec, &nc),
+    );
+    eprintln!(
+        "A {fa} (rusage {}, memory.stat {}), B {fb} (rusage {}, memory.stat {}), C {fc} (rusage {})",
+        rusage_faults(&ra),
+        memcg_pgfault(&a) - pa,
+        rusage_faults(&rb),
+        memcg_pgfault(&b) - pb,
+        rusage_faults(&rc)
+    );
+    assert_within_pct(
+        "cgroup A vs its child's rusage",
+        fa,
+        rusage_faults(&ra),
+        2.0,
+    );
+    assert_within_pct(
+        "cgroup B vs its child's rusage",
+        fb,
+        rusage_faults(&rb),
+        2.0,
+    );
+    assert_within_pct(
+        "cgroup A vs its memory.stat pgfault",
+        fa,
+        memcg_pgfault(&a) - pa,
+        2.0,
+    );
+    assert_within_pct(
+        "cgroup B vs its memory.stat pgfault",
+        fb,
+        memcg_pgfault(&b) - pb,
+        2.0,
+    );
+    // C's idle child took its own few hundred start-up faults, and
+    // nothing of A's or B's.
+    assert!(
+        fc <= rusage_faults(&rc) + 100 && fc < fb / 20,
+        "C was charged {fc} faults; its child took {}",
+        rusage_faults(&rc)
+    );
+    // Each cgroup's books came along: usage and limit, and its stat.
+    let books = &cgroup_row(&rec, &na).unwrap()["books_last"];
+    assert!(books["usage_bytes"].as_u64().is_some(), "{books}");
+    assert_eq!(books["limit_bytes"].as_u64(), Some(NO_LIMIT), "{books}");
+    assert!(books["stat"]["pgfault"].as_u64().unwrap() > 0, "{books}");
+    // Each process names its cgroup by the id the cgroups list uses.
+    let id_a = cgroup_row(&rec, &na).unwrap()["id"].clone();
+    let child_a = read_json(&ra)["pid"].clone();
+    let row = rec["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == child_a)
+        .unwrap();
+    assert_eq!(row["cgroup"], id_a, "{row}");
+}
+
+/// 300 short-lived processes, each populating memory through
+/// get_user_pages (a second thread's MAP_POPULATE, MADV_POPULATE_WRITE,
+/// mlock) and touching it, all in one cgroup: the cgroup's count against
+/// the wrapped shell's rusage, which includes every child it waited for.
+#[test]
+fn short_lived_processes_threads_and_populate_are_charged_to_their_cgroup() {
+    if !root_or_skip("short_lived_processes_threads_and_populate_are_charged_to_their_cgroup") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let a = pressure::MemCgroup::new(NO_LIMIT);
+    let script = format!(
+        "echo $$ > {} && i=0; while [ $i -lt 300 ]; do {} populate 64 || exit 1; i=$((i+1)); done",
+        a.procs_file().display(),
+        testchild().display()
+    );
+    let rec = record_ok(
+        dir.path(),
+        "churn",
+        &["sh".into(), "-c".into(), script],
+        &[],
+    );
+    let ru = &rec["child"]["rusage"];
+    let kernel = u64_at(ru, "/minflt") + u64_at(ru, "/majflt");
+    let got = faults_of(&rec, &rel(&rec, &a));
+    eprintln!("cgroup {got}, rusage of the tree {kernel}");
+    assert_within_pct("short-lived processes' cgroup vs rusage", got, kernel, 2.0);
+}
+
+/// `record --cgroup A`: only A's processes, one of them moved into A after
+/// the recording started; B's child, running meanwhile, is left out.
+#[test]
+fn record_cgroup_follows_exactly_the_cgroups_processes() {
+    if !root_or_skip("record_cgroup_follows_exactly_the_cgroups_processes") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (
+        pressure::MemCgroup::new(NO_LIMIT),
+        pressure::MemCgroup::new(NO_LIMIT),
+    );
+    let (ra, rb) = (dir.path().join("a.ru"), dir.path().join("b.ru"));
+    let mount = vmscope::experiments::pressure::memory_controller()
+        .unwrap()
+        .0;
+    let path = format!("/{}", a.path().strip_prefix(&mount).unwrap().display());
+    // The command only sets the length: it runs outside A, and starts A's
+    // child (which moves itself in) and B's after the first sample.
+    let script = format!(
+        "sleep 0.5; {} & {} & wait",
+        in_cg(&a, &ra, "touch 20000"),
+        in_cg(&b, &rb, "touch 20000"),
+    );
+    let out = dir.path().join("scoped.json");
+    let mut cmd = std::process::Command::new(vmscope_bin());
+    cmd.args(["record", "-i", "250ms", "--cgroup", &path, "-o"])
+        .arg(&out)
+        .args(["--", "sh", "-c", &script]);
+    let o = run_with_timeout(cmd, Duration::from_secs(120));
+    assert!(o.status.success(), "{:?}: {}", o.status, text(&o.stderr));
+    let rec = read_json(&out);
+    assert_eq!(rec["scope"]["kind"], "cgroup", "{:#}", rec["scope"]);
+    assert_eq!(rec["scope"]["cgroup"], path.as_str());
+    let pids: Vec<u64> = rec["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["pid"].as_u64().unwrap())
+        .collect();
+    let (child_a, child_b) = (
+        read_json(&ra)["pid"].as_u64().unwrap(),
+        read_json(&rb)["pid"].as_u64().unwrap(),
+    );
+    assert_eq!(pids, vec![child_a], "only A's child: {pids:?}");
+    assert!(!pids.contains(&child_b));
+    let scope = u64_at(&rec["totals"]["scope_faults"], "/total");
+    assert_within_pct(
+        "the scope's faults vs A's child",
+        scope,
+        rusage_faults(&ra),
+        2.0,
+    );
+    // A bad path is a usage error that names it.
+    let o = vmscope(&["record", "--cgroup", "/no/such/cgroup", "-d", "1s"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("/no/such/cgroup") && err.lines().count() == 1,
+        "{err}"
+    );
+}
+
+/// Under a 64 MiB memcg limit with zram swap active, a child writes 156 MiB
+/// twice: its cgroup's swap-out and swap-in against pswpout and pswpin
+/// (nothing else swaps on this machine).
+#[test]
+fn a_swapping_cgroups_swap_matches_the_kernels_books() {
+    if !root_or_skip("a_swapping_cgroups_swap_matches_the_kernels_books") {
+        return;
+    }
+    let _lock = pressure::exclusive();
+    let _swap = pressure::ZramSwap::new(1 << 30);
+    let dir = tempfile::tempdir().unwrap();
+    let cg = pressure::MemCgroup::new(64 << 20);
+    let argv = cg.in_cgroup_argv(&[path_str(&testchild()), "rewrite", "40000"]);
+    let before = pressure::vmstat();
+    let rec = record_ok(dir.path(), "swap", &argv, &[]);
+    let after = pressure::vmstat();
+    let books = |k: &str| after[k] - before[k];
+    let row = cgroup_row(&rec, &rel(&rec, &cg))
+        .unwrap_or_else(|| panic!("no row for the cgroup: {:#}", rec["cgroups"]));
+    let (out, inn) = (
+        u64_at(row, "/totals/swap_out_pages"),
+        u64_at(row, "/totals/swap_in_pages"),
+    );
+    eprintln!(
+        "cgroup swap-out {out} (pswpout {}), swap-in {inn} (pswpin {})",
+        books("pswpout"),
+        books("pswpin")
+    );
+    assert!(books("pswpout") > 20_000, "too little swapped out");
+    assert_within_pct("cgroup swap-out vs pswpout", out, books("pswpout"), 10.0);
+    assert_within_pct("cgroup swap-in vs pswpin", inn, books("pswpin"), 10.0);
+    let reclaim = u64_at(row, "/totals/memcg_reclaims");
+    assert!(reclaim > 0, "no memcg reclaim charged to the cgroup: {row}");
+}
