@@ -151,6 +151,22 @@ pub struct ServeArgs {
     /// faults (0: none, which keeps label cardinality fixed).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub per_process: usize,
+
+    /// Also export per-cgroup series for the N most active cgroups (0:
+    /// none; at most 1000). See docs/serve.md for the ranking and ageing.
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u16).range(0..=1000))]
+    pub per_cgroup: u16,
+
+    /// Keep the last DUR of samples in memory (the flight recorder; off by
+    /// default; at most 1h), for --on-oom.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub history: Option<Duration>,
+
+    /// At each OOM kill, write the --history window as a recording to
+    /// DIR/oom-TIME-PID.json (needs --history).
+    #[arg(long, value_name = "DIR")]
+    pub on_oom: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

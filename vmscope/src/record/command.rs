@@ -352,23 +352,24 @@ struct Ended {
     child_report: Option<child::ChildReport>,
 }
 
-/// Everything the finished document is made of.
-struct Document {
-    fold: crate::model::fold::Fold,
-    samples: Vec<Sample>,
-    probes: Vec<ProbeStatus>,
-    limit: usize,
-    header: Header,
-    end_wall: SystemTime,
-    duration: Duration,
-    interrupted_by: Option<&'static str>,
-    incomplete: Option<String>,
-    child: Option<child::ChildReport>,
+/// Everything the finished document is made of (the flight recorder
+/// builds its recordings the same way).
+pub(crate) struct Document {
+    pub(crate) fold: crate::model::fold::Fold,
+    pub(crate) samples: Vec<Sample>,
+    pub(crate) probes: Vec<ProbeStatus>,
+    pub(crate) limit: usize,
+    pub(crate) header: Header,
+    pub(crate) end_wall: SystemTime,
+    pub(crate) duration: Duration,
+    pub(crate) interrupted_by: Option<&'static str>,
+    pub(crate) incomplete: Option<String>,
+    pub(crate) child: Option<child::ChildReport>,
 }
 
 /// The recording: the header as it was at the start but with the probes'
 /// final status, and the totals folded from every sample.
-fn document(d: Document) -> Recording {
+pub(crate) fn document(d: Document) -> Recording {
     let fold = d.fold;
     let source = d.header.fault_source;
     let first = fold.first().map(|s| s.faults).unwrap_or_default();

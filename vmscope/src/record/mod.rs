@@ -8,6 +8,7 @@ use std::{
 use anyhow::Context as _;
 
 pub mod command;
+pub mod flight;
 
 use crate::exit;
 

@@ -68,6 +68,8 @@ pub struct State {
     /// as growth since vmscope started, like the eBPF ones.
     pub vmstat_base: Option<Vmstat>,
     pub psi_base: Option<Psi>,
+    /// The per-cgroup series' ranking and ageing, and OOM kills by cgroup.
+    pub cgroups: cgroups::CgroupBook,
 }
 
 impl State {
@@ -77,6 +79,11 @@ impl State {
             self.psi_base = s.psi;
         }
         self.now.apply(&s);
+        self.cgroups.count_kills(&s.oom_kills, s.elapsed_ns);
+        let mount = self.cgroups.mount.clone();
+        self.cgroups.update(&mut self.now, &s.cgroups, |id, path| {
+            cgroups::dir_exists(mount.as_deref()?, id, path)
+        });
     }
 
     /// A /proc/vmstat counter's growth since the first reading.
@@ -230,6 +237,7 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
     if per_process > 0 {
         per_process_series(&mut w, state, per_process);
     }
+    cgroups::render(&mut w, state);
     if format == Format::OpenMetrics {
         w.out.push_str("# EOF\n");
     }
@@ -615,6 +623,8 @@ mod tests {
         assert!(!render(&s, Format::Prometheus, 0).contains("vmscope_process_"));
     }
 }
+
+pub mod cgroups;
 
 #[cfg(test)]
 mod fixture_tests;

@@ -46,6 +46,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::Notify;
 
 pub mod export;
+mod oom;
 
 use crate::{
     cli::ServeArgs,
@@ -334,6 +335,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
             "--interval must be greater than zero",
         ));
     }
+    oom::check_args(args.history, args.on_oom.as_deref())?;
     Privileges::current().require_bpf()?;
     driver::run(serve(args))
 }
@@ -380,14 +382,23 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         // The exporter has no rmap series yet.
         sample_hz: 0,
     })?;
+    let mut state = State {
+        fault_source: Some(source.fault_source),
+        ..Default::default()
+    };
+    state.cgroups.top = usize::from(args.per_cgroup);
+    state.cgroups.mount = source
+        .cgroups
+        .as_ref()
+        .map(|c| std::path::PathBuf::from(&c.mount));
     let mut exporter = Exporter {
-        state: State {
-            fault_source: Some(source.fault_source),
-            ..Default::default()
-        },
+        state,
         per_process: args.per_process,
         interval: args.interval,
         failures: Burst::default(),
+        flight: args
+            .history
+            .map(|h| oom::Recorder::new(h, args.on_oom.clone(), &source, args.interval)),
     };
     source.start(Instant::now(), args.interval);
     // Without a first good sample there is nothing to serve.
@@ -399,6 +410,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     });
     // Everything that attaches at start has; the listener is bound.
     let said = shed_privileges(&source);
+    if let Some(f) = exporter.flight.as_mut() {
+        f.start_writer()?;
+    }
     let local: SocketAddr = listener.local_addr().context("reading the bound address")?;
     // The listening line first (scripts wait for it), then what was shed
     // before it.
@@ -427,12 +441,17 @@ struct Exporter {
     interval: Duration,
     /// Refreshes that failed in a row.
     failures: Burst,
+    /// `--history`: the flight recorder (and `--on-oom`'s writer).
+    flight: Option<oom::Recorder>,
 }
 
 impl Exporter {
     /// The bodies for this read; an error for a read that failed.
     fn render(&mut self, r: anyhow::Result<Reading>) -> anyhow::Result<Bodies> {
         let r = r?;
+        if let Some(f) = self.flight.as_mut() {
+            f.push(&r.sample, &r.probes);
+        }
         self.state.apply(r.sample);
         self.state.probes = r.probes;
         if let Some(shed) = r.shed {

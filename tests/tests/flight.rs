@@ -1,0 +1,267 @@
+//! The flight recorder: `serve --history 30s --on-oom DIR` while a child
+//! in a 64 MiB memory cgroup that may not swap touches 256 MiB and is
+//! OOM-killed. Within 2 s of the kill (measured from the moment the test
+//! reaps the child) `DIR/oom-TIME-PID.json` appears, whole; it validates
+//! against the recording schema, lists the kill with the child's pid, name
+//! and cgroup, and shows the memcg reclaim stall the child took before the
+//! kill (the kernel's own `failcnt`/`memory.events` say the limit was hit).
+//! `vmscope_cgroup_oom_kills_total{cgroup=…}` grows by the kill. Bad
+//! `--history`/`--on-oom` get one line and the documented exit code.
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+use std::{
+    net::TcpStream,
+    os::unix::{fs::PermissionsExt as _, process::ExitStatusExt as _},
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+use vmscope_tests::{
+    assert_valid, path_str, pressure, root_or_skip, schema, serve_fixture, testchild, text,
+    vmscope_within,
+};
+
+const LIMIT: u64 = 64 << 20;
+const TOUCHED: u64 = 256 << 20;
+
+fn pages(bytes: u64) -> String {
+    // SAFETY: sysconf has no preconditions.
+    let ps = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    (bytes / ps).to_string()
+}
+
+/// As in `oom.rs`: a memory cgroup of `LIMIT` that cannot swap.
+fn no_swap_cgroup() -> pressure::MemCgroup {
+    let cg = pressure::MemCgroup::new(LIMIT);
+    let (file, value) = if cg.version() == 1 {
+        ("memory.swappiness", "0")
+    } else {
+        ("memory.swap.max", "0")
+    };
+    std::fs::write(cg.path().join(file), value).unwrap();
+    cg
+}
+
+fn metrics(addr: std::net::SocketAddr) -> String {
+    let s = TcpStream::connect(addr).unwrap();
+    let a = serve_fixture::get_over(s, "/metrics", Duration::from_secs(15)).unwrap();
+    assert_eq!(a.status, 200, "{a:?}");
+    a.body
+}
+
+fn oom_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("oom-") && n.ends_with(".json"))
+        })
+        .collect()
+}
+
+#[test]
+fn an_oom_kill_writes_the_window_as_a_recording_within_2_s() {
+    if !root_or_skip("an_oom_kill_writes_the_window_as_a_recording_within_2_s") {
+        return;
+    }
+    let _lock = pressure::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let serve = serve_fixture::Serve::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--history",
+        "30s",
+        "--on-oom",
+        path_str(dir.path()),
+    ]);
+    let cg = no_swap_cgroup();
+    let label = format!("/{}", cg.path().file_name().unwrap().to_str().unwrap());
+    let family = format!("vmscope_cgroup_oom_kills_total{{cgroup=\"{label}\"}}");
+    assert_eq!(serve_fixture::metric(&metrics(serve.addr), &family), None);
+    // A few seconds of history before the kill.
+    std::thread::sleep(Duration::from_secs(3));
+
+    let before = pressure::vmstat()["oom_kill"];
+    let mut c = cg.command(testchild());
+    c.args(["touch", pages(TOUCHED).as_str()]);
+    let mut child = c.spawn().unwrap();
+    let pid = child.id();
+    let status = child.wait().unwrap();
+    let reaped = Instant::now();
+    assert_eq!(status.signal(), Some(9), "{status:?}");
+    let books = pressure::vmstat()["oom_kill"] - before;
+    assert!(books >= 1);
+
+    let file = loop {
+        if let Some(f) = oom_files(dir.path()).into_iter().next() {
+            break f;
+        }
+        assert!(
+            reaped.elapsed() < Duration::from_secs(10),
+            "no oom-*.json in {} 10 s after the kill; serve said:\n{}",
+            dir.path().display(),
+            serve.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let delay = reaped.elapsed();
+    assert!(
+        file.file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .ends_with(&format!("-{pid}.json")),
+        "{}",
+        file.display()
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap())
+        .unwrap_or_else(|e| panic!("{}: not whole JSON: {e}", file.display()));
+    assert_valid(&schema("recording.schema.json"), &doc, "the OOM recording");
+
+    let kills = doc["oom_kills"].as_array().unwrap();
+    let k = kills
+        .iter()
+        .find(|k| k["pid"] == pid)
+        .unwrap_or_else(|| panic!("no kill of {pid}: {kills:#?}"));
+    assert_eq!(k["comm"], "vmscope-testchi", "{k}");
+    assert_eq!(k["cgroup"], label.as_str(), "{k}");
+    let window = doc["duration_ns"].as_u64().unwrap() as f64 / 1e9;
+    assert!((2.0..=31.0).contains(&window), "window {window} s");
+    let proc_stall = doc["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == pid)
+        .and_then(|p| p["memcg_reclaim_ns"].as_u64())
+        .unwrap_or(0);
+    let cg_row = doc["cgroups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["path"] == label.as_str())
+        .unwrap_or_else(|| panic!("no cgroup {label} in {:#}", doc["cgroups"]));
+    let cg_stall = cg_row["totals"]["memcg_reclaim_ns"].as_u64().unwrap_or(0);
+    assert!(
+        proc_stall > 0 || cg_stall > 0,
+        "no memcg reclaim stall before the kill: process {proc_stall} ns, cgroup {cg_stall} ns"
+    );
+    let failcnt = cg_row["books_last"]["events"]
+        .as_object()
+        .map(|e| e.get("failcnt").or_else(|| e.get("max")))
+        .and_then(|v| v?.as_u64())
+        .unwrap_or(0);
+    assert!(
+        failcnt > 0,
+        "the cgroup's books show no limit hit: {cg_row:#}"
+    );
+    eprintln!(
+        "flight: {} appeared {} ms after the child was reaped; {:.1} s window, {} samples; \
+         victim {pid} stalled {:.1} ms in memcg reclaim (its cgroup {:.1} ms), cgroup \
+         failcnt/max {failcnt}",
+        file.file_name().unwrap().to_string_lossy(),
+        delay.as_millis(),
+        window,
+        doc["samples"].as_array().unwrap().len(),
+        proc_stall as f64 / 1e6,
+        cg_stall as f64 / 1e6
+    );
+    assert!(delay < Duration::from_secs(2), "took {delay:?}");
+
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut now = None;
+    while now != Some(books as f64) && Instant::now() < deadline {
+        now = serve_fixture::metric(&metrics(serve.addr), &family);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(now, Some(books as f64), "{family} vs /proc/vmstat oom_kill");
+    assert!(
+        serve
+            .stderr()
+            .contains(&format!("wrote {}", file.display()))
+    );
+}
+
+/// One line each, exit 2 for usage errors and 1 for a directory that
+/// cannot be written.
+#[test]
+fn bad_history_and_on_oom_are_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f");
+    std::fs::write(&file, "").unwrap();
+    let d = path_str(dir.path());
+    let cases: [(&[&str], i32, &str); 6] = [
+        (&["--on-oom", d], 2, "--on-oom needs --history"),
+        (
+            &["--history", "0"],
+            2,
+            "--history must be greater than zero",
+        ),
+        (&["--history", "soon"], 2, "invalid duration 'soon'"),
+        (&["--history", "2h"], 2, "longer than"),
+        (
+            &["--history", "5s", "--on-oom", "/nonexistent/oom"],
+            1,
+            "not a directory",
+        ),
+        (
+            &["--history", "5s", "--on-oom", path_str(&file)],
+            1,
+            "not a directory",
+        ),
+    ];
+    for (args, code, says) in cases {
+        let mut all = vec!["serve", "--listen", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        let o = vmscope_within(&all, Duration::from_secs(60));
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {err}");
+        let first = err.lines().next().unwrap_or_default();
+        assert!(first.contains(says), "{args:?}: {err}");
+        assert!(
+            err.lines().filter(|l| !l.trim().is_empty()).count() <= 2,
+            "{args:?}: more than the error (and clap's --help hint): {err}"
+        );
+    }
+}
+
+/// A directory root can write only through CAP_DAC_OVERRIDE: refused once
+/// serve has given its privileges up, before it listens.
+#[test]
+fn an_on_oom_directory_unwritable_without_privileges_is_refused() {
+    if !root_or_skip("an_on_oom_directory_unwritable_without_privileges_is_refused") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ro = dir.path().join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let o = vmscope_within(
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--history",
+            "5s",
+            "--on-oom",
+            path_str(&ro),
+        ],
+        Duration::from_secs(60),
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l.contains("cannot create a file there once privileges are given up")),
+        "{err}"
+    );
+    assert!(!err.contains("listening on"), "{err}");
+}
