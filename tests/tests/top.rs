@@ -1,7 +1,9 @@
 //! `vmscope top`: batch snapshots that show a faulting child, and the
 //! interactive UI driven in a detached tmux session (a swapping child in its
 //! table, the sort key moved with `s`, `q` quitting with status 0 and the
-//! terminal back in cooked mode with echo).
+//! terminal back in cooked mode with echo; the cgroup table, `c`, showing
+//! the swapping child's memory cgroup with its swap-out and limit, and
+//! Enter on it listing the child).
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
 use std::{
@@ -429,6 +431,170 @@ fn interactive_top_in_tmux_shows_the_swapping_child_sorts_and_restores_the_termi
             "the terminal was left without {mode}:\n{screen}"
         );
     }
+}
+
+/// The cgroup table's column titles, in order.
+const CGROUP_COLUMNS: [&str; 12] = [
+    "CGROUP",
+    "PROCS",
+    "FLT/s",
+    "MAJ/s",
+    "RCLM_ms/s",
+    "SWIN/s",
+    "SWOUT/s",
+    "MADV/s",
+    "SHOOT/s",
+    "USAGE",
+    "LIMIT",
+    "PSI%",
+];
+
+/// The cgroup table's row for `path` in a screen capture: its words by
+/// column title. The path is the first word (no blanks in the test's
+/// path); the header must list every column (a terminal wide enough).
+fn cgroup_row<'a>(screen: &'a str, path: &str) -> Option<Vec<(&'static str, &'a str)>> {
+    let lines: Vec<&str> = screen.lines().collect();
+    let at = lines.iter().position(|l| words(l) == CGROUP_COLUMNS)?;
+    lines[at + 1..].iter().find_map(|l| {
+        let w = words(l);
+        (w.first() == Some(&path) && w.len() == CGROUP_COLUMNS.len())
+            .then(|| CGROUP_COLUMNS.iter().copied().zip(w).collect())
+    })
+}
+
+/// The word under `column` in a cgroup row, as a number (`None` for `n/a`
+/// or anything else).
+fn cgroup_value(row: &[(&str, &str)], column: &str) -> Option<f64> {
+    row.iter().find(|(c, _)| *c == column)?.1.parse().ok()
+}
+
+/// `top` started in a tmux pane of 200×50 with `vmscope top -i 500ms`; the
+/// pane's shell then reports the exit status and the terminal modes.
+fn start_top(session: &mut Session) {
+    let script = format!(
+        "{} top -i 500ms; echo EXIT=$? ; stty -a; sleep 30",
+        shell_quote(&vmscope_bin().to_string_lossy())
+    );
+    let out = Command::new("tmux")
+        .args(["-L", &session.server, "-f", "/dev/null"])
+        .args(["new-session", "-d", "-s", "top", "-x", "200", "-y", "50"])
+        .arg(&script)
+        .env("SHELL", "/bin/sh")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("starting tmux: {e}"));
+    assert!(
+        out.status.success(),
+        "tmux new-session: {:?} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let info = session.tmux(&["display-message", "-p", "#{pane_pid} #{socket_path}"]);
+    let info = String::from_utf8_lossy(&info.stdout).trim().to_owned();
+    if let Some((pid, socket)) = info.split_once(' ') {
+        session.pane_pid = pid.parse().ok().filter(|&p: &i32| p > 1);
+        session.socket = Some(socket.into());
+    }
+}
+
+#[test]
+fn the_cgroup_view_shows_the_swapping_childs_memory_cgroup_and_its_processes() {
+    const TEST: &str = "the_cgroup_view_shows_the_swapping_childs_memory_cgroup_and_its_processes";
+    if !root_or_skip(TEST) || !tmux_or_skip(TEST) {
+        return;
+    }
+    // Dropped in reverse order: the session (tmux, then the workload) goes
+    // first, then the cgroup, the swap device and the lock.
+    let _lock = pressure::exclusive();
+    let _swap = pressure::ZramSwap::new(1 << 30);
+    let limit: u64 = 64 << 20;
+    let cg = pressure::MemCgroup::new(limit);
+    // Created at the hierarchy's root: its path below the mount.
+    let path = format!("/{}", cg.path().file_name().unwrap().to_string_lossy());
+    let mut session = Session {
+        server: format!("vmscope-test-cg-{}", std::process::id()),
+        socket: None,
+        pane_pid: None,
+        workload: None,
+    };
+    start_top(&mut session);
+    session.wait_for("the process table", Duration::from_secs(20), |s| {
+        s.lines().any(is_header)
+    });
+
+    // 256 MiB written twice under a 64 MiB limit, over and over.
+    let mut loop_cmd = cg.command("sh");
+    loop_cmd
+        .arg("-c")
+        .arg(r#"i=0; while [ $i -lt 40 ]; do "$0" rewrite 65536 || exit; i=$((i+1)); done"#)
+        .arg(testchild());
+    session.workload = Some(spawn_group(loop_cmd));
+
+    session.tmux(&["send-keys", "-t", "top", "c"]);
+    let screen = session.wait_for(
+        &format!("the cgroup table with a row for {path} whose SWOUT/s is above 0"),
+        Duration::from_secs(30),
+        |s| cgroup_row(s, &path).is_some_and(|r| cgroup_value(&r, "SWOUT/s") > Some(0.0)),
+    );
+    eprintln!("{TEST}: the pane after `c`:\n{screen}");
+    let row = cgroup_row(&screen, &path).unwrap();
+    let cell = |c: &str| row.iter().find(|(t, _)| *t == c).unwrap().1;
+    // The limit the kernel holds for it, in the table's units.
+    assert_eq!(cell("LIMIT"), "64M", "{row:?}");
+    assert!(cgroup_value(&row, "PROCS") >= Some(1.0), "{row:?}");
+    assert!(cgroup_value(&row, "FLT/s") > Some(0.0), "{row:?}");
+    let psi = cell("PSI%");
+    if cg.version() == 1 {
+        assert_eq!(psi, "n/a", "v1 keeps no per-cgroup PSI: {row:?}");
+    } else {
+        assert!(psi.parse::<f64>().is_ok(), "{row:?}");
+    }
+
+    // Filtered down to it, Enter lists its processes: the test child.
+    session.tmux(&["send-keys", "-t", "top", "/"]);
+    session.tmux(&["send-keys", "-t", "top", "-l", &path]);
+    session.tmux(&["send-keys", "-t", "top", "Enter"]);
+    session.tmux(&["send-keys", "-t", "top", "Enter"]);
+    let screen = session.wait_for(
+        &format!("`processes in {path}` with a vmscope-testchi row"),
+        Duration::from_secs(20),
+        |s| s.contains(&format!("processes in {path} (")) && shows_swapping_child(s),
+    );
+    let lines: Vec<&str> = screen.lines().collect();
+    let (_, rows) = table(&lines, false).unwrap();
+    let in_cgroup = cg.pids();
+    for r in &rows {
+        assert!(
+            r.comm == CHILD_COMM || r.comm == "sh",
+            "a process outside the cgroup is listed: {r:?}\n{screen}"
+        );
+        // A row may be a child that has just ended.
+        if r.comm == CHILD_COMM && !in_cgroup.contains(&r.pid) {
+            eprintln!("{TEST}: pid {} has left the cgroup since", r.pid);
+        }
+    }
+
+    // Esc goes back to the cgroup table; q quits with status 0.
+    session.tmux(&["send-keys", "-t", "top", "Escape"]);
+    session.wait_for("the cgroup table after Esc", Duration::from_secs(5), |s| {
+        s.lines().any(|l| words(l) == CGROUP_COLUMNS)
+    });
+    session.tmux(&["send-keys", "-t", "top", "q"]);
+    let screen = session.wait_for("EXIT= after q", Duration::from_secs(10), |s| {
+        s.contains("EXIT=")
+    });
+    let (_, after) = screen.split_once("EXIT=").unwrap();
+    assert_eq!(after.split_whitespace().next(), Some("0"), "{screen}");
+}
+
+#[test]
+fn cgroup_rows_are_read_by_column() {
+    let screen = "│CGROUP  PROCS FLT/s MAJ/s RCLM_ms/s SWIN/s SWOUT/s MADV/s SHOOT/s USAGE LIMIT PSI% │\n\
+                  │/vmscope-test-1-0 1 70000 3 0 0 2500 0 0 63M 64M n/a │";
+    let row = cgroup_row(screen, "/vmscope-test-1-0").unwrap();
+    assert_eq!(cgroup_value(&row, "SWOUT/s"), Some(2500.0));
+    assert_eq!(cgroup_value(&row, "PSI%"), None);
+    assert!(cgroup_row(screen, "/other").is_none());
 }
 
 #[test]

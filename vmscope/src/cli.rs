@@ -130,6 +130,11 @@ pub struct TopArgs {
     #[arg(short = 'n', long = "count", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
 
+    /// Start on the cgroup table (`c` toggles it); with --batch, print the
+    /// cgroup table after the process table.
+    #[arg(long)]
+    pub cgroups: bool,
+
     /// Kernel-stack samples per second per CPU for the rmap and CPU-cost
     /// figures (0 turns sampling off).
     #[arg(long, value_name = "HZ", default_value_t = crate::model::rmap::DEFAULT_HZ,

@@ -9,6 +9,7 @@ use crate::{
     model::{
         catalogue::{self, Detail, RateValue},
         hist::{self, Summary},
+        process::ProcSample,
         rmap::IntervalCounts,
         snapshot::Snapshot,
     },
@@ -31,11 +32,9 @@ pub struct Rate {
     pub detail: Option<String>,
 }
 
-/// One process over the last interval.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ProcRow {
-    pub pid: u32,
-    pub comm: String,
+/// The rates the process and cgroup tables share, over the last interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Activity {
     pub faults: f64,
     pub major: Option<f64>,
     /// Direct plus memcg reclaim stall, milliseconds per second.
@@ -46,9 +45,15 @@ pub struct ProcRow {
     pub shootdowns: f64,
 }
 
-impl ProcRow {
-    /// Whether the process did anything this interval.
-    fn active(&self) -> bool {
+impl Activity {
+    /// Whether anything happened this interval.
+    pub fn active(&self) -> bool {
+        self.values().into_iter().any(|v| v.unwrap_or(0.0) > 0.0)
+    }
+
+    /// In the tables' column order: faults, major, reclaim, swap-in,
+    /// swap-out, madvise, shootdowns (`None` where unavailable).
+    pub fn values(&self) -> [Option<f64>; 7] {
         [
             Some(self.faults),
             self.major,
@@ -58,9 +63,47 @@ impl ProcRow {
             Some(self.madvise),
             Some(self.shootdowns),
         ]
-        .into_iter()
-        .any(|v| v.unwrap_or(0.0) > 0.0)
     }
+}
+
+/// One process over the last interval.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProcRow {
+    pub pid: u32,
+    pub comm: String,
+    /// Its cgroup's id (0: unknown).
+    pub cgroup: u64,
+    pub rates: Activity,
+}
+
+/// A cgroup's memory limit as its books give it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Limit {
+    /// Its files could not be read.
+    #[default]
+    Unknown,
+    Bytes(u64),
+    Unlimited,
+}
+
+/// One cgroup over the last interval: its processes' rates (the growth of
+/// their counters while in it), its books as last read, and its live
+/// processes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CgroupRow {
+    pub id: u64,
+    /// Below the hierarchy's mount (`/` the root); `cgroup#ID` when never
+    /// resolved.
+    pub path: String,
+    /// Its processes alive now (those vmscope has seen).
+    pub live: u32,
+    pub rates: Activity,
+    /// `None` when unknown.
+    pub usage_bytes: Option<u64>,
+    pub limit: Limit,
+    /// PSI memory `some` avg10 (%); `None` where the kernel has none for
+    /// the cgroup (v1, PSI off) or its files could not be read.
+    pub psi_some: Option<f64>,
 }
 
 /// A latency histogram since the start or the last reset.
@@ -76,6 +119,13 @@ pub struct Model {
     pub interval_s: f64,
     pub rates: Vec<Rate>,
     pub procs: Vec<ProcRow>,
+    /// Every cgroup with live processes or activity this interval.
+    pub cgroups: Vec<CgroupRow>,
+    /// Why there are no cgroup figures (the `cgroup attribution` probe's
+    /// reason), when there are none.
+    pub cgroups_unavailable: Option<String>,
+    /// Why no cgroup has PSI figures (cgroup v1), when none has.
+    pub cgroup_psi_unavailable: Option<String>,
     pub latencies: Vec<Latency>,
     pub psi: Option<Psi>,
     /// Seconds since the start (or the last reset).
@@ -83,9 +133,15 @@ pub struct Model {
 }
 
 /// Which optional metrics this kernel provides: metric name -> reason it
-/// does not. Names are those of `Rate::name`, or the catalogue's
-/// per-process columns (`major`, `swap`, ...).
+/// does not. Names are those of `Rate::name`, the catalogue's
+/// per-process columns (`major`, `swap`, ...), [`CGROUPS`] and
+/// [`CGROUP_PSI`].
 pub type Unavailable = BTreeMap<String, String>;
+
+/// Per-cgroup figures as a whole (the probe list's name for attribution).
+pub const CGROUPS: &str = catalogue::probe::CGROUPS;
+/// Per-cgroup PSI (none on cgroup v1).
+pub const CGROUP_PSI: &str = "cgroup PSI";
 
 impl Model {
     /// The model at `now`. `last` is the snapshot before it (without one
@@ -101,6 +157,8 @@ impl Model {
             latencies: latencies(now, since),
             psi: now.psi,
             elapsed_s: secs_between(since.map_or(0, |b| b.elapsed_ns), now.elapsed_ns),
+            cgroups_unavailable: unavailable.get(CGROUPS).cloned(),
+            cgroup_psi_unavailable: unavailable.get(CGROUP_PSI).cloned(),
             ..Default::default()
         };
         if let Some(last) = last {
@@ -108,6 +166,9 @@ impl Model {
             m.interval_s = span.dt;
             m.rates = span.rates(unavailable);
             m.procs = span.proc_rows(unavailable);
+            if m.cgroups_unavailable.is_none() {
+                m.cgroups = span.cgroup_rows(unavailable);
+            }
         }
         m
     }
@@ -183,6 +244,33 @@ impl<'a> Interval<'a> {
         self.per_s(|s| s.counters.get(name).copied())
     }
 
+    /// The rates of the growth from `then` (nothing: all of `now` is new)
+    /// to `now`, through the catalogue's getters; a column unavailable on
+    /// this kernel is `None`.
+    fn activity(
+        &self,
+        then: Option<&ProcSample>,
+        now: &ProcSample,
+        unavailable: &Unavailable,
+    ) -> Activity {
+        let rate = |key: &str| -> Option<f64> {
+            let f = catalogue::proc_field(key)?;
+            if f.column.is_some_and(|c| unavailable.contains_key(c)) {
+                return None;
+            }
+            Some(per_s(then.map_or(0, f.get), (f.get)(now), self.dt).unwrap_or(0.0))
+        };
+        Activity {
+            faults: rate("faults").unwrap_or(0.0),
+            major: rate("major_faults"),
+            reclaim_ms: rate("reclaim_stall").unwrap_or(0.0) / 1e6,
+            swap_in: rate("swap_in_pages"),
+            swap_out: rate("swap_out_pages"),
+            madvise: rate("madvise_calls").unwrap_or(0.0),
+            shootdowns: rate("tlb_shootdowns").unwrap_or(0.0),
+        }
+    }
+
     /// Every process's rates, the idle ones left out (an activity view).
     fn proc_rows(&self, unavailable: &Unavailable) -> Vec<ProcRow> {
         self.b
@@ -190,27 +278,47 @@ impl<'a> Interval<'a> {
             .values()
             .filter_map(|p| {
                 let then = self.b.before(self.a, p.pid);
-                // Through the catalogue's getters; `None` when the field's
-                // `top` column is unavailable on this kernel.
-                let rate = |key: &str| -> Option<f64> {
-                    let f = catalogue::proc_field(key)?;
-                    if f.column.is_some_and(|c| unavailable.contains_key(c)) {
-                        return None;
-                    }
-                    Some(per_s(then.map_or(0, f.get), (f.get)(p), self.dt).unwrap_or(0.0))
-                };
                 let row = ProcRow {
                     pid: p.pid,
                     comm: p.comm.clone(),
-                    faults: rate("faults").unwrap_or(0.0),
-                    major: rate("major_faults"),
-                    reclaim_ms: rate("reclaim_stall").unwrap_or(0.0) / 1e6,
-                    swap_in: rate("swap_in_pages"),
-                    swap_out: rate("swap_out_pages"),
-                    madvise: rate("madvise_calls").unwrap_or(0.0),
-                    shootdowns: rate("tlb_shootdowns").unwrap_or(0.0),
+                    cgroup: p.cgroup,
+                    rates: self.activity(then, p, unavailable),
                 };
-                row.active().then_some(row)
+                row.rates.active().then_some(row)
+            })
+            .collect()
+    }
+
+    /// Every cgroup with live processes or activity this interval; its
+    /// rates are the growth of its counts (those of a cgroup first seen
+    /// now, all of them).
+    fn cgroup_rows(&self, unavailable: &Unavailable) -> Vec<CgroupRow> {
+        let psi_known = !unavailable.contains_key(CGROUP_PSI);
+        self.b
+            .cgroups
+            .iter()
+            .filter_map(|(&id, c)| {
+                let then = self.a.cgroups.get(&id).map(|x| &x.counts);
+                let rates = self.activity(then, &c.counts, unavailable);
+                if c.live == 0 && !rates.active() {
+                    return None;
+                }
+                let books = c.books.as_ref();
+                Some(CgroupRow {
+                    id,
+                    path: c.name(id),
+                    live: c.live,
+                    rates,
+                    usage_bytes: books.and_then(|b| b.usage_bytes),
+                    limit: match books {
+                        None => Limit::Unknown,
+                        Some(b) => b.limit_bytes.map_or(Limit::Unlimited, Limit::Bytes),
+                    },
+                    psi_some: books
+                        .and_then(|b| b.psi)
+                        .filter(|_| psi_known)
+                        .map(|p| p.some.avg10),
+                })
             })
             .collect()
     }
@@ -310,8 +418,9 @@ impl<'a> Interval<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::process::ProcSample;
+    use crate::model::cgroup::{CgroupBooks, CgroupSample};
     use crate::model::sample::Sample;
+    use crate::procstat::PsiLine;
 
     fn snap(t_s: u64, procs: &[(u32, u64)]) -> Snapshot {
         let mut s = Snapshot::default();
@@ -386,7 +495,10 @@ mod tests {
         });
         let m = Model::new(&now, Some(&last), None, &Unavailable::new());
         assert_eq!(m.procs.len(), 1);
-        assert_eq!((m.procs[0].comm.as_str(), m.procs[0].madvise), ("new", 5.0));
+        assert_eq!(
+            (m.procs[0].comm.as_str(), m.procs[0].rates.madvise),
+            ("new", 5.0)
+        );
     }
 
     #[test]
@@ -395,7 +507,7 @@ mod tests {
         let now = snap(1, &[(1, 4)]);
         let why: Unavailable = [("swap".to_string(), "no kmem:rss_stat".to_string())].into();
         let m = Model::new(&now, Some(&last), None, &why);
-        let row = &m.procs[0];
+        let row = &m.procs[0].rates;
         assert_eq!((row.madvise, row.swap_in, row.swap_out), (4.0, None, None));
         assert_eq!(row.major, Some(0.0));
     }
@@ -426,16 +538,145 @@ mod tests {
             s
         };
         let m = Model::new(&at(1, 3), Some(&at(0, 1)), None, &Unavailable::new());
-        let r = &m.procs[0];
-        let all = [
-            Some(r.faults),
-            r.major,
-            Some(r.reclaim_ms),
-            r.swap_in,
-            r.swap_out,
-            Some(r.madvise),
-            Some(r.shootdowns),
-        ];
-        assert_eq!(all, [Some(2.0); 7]);
+        assert_eq!(m.procs[0].rates.values(), [Some(2.0); 7]);
+    }
+
+    fn books(usage: u64, limit: Option<u64>, psi: Option<f64>) -> CgroupBooks {
+        CgroupBooks {
+            usage_bytes: Some(usage),
+            limit_bytes: limit,
+            psi: psi.map(|avg10| Psi {
+                some: PsiLine {
+                    avg10,
+                    ..Default::default()
+                },
+                full: None,
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// A sample at `t_s` with processes `(pid, cgroup, swap_out_pages)` and
+    /// the books of the cgroups given.
+    fn cg_sample(t_s: u64, procs: &[(u32, u64, u64)], cgroups: Vec<CgroupSample>) -> Sample {
+        Sample {
+            elapsed_ns: t_s * 1_000_000_000,
+            procs: procs
+                .iter()
+                .map(|&(pid, cgroup, out)| ProcSample {
+                    pid,
+                    comm: format!("p{pid}"),
+                    cgroup,
+                    swap_out_pages: out,
+                    faults: crate::model::sample::FaultCounters {
+                        unclassified: out * 2,
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                })
+                .collect(),
+            cgroups,
+            ..Default::default()
+        }
+    }
+
+    fn cg(id: u64, path: &str, books: Option<CgroupBooks>) -> CgroupSample {
+        CgroupSample {
+            id,
+            path: Some(path.into()),
+            books,
+        }
+    }
+
+    fn cgroup_model(unavailable: &Unavailable) -> Model {
+        let mut last = Snapshot::default();
+        last.apply(&cg_sample(
+            0,
+            &[(1, 10, 100), (2, 10, 50), (3, 20, 0), (4, 30, 0)],
+            vec![
+                cg(
+                    10,
+                    "/jobs/a",
+                    Some(books(1 << 20, Some(64 << 20), Some(1.5))),
+                ),
+                cg(20, "/idle", Some(books(4096, None, None))),
+                cg(30, "/gone", None),
+            ],
+        ));
+        let mut now = last.clone();
+        // Two seconds later: pid 1 swapped out 400 pages more, pid 2 moved
+        // to cgroup 40 (new) and swapped out 20 there, pid 4 ended.
+        now.apply(&Sample {
+            exited: vec![4],
+            ..cg_sample(
+                2,
+                &[(1, 10, 500), (2, 40, 70)],
+                vec![
+                    cg(
+                        10,
+                        "/jobs/a",
+                        Some(books(32 << 20, Some(64 << 20), Some(12.25))),
+                    ),
+                    cg(40, "/jobs/b", None),
+                ],
+            )
+        });
+        Model::new(&now, Some(&last), None, unavailable)
+    }
+
+    /// A cgroup's rates are the growth of its processes' counters while in
+    /// it, per second; idle cgroups with live processes stay listed, empty
+    /// idle ones do not; limit, usage and PSI come from its books.
+    #[test]
+    fn cgroup_rows_have_the_interval_rates_of_their_processes_and_their_books() {
+        let m = cgroup_model(&Unavailable::new());
+        let row = |id| m.cgroups.iter().find(|r| r.id == id);
+        let a = row(10).expect("cgroup 10");
+        assert_eq!(a.path, "/jobs/a");
+        assert_eq!((a.rates.swap_out, a.rates.faults), (Some(200.0), 400.0));
+        assert_eq!(a.live, 1, "pid 2 moved out");
+        assert_eq!(
+            (a.usage_bytes, a.limit, a.psi_some),
+            (Some(32 << 20), Limit::Bytes(64 << 20), Some(12.25))
+        );
+        // New this interval: its growth is from pid 2's last value.
+        let b = row(40).expect("cgroup 40");
+        assert_eq!((b.rates.swap_out, b.live), (Some(10.0), 1));
+        assert_eq!(
+            (b.limit, b.usage_bytes, b.psi_some),
+            (Limit::Unknown, None, None)
+        );
+        let idle = row(20).expect("an idle cgroup with a live process");
+        assert_eq!((idle.limit, idle.psi_some), (Limit::Unlimited, None));
+        assert!(!idle.rates.active());
+        assert!(row(30).is_none(), "no live process, no activity: {m:?}");
+        assert_eq!(m.cgroups_unavailable, None);
+        // The process rows carry their cgroup.
+        let p2 = m.procs.iter().find(|p| p.pid == 2).expect("pid 2");
+        assert_eq!(p2.cgroup, 40);
+    }
+
+    #[test]
+    fn without_cgroup_attribution_there_are_no_rows_but_a_reason() {
+        let why: Unavailable = [
+            (CGROUPS.to_string(), "disabled".to_string()),
+            ("swap".to_string(), "no kmem:rss_stat".to_string()),
+        ]
+        .into();
+        let m = cgroup_model(&why);
+        assert!(m.cgroups.is_empty());
+        assert_eq!(m.cgroups_unavailable.as_deref(), Some("disabled"));
+        // Without the swap probe a cgroup's swap columns are unknown too.
+        let why: Unavailable = [("swap".to_string(), "no kmem:rss_stat".to_string())].into();
+        let m = cgroup_model(&why);
+        assert_eq!(m.cgroups[0].rates.swap_out, None);
+    }
+
+    #[test]
+    fn cgroup_psi_is_none_not_zero_where_the_hierarchy_has_none() {
+        let why: Unavailable = [(CGROUP_PSI.to_string(), "cgroup v1".to_string())].into();
+        let m = cgroup_model(&why);
+        assert!(m.cgroups.iter().all(|r| r.psi_some.is_none()), "{m:?}");
+        assert_eq!(m.cgroup_psi_unavailable.as_deref(), Some("cgroup v1"));
     }
 }

@@ -769,7 +769,7 @@ fn cgroup_offsets(
 ) -> Result<cgroupfs::Hierarchy, String> {
     if disabled.iter().any(|d| d == CGROUP_ATTRIBUTION) {
         return Err(format!(
-            "disabled with VMSCOPE_DISABLE={CGROUP_ATTRIBUTION}"
+            "disabled with {DISABLE_ENV}={CGROUP_ATTRIBUTION}"
         ));
     }
     let h = cgroupfs::detect()?;

@@ -8,7 +8,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use crate::model::{
     oom::OomKill,
     sample::Sample,
-    view::{Model, ProcRow},
+    view::{Activity, CgroupRow, Limit, Model, ProcRow},
 };
 
 /// The process table's columns, in order.
@@ -24,14 +24,67 @@ pub const COLUMNS: [&str; 9] = [
     "SHOOT/s",
 ];
 
-/// The column sorted on by default (faults per second).
+/// The cgroup table's columns, in order: the process table's rate columns
+/// at the same places, then the cgroup's books.
+pub const CGROUP_COLUMNS: [&str; 12] = [
+    "CGROUP",
+    "PROCS",
+    "FLT/s",
+    "MAJ/s",
+    "RCLM_ms/s",
+    "SWIN/s",
+    "SWOUT/s",
+    "MADV/s",
+    "SHOOT/s",
+    "USAGE",
+    "LIMIT",
+    "PSI%",
+];
+
+/// Where the rate columns start in both tables (`Activity::values` order).
+const FIRST_RATE: usize = 2;
+
+/// The column sorted on by default (faults per second), in both tables.
 pub const DEFAULT_SORT: usize = 2;
 
 /// Which panel the movement keys act on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Panel {
-    Processes,
+    /// The table below the rates (processes or cgroups).
+    Table,
     Latency,
+}
+
+/// Which table is shown below the rates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Table {
+    Processes,
+    Cgroups,
+    /// The processes of one cgroup (Enter on its row): its id and path.
+    CgroupProcesses(u64, String),
+}
+
+/// One table's sort, filter and scroll; the process table and the cgroup
+/// table keep their own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableState {
+    pub sort: usize,
+    /// Ascending instead of the default descending (ascending for the
+    /// first two columns).
+    pub inverted: bool,
+    pub filter: String,
+    pub scroll: usize,
+}
+
+impl Default for TableState {
+    fn default() -> Self {
+        Self {
+            sort: DEFAULT_SORT,
+            inverted: false,
+            filter: String::new(),
+            scroll: 0,
+        }
+    }
 }
 
 /// What the event loop must do after a key.
@@ -80,14 +133,16 @@ pub struct App {
     pub view: Option<Model>,
     pub paused: bool,
     pub help: bool,
-    pub sort: usize,
-    /// Ascending instead of the default descending (ascending for PID/COMM).
-    pub inverted: bool,
-    pub filter: String,
+    pub table: Table,
+    /// The process table's state (also of one cgroup's processes).
+    pub procs: TableState,
+    pub cgroups: TableState,
+    /// The cgroup under the cursor in the cgroup table, by id (so it stays
+    /// under the cursor as rows are sorted afresh).
+    pub selected: Option<u64>,
     pub editing_filter: bool,
     pub panel: Panel,
     pub latency: usize,
-    pub scroll: usize,
     pub interval: Duration,
 }
 
@@ -99,13 +154,13 @@ impl App {
             view: None,
             paused: false,
             help: false,
-            sort: DEFAULT_SORT,
-            inverted: false,
-            filter: String::new(),
+            table: Table::Processes,
+            procs: TableState::default(),
+            cgroups: TableState::default(),
+            selected: None,
             editing_filter: false,
-            panel: Panel::Processes,
+            panel: Panel::Table,
             latency: 0,
-            scroll: 0,
             interval,
         }
     }
@@ -128,6 +183,37 @@ impl App {
         }
     }
 
+    /// Whether the cgroup table is shown.
+    pub fn on_cgroups(&self) -> bool {
+        self.table == Table::Cgroups
+    }
+
+    /// The state of the table shown.
+    pub fn state(&self) -> &TableState {
+        if self.on_cgroups() {
+            &self.cgroups
+        } else {
+            &self.procs
+        }
+    }
+
+    fn state_mut(&mut self) -> &mut TableState {
+        if self.on_cgroups() {
+            &mut self.cgroups
+        } else {
+            &mut self.procs
+        }
+    }
+
+    /// The column titles of the table shown.
+    pub fn columns(&self) -> &'static [&'static str] {
+        if self.on_cgroups() {
+            &CGROUP_COLUMNS
+        } else {
+            &COLUMNS
+        }
+    }
+
     pub fn on_key(&mut self, key: KeyEvent) -> Action {
         if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
             return Action::Quit;
@@ -137,15 +223,15 @@ impl App {
                 KeyCode::Enter => self.editing_filter = false,
                 KeyCode::Esc => {
                     self.editing_filter = false;
-                    self.filter.clear();
+                    self.state_mut().filter.clear();
                 }
                 KeyCode::Backspace => {
-                    self.filter.pop();
+                    self.state_mut().filter.pop();
                 }
-                KeyCode::Char(c) => self.filter.push(c),
+                KeyCode::Char(c) => self.state_mut().filter.push(c),
                 _ => {}
             }
-            self.scroll = 0;
+            self.state_mut().scroll = 0;
             return Action::None;
         }
         if self.help {
@@ -157,21 +243,32 @@ impl App {
                 Action::None
             };
         }
+        let columns = self.columns().len();
         match key.code {
+            // Esc leaves one cgroup's processes; elsewhere it quits.
+            KeyCode::Esc if matches!(self.table, Table::CgroupProcesses(..)) => self.leave_cgroup(),
             KeyCode::Char('q') | KeyCode::Esc => return Action::Quit,
             KeyCode::Char('?') | KeyCode::Char('h') => self.help = true,
             KeyCode::Char(' ') | KeyCode::Char('p') => self.paused = !self.paused,
-            KeyCode::Char('s') | KeyCode::Char('>') => self.sort = (self.sort + 1) % COLUMNS.len(),
-            KeyCode::Char('<') => self.sort = (self.sort + COLUMNS.len() - 1) % COLUMNS.len(),
-            KeyCode::Char('I') => self.inverted = !self.inverted,
+            KeyCode::Char('s') | KeyCode::Char('>') => {
+                let s = self.state_mut();
+                s.sort = (s.sort + 1) % columns;
+            }
+            KeyCode::Char('<') => {
+                let s = self.state_mut();
+                s.sort = (s.sort + columns - 1) % columns;
+            }
+            KeyCode::Char('I') => self.state_mut().inverted ^= true,
             KeyCode::Char('/') => {
                 self.editing_filter = true;
-                self.filter.clear();
+                self.state_mut().filter.clear();
             }
+            KeyCode::Char('c') => self.toggle_cgroups(),
+            KeyCode::Enter if self.on_cgroups() => self.enter_cgroup(),
             KeyCode::Tab => {
                 self.panel = match self.panel {
-                    Panel::Processes => Panel::Latency,
-                    Panel::Latency => Panel::Processes,
+                    Panel::Table => Panel::Latency,
+                    Panel::Latency => Panel::Table,
                 }
             }
             KeyCode::Down | KeyCode::Char('j') => self.move_by(1),
@@ -186,6 +283,36 @@ impl App {
         Action::None
     }
 
+    /// `c`: processes to cgroups and back; from one cgroup's processes,
+    /// back to the cgroups.
+    fn toggle_cgroups(&mut self) {
+        self.table = match self.table {
+            Table::Processes => Table::Cgroups,
+            Table::Cgroups => Table::Processes,
+            Table::CgroupProcesses(..) => Table::Cgroups,
+        };
+        self.panel = Panel::Table;
+    }
+
+    /// Enter on the cgroup table: the processes of the cgroup under the
+    /// cursor (the first row when none is).
+    fn enter_cgroup(&mut self) {
+        let rows = self.cgroup_rows();
+        let row = self
+            .selected
+            .and_then(|id| rows.iter().find(|r| r.id == id))
+            .or(rows.first());
+        if let Some(r) = row {
+            self.selected = Some(r.id);
+            self.table = Table::CgroupProcesses(r.id, r.path.clone());
+            self.procs.scroll = 0;
+        }
+    }
+
+    fn leave_cgroup(&mut self) {
+        self.table = Table::Cgroups;
+    }
+
     fn set_interval(&mut self, d: Duration) -> Action {
         let d = d.clamp(Duration::from_millis(100), Duration::from_secs(60));
         if d == self.interval {
@@ -197,7 +324,18 @@ impl App {
 
     fn move_by(&mut self, n: isize) {
         match self.panel {
-            Panel::Processes => self.scroll = self.scroll.saturating_add_signed(n),
+            Panel::Table if self.on_cgroups() => {
+                let rows = self.cgroup_rows();
+                let at = self
+                    .selected
+                    .and_then(|id| rows.iter().position(|r| r.id == id));
+                let to = match at {
+                    Some(i) => i.saturating_add_signed(n).min(rows.len().saturating_sub(1)),
+                    None => 0,
+                };
+                self.selected = rows.get(to).map(|r| r.id);
+            }
+            Panel::Table => self.procs.scroll = self.procs.scroll.saturating_add_signed(n),
             Panel::Latency => {
                 let count = self.view.as_ref().map_or(0, |v| v.latencies.len());
                 if count > 0 {
@@ -208,37 +346,74 @@ impl App {
         }
     }
 
-    /// The process rows to show: filtered by comm or pid, sorted.
+    /// The process rows to show: those of the cgroup entered, if any,
+    /// filtered by comm or pid, sorted.
     pub fn rows(&self) -> Vec<ProcRow> {
         let Some(v) = &self.view else {
             return Vec::new();
         };
-        let f = self.filter.to_lowercase();
+        let only = match &self.table {
+            Table::CgroupProcesses(id, _) => Some(*id),
+            _ => None,
+        };
+        let f = self.procs.filter.to_lowercase();
         let mut rows: Vec<ProcRow> = v
             .procs
             .iter()
+            .filter(|r| only.is_none_or(|id| r.cgroup == id))
             .filter(|r| {
                 f.is_empty() || r.comm.to_lowercase().contains(&f) || r.pid.to_string() == f
             })
             .cloned()
             .collect();
-        let key = |r: &ProcRow| -> f64 {
-            match self.sort {
-                2 => r.faults,
-                3 => r.major.unwrap_or(-1.0),
-                4 => r.reclaim_ms,
-                5 => r.swap_in.unwrap_or(-1.0),
-                6 => r.swap_out.unwrap_or(-1.0),
-                7 => r.madvise,
-                _ => r.shootdowns,
-            }
-        };
-        match self.sort {
+        let sort = self.procs.sort;
+        match sort {
             0 => rows.sort_by_key(|r| r.pid),
             1 => rows.sort_by(|a, b| a.comm.cmp(&b.comm).then(a.pid.cmp(&b.pid))),
-            _ => rows.sort_by(|a, b| key(b).total_cmp(&key(a)).then(a.pid.cmp(&b.pid))),
+            _ => rows.sort_by(|a, b| {
+                rate_key(&b.rates, sort)
+                    .total_cmp(&rate_key(&a.rates, sort))
+                    .then(a.pid.cmp(&b.pid))
+            }),
         }
-        if self.inverted {
+        if self.procs.inverted {
+            rows.reverse();
+        }
+        rows
+    }
+
+    /// The cgroup rows to show: filtered by path, sorted.
+    pub fn cgroup_rows(&self) -> Vec<CgroupRow> {
+        let Some(v) = &self.view else {
+            return Vec::new();
+        };
+        let f = self.cgroups.filter.to_lowercase();
+        let mut rows: Vec<CgroupRow> = v
+            .cgroups
+            .iter()
+            .filter(|r| f.is_empty() || r.path.to_lowercase().contains(&f))
+            .cloned()
+            .collect();
+        let sort = self.cgroups.sort;
+        let key = |r: &CgroupRow| -> f64 {
+            let known = |v: Option<f64>| v.unwrap_or(-1.0);
+            match sort {
+                1 => f64::from(r.live),
+                9 => known(r.usage_bytes.map(|b| b as f64)),
+                10 => match r.limit {
+                    Limit::Unknown => -1.0,
+                    Limit::Bytes(b) => b as f64,
+                    Limit::Unlimited => f64::INFINITY,
+                },
+                11 => known(r.psi_some),
+                _ => rate_key(&r.rates, sort),
+            }
+        };
+        match sort {
+            0 => rows.sort_by(|a, b| a.path.cmp(&b.path).then(a.id.cmp(&b.id))),
+            _ => rows.sort_by(|a, b| key(b).total_cmp(&key(a)).then(a.path.cmp(&b.path))),
+        }
+        if self.cgroups.inverted {
             rows.reverse();
         }
         rows
@@ -246,9 +421,20 @@ impl App {
 
     /// The status line's sort label, e.g. `sort: FLT/s`.
     pub fn sort_label(&self) -> String {
-        let dir = if self.inverted { " (inverted)" } else { "" };
-        format!("sort: {}{dir}", COLUMNS[self.sort])
+        let s = self.state();
+        let dir = if s.inverted { " (inverted)" } else { "" };
+        format!("sort: {}{dir}", self.columns()[s.sort])
     }
+}
+
+/// The sort key of rate column `column`; an unavailable value sorts below
+/// any other.
+fn rate_key(a: &Activity, column: usize) -> f64 {
+    a.values()
+        .get(column.saturating_sub(FIRST_RATE))
+        .copied()
+        .flatten()
+        .unwrap_or(-1.0)
 }
 
 #[cfg(test)]
@@ -272,9 +458,12 @@ mod tests {
         ProcRow {
             pid,
             comm: comm.into(),
-            faults,
-            major,
-            ..Default::default()
+            cgroup: u64::from(pid % 2),
+            rates: Activity {
+                faults,
+                major,
+                ..Default::default()
+            },
         }
     }
 
@@ -361,5 +550,103 @@ mod tests {
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
         assert_eq!(app.on_key(ctrl_c), Action::Quit);
         assert_eq!(app.on_key(key(KeyCode::Esc)), Action::Quit);
+    }
+
+    fn cgroup(id: u64, path: &str, swap_out: f64, live: u32) -> CgroupRow {
+        CgroupRow {
+            id,
+            path: path.into(),
+            live,
+            rates: Activity {
+                swap_out: Some(swap_out),
+                faults: swap_out * 2.0,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// Processes 1..=4, odd pids in cgroup 1, even ones in cgroup 0; and
+    /// three cgroups.
+    fn app_with_cgroups() -> App {
+        let mut app = app_with(Vec::new());
+        app.update(Model {
+            procs: (1..=4).map(|p| row(p, "w", f64::from(p), None)).collect(),
+            cgroups: vec![
+                cgroup(1, "/jobs/a", 10.0, 2),
+                cgroup(2, "/jobs/b", 300.0, 1),
+                cgroup(3, "/system.slice", 0.0, 7),
+            ],
+            ..Default::default()
+        });
+        app
+    }
+
+    #[test]
+    fn c_toggles_the_cgroup_table_which_sorts_and_filters_on_its_own() {
+        let mut app = app_with_cgroups();
+        app.on_key(key(KeyCode::Char('s')));
+        assert_eq!(app.sort_label(), "sort: MAJ/s");
+        app.on_key(key(KeyCode::Char('c')));
+        assert!(app.on_cgroups());
+        assert_eq!(app.sort_label(), "sort: FLT/s", "its own sort");
+        let paths = |app: &App| {
+            app.cgroup_rows()
+                .into_iter()
+                .map(|r| r.path)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(paths(&app), ["/jobs/b", "/jobs/a", "/system.slice"]);
+        app.on_key(key(KeyCode::Char('<')));
+        assert_eq!(app.sort_label(), "sort: PROCS");
+        assert_eq!(paths(&app), ["/system.slice", "/jobs/a", "/jobs/b"]);
+        app.on_key(key(KeyCode::Char('<')));
+        app.on_key(key(KeyCode::Char('<')));
+        assert_eq!(app.sort_label(), "sort: PSI%");
+        app.on_key(key(KeyCode::Char('/')));
+        for c in "JOBS".chars() {
+            app.on_key(key(KeyCode::Char(c)));
+        }
+        app.on_key(key(KeyCode::Enter));
+        assert_eq!(paths(&app).len(), 2);
+        assert!(app.procs.filter.is_empty(), "the process filter is its own");
+        app.on_key(key(KeyCode::Char('c')));
+        assert!(!app.on_cgroups());
+        assert_eq!(app.sort_label(), "sort: MAJ/s");
+        assert_eq!(app.rows().len(), 4);
+    }
+
+    #[test]
+    fn enter_shows_the_selected_cgroups_processes_and_esc_goes_back() {
+        let mut app = app_with_cgroups();
+        app.on_key(key(KeyCode::Char('c')));
+        // The cursor starts on the first row (/jobs/b) and moves to /jobs/a.
+        app.on_key(key(KeyCode::Down));
+        assert_eq!(app.selected, Some(2));
+        app.on_key(key(KeyCode::Char('j')));
+        assert_eq!(app.selected, Some(1));
+        app.on_key(key(KeyCode::Enter));
+        assert_eq!(app.table, Table::CgroupProcesses(1, "/jobs/a".into()));
+        let pids: Vec<u32> = app.rows().iter().map(|r| r.pid).collect();
+        assert_eq!(pids, [3, 1], "the odd pids, by faults");
+        // Esc goes back (and does not quit); so does c.
+        assert_eq!(app.on_key(key(KeyCode::Esc)), Action::None);
+        assert!(app.on_cgroups());
+        assert_eq!(app.selected, Some(1), "the cursor stays on the cgroup");
+        app.on_key(key(KeyCode::Enter));
+        app.on_key(key(KeyCode::Char('c')));
+        assert!(app.on_cgroups());
+        // At the top level Esc still quits.
+        assert_eq!(app.on_key(key(KeyCode::Esc)), Action::Quit);
+    }
+
+    #[test]
+    fn enter_without_cgroups_stays_on_the_cgroup_table() {
+        let mut app = app_with(Vec::new());
+        app.on_key(key(KeyCode::Char('c')));
+        app.on_key(key(KeyCode::Enter));
+        assert!(app.on_cgroups());
+        app.on_key(key(KeyCode::Down));
+        assert_eq!(app.selected, None);
     }
 }

@@ -11,8 +11,8 @@ use ratatui::{
     widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Wrap},
 };
 
-use super::app::{App, COLUMNS, Header, OomSeen, Panel};
-use crate::model::view::{Latency, Model, ProcRow, Rate};
+use super::app::{App, CGROUP_COLUMNS, COLUMNS, Header, OomSeen, Panel, Table as Shown};
+use crate::model::view::{Activity, CgroupRow, Latency, Limit, Model, ProcRow, Rate};
 
 /// The smallest terminal the layout is drawn in.
 pub const MIN_WIDTH: u16 = 80;
@@ -36,6 +36,26 @@ fn fmt_bytes(b: Option<u64>) -> String {
     }
 }
 use crate::units::fmt_ns;
+
+/// A size in a table cell, short and without blanks (`512K`, `64M`,
+/// `1.5G`); `–` when unknown.
+pub fn fmt_size(b: Option<u64>) -> String {
+    const K: f64 = 1024.0;
+    match b {
+        None => "–".into(),
+        Some(b) if b as f64 >= K * K * K => format!("{:.1}G", b as f64 / (K * K * K)),
+        Some(b) if b as f64 >= K * K => format!("{:.0}M", b as f64 / (K * K)),
+        Some(b) => format!("{:.0}K", b as f64 / K),
+    }
+}
+
+fn fmt_limit(l: Limit) -> String {
+    match l {
+        Limit::Unknown => "–".into(),
+        Limit::Unlimited => "max".into(),
+        Limit::Bytes(b) => fmt_size(Some(b)),
+    }
+}
 
 /// A sparkline as text, scaled to the largest value shown.
 pub fn sparkline(values: &[f64], width: usize) -> String {
@@ -200,31 +220,47 @@ fn latency_lines(l: Option<&Latency>, count: usize, height: usize) -> (String, V
     (title, lines)
 }
 
+fn rate_cells(a: &Activity) -> [String; 7] {
+    a.values().map(fmt_rate)
+}
+
 fn proc_cells(r: &ProcRow) -> [String; 9] {
+    let [a, b, c, d, e, f, g] = rate_cells(&r.rates);
+    [r.pid.to_string(), r.comm.clone(), a, b, c, d, e, f, g]
+}
+
+fn cgroup_cells(r: &CgroupRow) -> [String; 12] {
+    let [a, b, c, d, e, f, g] = rate_cells(&r.rates);
     [
-        r.pid.to_string(),
-        r.comm.clone(),
-        fmt_rate(Some(r.faults)),
-        fmt_rate(r.major),
-        fmt_rate(Some(r.reclaim_ms)),
-        fmt_rate(r.swap_in),
-        fmt_rate(r.swap_out),
-        fmt_rate(Some(r.madvise)),
-        fmt_rate(Some(r.shootdowns)),
+        r.path.clone(),
+        r.live.to_string(),
+        a,
+        b,
+        c,
+        d,
+        e,
+        f,
+        g,
+        fmt_size(r.usage_bytes),
+        fmt_limit(r.limit),
+        r.psi_some.map_or("n/a".into(), |p| format!("{p:.2}")),
     ]
 }
 
 fn status_line(app: &App) -> Line<'static> {
+    let filter = &app.state().filter;
     let filter = if app.editing_filter {
-        format!("  filter: {}_", app.filter)
-    } else if !app.filter.is_empty() {
-        format!("  filter: {}", app.filter)
+        format!("  filter: {filter}_")
+    } else if !filter.is_empty() {
+        format!("  filter: {filter}")
     } else {
         String::new()
     };
-    let panel = match app.panel {
-        Panel::Processes => "processes",
-        Panel::Latency => "latency",
+    let panel = match (app.panel, &app.table) {
+        (Panel::Latency, _) => "latency",
+        (Panel::Table, Shown::Processes) => "processes",
+        (Panel::Table, Shown::Cgroups) => "cgroups",
+        (Panel::Table, Shown::CgroupProcesses(..)) => "cgroup's processes",
     };
     Line::from(vec![
         Span::styled(
@@ -232,7 +268,7 @@ fn status_line(app: &App) -> Line<'static> {
             Style::default().add_modifier(Modifier::BOLD),
         ),
         Span::raw(format!(
-            "{filter}  panel: {panel}  ?:help  q:quit  space:pause  s/</>:sort  I:invert  /:filter  +/-:interval  r:reset"
+            "{filter}  panel: {panel}  ?:help  q:quit  c:cgroups  space:pause  s/</>:sort  I:invert  /:filter  +/-:interval  r:reset"
         )),
     ])
 }
@@ -243,16 +279,21 @@ q, Esc, Ctrl-C   quit
 space or p       pause the view (data keeps being collected)
 s or > / <       sort by the next / previous column
 I                invert the sort
-/                filter by comm or pid (Enter keeps it, Esc clears it)
-Tab              switch panel: processes / latency
-Up/Down, j/k     scroll the table, or change the latency metric
-PgUp/PgDn        scroll by 10
+/                filter: comm or pid, or cgroup path (Enter keeps, Esc clears)
+c                switch table: processes / cgroups (or back from a cgroup)
+Enter            on the cgroup table: that cgroup's processes (Esc: back)
+Tab              switch panel: table / latency
+Up/Down, j/k     scroll the table, move the cgroup cursor, or change the
+                 latency metric
+PgUp/PgDn        by 10
 + / -            double / halve the interval
 r                reset the latency totals
 
 Columns: FLT/s faults, MAJ/s major faults, RCLM_ms/s direct+memcg reclaim
 stall, SWIN/s and SWOUT/s swapped pages (out: the pages' owner, whoever
 reclaimed them), MADV/s madvise calls, SHOOT/s TLB shootdown IPIs sent.
+Cgroups: PROCS live processes, USAGE and LIMIT its memory (max: none,
+–: unknown), PSI% its memory pressure, some avg10.
 n/a means this kernel cannot provide the metric; the header says why.";
 
 /// Draws the whole screen.
@@ -312,7 +353,7 @@ pub fn draw(f: &mut Frame, app: &App) {
     f.render_widget(Paragraph::new(status_line(app)), status);
     if app.help {
         let w = 80.min(area.width);
-        let h = 20.min(area.height);
+        let h = 24.min(area.height);
         let r = Rect::new(
             area.x + (area.width - w) / 2,
             area.y + (area.height - h) / 2,
@@ -327,18 +368,36 @@ pub fn draw(f: &mut Frame, app: &App) {
     }
 }
 
-fn draw_table(f: &mut Frame, app: &App, area: Rect) {
-    let rows = app.rows();
-    let visible = usize::from(area.height.saturating_sub(3));
-    let start = app.scroll.min(rows.len().saturating_sub(visible.max(1)));
-    let header = Row::new(COLUMNS.iter().enumerate().map(|(i, c)| {
-        let style = if i == app.sort {
+fn table_border(app: &App) -> Style {
+    if app.panel == Panel::Table {
+        Style::default().fg(Color::Cyan)
+    } else {
+        Style::default()
+    }
+}
+
+fn header_row(columns: &[&'static str], sorted: usize) -> Row<'static> {
+    Row::new(columns.iter().enumerate().map(|(i, c)| {
+        let style = if i == sorted {
             Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)
         } else {
             Style::default().add_modifier(Modifier::BOLD)
         };
         Cell::from(*c).style(style)
-    }));
+    }))
+}
+
+fn draw_table(f: &mut Frame, app: &App, area: Rect) {
+    if app.on_cgroups() {
+        draw_cgroups(f, app, area);
+        return;
+    }
+    let rows = app.rows();
+    let visible = usize::from(area.height.saturating_sub(3));
+    let start = app
+        .procs
+        .scroll
+        .min(rows.len().saturating_sub(visible.max(1)));
     let body = rows
         .iter()
         .skip(start)
@@ -355,25 +414,177 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect) {
         Constraint::Length(7),
         Constraint::Length(8),
     ];
-    let border = if app.panel == Panel::Processes {
-        Style::default().fg(Color::Cyan)
-    } else {
-        Style::default()
+    let title = match &app.table {
+        Shown::CgroupProcesses(_, path) => {
+            format!(" processes in {path} ({})  c/Esc: back ", rows.len())
+        }
+        _ => format!(" processes ({}) ", rows.len()),
     };
-    let title = format!(" processes ({}) ", rows.len());
     f.render_widget(
-        Table::new(body, widths).header(header).block(
-            Block::default()
-                .borders(Borders::ALL)
-                .border_style(border)
-                .title(title),
-        ),
+        Table::new(body, widths)
+            .header(header_row(&COLUMNS, app.procs.sort))
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .border_style(table_border(app))
+                    .title(title),
+            ),
         area,
     );
 }
 
-/// One `--batch` snapshot: the header, the rates and the whole table.
-pub fn snapshot_text(app: &App) -> String {
+/// The cgroup table, with the cursor's row highlighted; or why there is
+/// none.
+fn draw_cgroups(f: &mut Frame, app: &App, area: Rect) {
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(table_border(app));
+    let view = app.view.as_ref();
+    if let Some(why) = view.and_then(|v| v.cgroups_unavailable.as_deref()) {
+        f.render_widget(
+            Paragraph::new(format!("cgroup attribution is unavailable: {why}"))
+                .wrap(Wrap { trim: true })
+                .block(block.title(" cgroups ")),
+            area,
+        );
+        return;
+    }
+    let rows = app.cgroup_rows();
+    let selected = app
+        .selected
+        .and_then(|id| rows.iter().position(|r| r.id == id))
+        .or((!rows.is_empty()).then_some(0));
+    let (shown, room) = cgroup_layout(area.width.saturating_sub(2));
+    // No wider than the longest path, so the figures stay next to it.
+    let longest = rows.iter().map(|r| r.path.chars().count()).max();
+    let path_width = room.min(
+        u16::try_from(longest.unwrap_or(0))
+            .unwrap_or(u16::MAX)
+            .max(PATH_MIN),
+    );
+    let pick = |cells: [String; 12]| -> Vec<Cell<'static>> {
+        shown
+            .iter()
+            .map(|&i| match i {
+                0 => Cell::from(left_cut(&cells[0], path_width)),
+                _ => Cell::from(cells[i].clone()),
+            })
+            .collect()
+    };
+    let body = rows.iter().map(|r| Row::new(pick(cgroup_cells(r))));
+    let widths: Vec<Constraint> = shown
+        .iter()
+        .map(|&i| Constraint::Length(CGROUP_WIDTHS[i].0.max(path_width * u16::from(i == 0))))
+        .collect();
+    let header = header_row(
+        &shown.iter().map(|&i| CGROUP_COLUMNS[i]).collect::<Vec<_>>(),
+        shown
+            .iter()
+            .position(|&i| i == app.cgroups.sort)
+            .unwrap_or(usize::MAX),
+    );
+    let psi_note = view
+        .and_then(|v| v.cgroup_psi_unavailable.as_deref())
+        .map_or(String::new(), |why| format!("; PSI% n/a: {why}"));
+    let hidden = CGROUP_COLUMNS.len() - shown.len();
+    let hidden = if hidden > 0 {
+        format!("; {hidden} columns need a wider terminal")
+    } else {
+        String::new()
+    };
+    let title = format!(
+        " cgroups ({}{psi_note}{hidden})  Enter: its processes ",
+        rows.len()
+    );
+    let table = Table::new(body, widths)
+        .header(header)
+        .column_spacing(1)
+        .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED))
+        .block(block.title(title));
+    let mut state = ratatui::widgets::TableState::default().with_selected(selected);
+    f.render_stateful_widget(table, area, &mut state);
+}
+
+/// The cgroup table's column widths (the path's, 0 here, is what the
+/// others leave) and the order columns are given up in when the terminal
+/// is narrow: the highest goes first.
+const CGROUP_WIDTHS: [(u16, u8); 12] = [
+    (0, 0),
+    (5, 1),
+    (7, 2),
+    (6, 9),
+    (9, 7),
+    (7, 8),
+    (7, 3),
+    (6, 10),
+    (7, 11),
+    (6, 4),
+    (6, 5),
+    (6, 6),
+];
+
+/// The narrowest the path column gets before figures are left out.
+const PATH_MIN: u16 = 16;
+
+/// Which cgroup columns fit in `width` (in table order) and the path
+/// column's width: columns are given up, least telling first, until the
+/// path keeps [`PATH_MIN`].
+fn cgroup_layout(width: u16) -> (Vec<usize>, u16) {
+    let mut by_rank: Vec<usize> = (1..CGROUP_WIDTHS.len()).collect();
+    by_rank.sort_by_key(|&i| CGROUP_WIDTHS[i].1);
+    let mut left = width.saturating_sub(PATH_MIN);
+    let mut shown = vec![0];
+    for i in by_rank {
+        let need = CGROUP_WIDTHS[i].0 + 1;
+        if left >= need {
+            left -= need;
+            shown.push(i);
+        }
+    }
+    shown.sort_unstable();
+    (shown, PATH_MIN + left)
+}
+
+/// `s` in at most `width` characters, cut at the left (a path's last parts
+/// tell the most) with `…`.
+fn left_cut(s: &str, width: u16) -> String {
+    let n = s.chars().count();
+    let width = usize::from(width);
+    if n <= width || width == 0 {
+        return s.to_string();
+    }
+    let tail: String = s.chars().skip(n - width + 1).collect();
+    format!("…{tail}")
+}
+
+/// The cgroup table as `--batch` prints it, or why there is none.
+fn cgroups_text(app: &App, out: &mut String) {
+    if let Some(why) = app
+        .view
+        .as_ref()
+        .and_then(|v| v.cgroups_unavailable.as_deref())
+    {
+        let _ = writeln!(out, "cgroups: unavailable ({why})");
+        return;
+    }
+    let line = |c: &[String]| {
+        format!(
+            "{:<24} {:>5} {:>9} {:>7} {:>10} {:>8} {:>8} {:>7} {:>8} {:>7} {:>7} {:>6}",
+            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11]
+        )
+    };
+    let titles: Vec<String> = CGROUP_COLUMNS.iter().map(|c| c.to_string()).collect();
+    let _ = writeln!(out, "{}", line(&titles));
+    for r in app.cgroup_rows() {
+        let mut c = cgroup_cells(&r);
+        c[0] = c[0].split_whitespace().collect::<Vec<_>>().join("_");
+        let _ = writeln!(out, "{}", line(&c));
+    }
+}
+
+/// One `--batch` snapshot: the header, the rates and the whole table, and
+/// with `cgroups` the whole cgroup table after it.
+pub fn snapshot_text(app: &App, cgroups: bool) -> String {
     let mut out = String::new();
     for l in header_lines(&app.header, app) {
         let text: String = l.spans.iter().map(|s| s.content.as_ref()).collect();
@@ -416,6 +627,9 @@ pub fn snapshot_text(app: &App) -> String {
             c[0], comm, c[2], c[3], c[4], c[5], c[6], c[7], c[8]
         );
     }
+    if cgroups {
+        cgroups_text(app, &mut out);
+    }
     out
 }
 
@@ -430,6 +644,10 @@ mod tests {
         model::hist::{Bucket, Summary},
         model::view::{Latency, Model, ProcRow, Rate},
     };
+
+    fn press(a: &mut App, c: crossterm::event::KeyCode) {
+        a.on_key(crossterm::event::KeyEvent::from(c));
+    }
 
     fn rate(name: &'static str, value: Option<f64>, unavailable: Option<&str>) -> Rate {
         Rate {
@@ -446,11 +664,14 @@ mod tests {
         ProcRow {
             pid,
             comm: comm.into(),
-            faults,
-            major: Some(1.0),
-            swap_in: Some(0.0),
-            swap_out,
-            ..Default::default()
+            cgroup: if pid == 300 { 7 } else { 1 },
+            rates: Activity {
+                faults,
+                major: Some(1.0),
+                swap_in: Some(0.0),
+                swap_out,
+                ..Default::default()
+            },
         }
     }
 
@@ -506,6 +727,36 @@ mod tests {
             }],
             psi: None,
             elapsed_s: 10.0,
+            cgroups: vec![
+                CgroupRow {
+                    id: 7,
+                    path: "/vmscope-test-1-0".into(),
+                    live: 1,
+                    rates: Activity {
+                        faults: 70_000.0,
+                        swap_out: Some(2500.0),
+                        swap_in: Some(0.0),
+                        major: Some(3.0),
+                        ..Default::default()
+                    },
+                    usage_bytes: Some(63 << 20),
+                    limit: Limit::Bytes(64 << 20),
+                    psi_some: Some(12.5),
+                },
+                CgroupRow {
+                    id: 1,
+                    path: "/".into(),
+                    live: 2,
+                    rates: Activity {
+                        faults: 50_010.0,
+                        ..Default::default()
+                    },
+                    usage_bytes: None,
+                    limit: Limit::Unlimited,
+                    psi_some: None,
+                },
+            ],
+            ..Default::default()
         });
         app
     }
@@ -688,7 +939,7 @@ mod tests {
 
     #[test]
     fn batch_snapshot_has_header_rates_and_table() {
-        let t = snapshot_text(&app());
+        let t = snapshot_text(&app(), false);
         assert!(t.starts_with("vmscope top"), "{t}");
         let header = t
             .lines()
@@ -719,5 +970,166 @@ mod tests {
         assert_eq!(sparkline(&[0.0, 1.0, 2.0], 10), " ▅█");
         assert_eq!(sparkline(&[1.0; 100], 5).chars().count(), 5);
         assert_eq!(fmt_ns(1_500), "1.5us");
+    }
+
+    #[test]
+    fn c_shows_the_cgroup_table_with_rates_books_and_psi() {
+        use crossterm::event::KeyCode;
+        let mut a = app();
+        press(&mut a, KeyCode::Char('c'));
+        let s = render(&a, 120, 40);
+        assert!(s.contains("cgroups (2)"), "{s}");
+        let (_, l) = line_of(&s, "/vmscope-test-1-0").expect("the test cgroup's row");
+        let w: Vec<&str> = l
+            .split(|c: char| c.is_whitespace() || c == '│')
+            .filter(|w| !w.is_empty())
+            .collect();
+        assert_eq!(
+            w,
+            [
+                "/vmscope-test-1-0",
+                "1",
+                "70000",
+                "3",
+                "0",
+                "0",
+                "2500",
+                "0",
+                "0",
+                "63M",
+                "64M",
+                "12.50"
+            ],
+            "{l}"
+        );
+        // Unlimited, unknown usage, no PSI: max, –, n/a (never 0).
+        let (_, root) = line_of(&s, "│/ ").expect("the root cgroup's row");
+        assert!(
+            root.contains("max") && root.contains('–') && root.contains("n/a"),
+            "{root}"
+        );
+        assert!(s.contains("panel: cgroups"), "{s}");
+        // Sorted by faults: the test cgroup first.
+        let (test, _) = line_of(&s, "/vmscope-test").expect("the test cgroup");
+        let (root, _) = line_of(&s, "│/ ").expect("the root cgroup");
+        assert!(test < root, "{s}");
+        // At the smallest size the path and the telling figures stay.
+        let small = render(&a, 80, 24);
+        assert!(small.contains("/vmscope-test-1-0"), "{small}");
+        for c in ["PROCS", "FLT/s", "SWOUT/s", "USAGE", "LIMIT", "PSI%"] {
+            assert!(small.contains(c), "{c}:\n{small}");
+        }
+        assert!(small.contains("3 columns need a wider terminal"), "{small}");
+    }
+
+    #[test]
+    fn narrow_cgroup_tables_give_up_the_least_telling_columns_first() {
+        let names = |w| {
+            let (shown, path) = cgroup_layout(w);
+            let cols: Vec<&str> = shown.iter().map(|&i| CGROUP_COLUMNS[i]).collect();
+            (cols, path)
+        };
+        let (all, path) = names(118);
+        assert_eq!((all.len(), path), (12, 118 - 83));
+        let (cols, path) = names(78);
+        assert_eq!(
+            cols,
+            [
+                "CGROUP",
+                "PROCS",
+                "FLT/s",
+                "RCLM_ms/s",
+                "SWIN/s",
+                "SWOUT/s",
+                "USAGE",
+                "LIMIT",
+                "PSI%"
+            ]
+        );
+        assert!(path >= PATH_MIN);
+        assert_eq!(names(10).0, ["CGROUP"]);
+        assert_eq!(left_cut("/a/b/c/leaf", 6), "…/leaf");
+        assert_eq!(left_cut("/leaf", 6), "/leaf");
+    }
+
+    #[test]
+    fn enter_on_a_cgroup_shows_its_processes_and_esc_returns() {
+        use crossterm::event::KeyCode;
+        let mut a = app();
+        press(&mut a, KeyCode::Char('c'));
+        press(&mut a, KeyCode::Enter);
+        let s = render(&a, 120, 40);
+        assert!(s.contains("processes in /vmscope-test-1-0 (1)"), "{s}");
+        assert!(
+            s.contains("stress-worker") && !s.contains("postgres"),
+            "{s}"
+        );
+        press(&mut a, KeyCode::Esc);
+        let s = render(&a, 120, 40);
+        assert!(s.contains("cgroups (2)"), "{s}");
+    }
+
+    #[test]
+    fn without_attribution_the_cgroup_view_says_why() {
+        use crossterm::event::KeyCode;
+        let mut a = app();
+        let mut view = a.view.clone().expect("view");
+        view.cgroups.clear();
+        view.cgroups_unavailable = Some("cgroup attribution: disabled".into());
+        a.update(view);
+        press(&mut a, KeyCode::Char('c'));
+        let s = render(&a, 120, 40);
+        assert!(
+            s.contains("cgroup attribution is unavailable: cgroup attribution: disabled"),
+            "{s}"
+        );
+        let t = snapshot_text(&a, true);
+        assert!(
+            t.contains("cgroups: unavailable (cgroup attribution: disabled)"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn v1_psi_is_named_in_the_title() {
+        use crossterm::event::KeyCode;
+        let mut a = app();
+        let mut view = a.view.clone().expect("view");
+        view.cgroup_psi_unavailable = Some("cgroup v1 keeps no per-cgroup PSI".into());
+        a.update(view);
+        press(&mut a, KeyCode::Char('c'));
+        let s = render(&a, 120, 40);
+        assert!(
+            s.contains("cgroups (2; PSI% n/a: cgroup v1 keeps no per-cgroup PSI)"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn batch_prints_the_cgroup_table_after_the_processes_when_asked() {
+        let t = snapshot_text(&app(), true);
+        let lines: Vec<&str> = t.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("CGROUP"))
+            .expect("cgroup header");
+        let cols: Vec<&str> = lines[at].split_whitespace().collect();
+        assert_eq!(cols, CGROUP_COLUMNS);
+        let row: Vec<&str> = lines[at + 1].split_whitespace().collect();
+        assert_eq!(row[0], "/vmscope-test-1-0");
+        assert_eq!(row[6], "2500");
+        assert_eq!(row[9..], ["63M", "64M", "12.50"]);
+        let root: Vec<&str> = lines[at + 2].split_whitespace().collect();
+        assert_eq!(root[9..], ["–", "max", "n/a"]);
+        assert!(!snapshot_text(&app(), false).contains("CGROUP"));
+    }
+
+    #[test]
+    fn sizes_are_short_and_unknown_is_a_dash() {
+        assert_eq!(fmt_size(None), "–");
+        assert_eq!(fmt_size(Some(512 << 10)), "512K");
+        assert_eq!(fmt_size(Some(64 << 20)), "64M");
+        assert_eq!(fmt_size(Some(3 << 29)), "1.5G");
+        assert_eq!(fmt_limit(Limit::Unlimited), "max");
     }
 }

@@ -5,7 +5,10 @@
 pub mod app;
 pub mod draw;
 
-use crate::model::view::Unavailable;
+use crate::model::{
+    cgroup::CgroupScheme,
+    view::{self, Unavailable},
+};
 use std::{
     io::Write as _,
     pin::Pin,
@@ -81,8 +84,13 @@ pub fn run(args: TopArgs) -> anyhow::Result<u8> {
 }
 
 /// What `Live` must treat as unavailable, from the probes' status: the
-/// catalogue's rate rows and process columns whose probe is not usable.
-fn unavailable(probes: &[ProbeStatus], fault_source: FaultSource) -> Unavailable {
+/// catalogue's rate rows and process columns whose probe is not usable,
+/// cgroup figures without attribution, and per-cgroup PSI on cgroup v1.
+fn unavailable(
+    probes: &[ProbeStatus],
+    fault_source: FaultSource,
+    cgroups: Option<&CgroupScheme>,
+) -> Unavailable {
     let why = |probe: &str| {
         let p = probes.iter().find(|p| p.probe == probe)?;
         (!p.usable()).then(|| format!("{probe}: {}", p.reason.as_deref().unwrap_or("not attached")))
@@ -107,6 +115,14 @@ fn unavailable(probes: &[ProbeStatus], fault_source: FaultSource) -> Unavailable
         if let (Some(column), Some(reason)) = (f.column, why(f.probe)) {
             u.entry(column.to_string()).or_insert(reason);
         }
+    }
+    if let Some(reason) = why(view::CGROUPS) {
+        u.insert(view::CGROUPS.to_string(), reason);
+    } else if cgroups.is_some_and(|c| c.hierarchy != "v2") {
+        u.insert(
+            view::CGROUP_PSI.to_string(),
+            "cgroup v1 keeps no per-cgroup PSI".to_string(),
+        );
     }
     u
 }
@@ -162,7 +178,12 @@ fn meminfo() -> std::collections::HashMap<String, u64> {
 async fn batch(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
     let count = args.count.unwrap_or(1);
     let fault_source = source.fault_source;
-    let mut live = Live::new(unavailable(&source.probes, fault_source));
+    let cgroups = source.cgroups.clone();
+    let mut live = Live::new(unavailable(
+        &source.probes,
+        fault_source,
+        source.cgroups.as_ref(),
+    ));
     let mut app = App::new(header(&source.probes, args), args.interval);
     let mut signals = Signals::install(&[Signal::Int, Signal::Term])?;
     source.start(Instant::now(), args.interval);
@@ -176,7 +197,7 @@ async fn batch(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
             _ = signals.recv() => break,
         };
         app.header = header(&reading.probes, args);
-        live.set_unavailable(unavailable(&reading.probes, fault_source));
+        live.set_unavailable(unavailable(&reading.probes, fault_source, cgroups.as_ref()));
         app.note_oom(&reading.sample);
         if let Some(v) = live.push(reading.sample) {
             app.update(v);
@@ -184,7 +205,7 @@ async fn batch(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
         if i > 0 {
             writeln!(out).context("writing to stdout")?;
         }
-        write!(out, "{}", draw::snapshot_text(&app)).context("writing to stdout")?;
+        write!(out, "{}", draw::snapshot_text(&app, args.cgroups)).context("writing to stdout")?;
         out.flush().context("writing to stdout")?;
     }
     source.release();
@@ -280,8 +301,16 @@ async fn interactive(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
     // action can end vmscope with the terminal left raw.
     let mut signals = Signals::install(&[Signal::Term, Signal::Hup, Signal::Int])?;
     let fault_source = source.fault_source;
-    let mut live = Live::new(unavailable(&source.probes, fault_source));
+    let cgroups = source.cgroups.clone();
+    let mut live = Live::new(unavailable(
+        &source.probes,
+        fault_source,
+        source.cgroups.as_ref(),
+    ));
     let mut app = App::new(header(&source.probes, args), args.interval);
+    if args.cgroups {
+        app.table = app::Table::Cgroups;
+    }
     source.start(Instant::now(), args.interval);
     let first = source.next().await?.sample;
     app.note_oom(&first);
@@ -315,7 +344,7 @@ async fn interactive(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
                     test_panic.tick();
                     let reading = r?;
                     app.header = header(&reading.probes, args);
-                    live.set_unavailable(unavailable(&reading.probes, fault_source));
+                    live.set_unavailable(unavailable(&reading.probes, fault_source, cgroups.as_ref()));
                     app.note_oom(&reading.sample);
                     if let Some(v) = live.push(reading.sample) {
                         app.update(v);
