@@ -135,6 +135,16 @@ pub struct TopArgs {
     #[arg(long)]
     pub cgroups: bool,
 
+    /// Keep the last DUR of samples in memory (e.g. 5m; off by default; at
+    /// most 1h), for --on-oom.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub history: Option<Duration>,
+
+    /// At each OOM kill, write the --history window as a recording to
+    /// DIR/oom-TIME-PID.json (needs --history).
+    #[arg(long, value_name = "DIR")]
+    pub on_oom: Option<PathBuf>,
+
     /// Kernel-stack samples per second per CPU for the rmap and CPU-cost
     /// figures (0 turns sampling off).
     #[arg(long, value_name = "HZ", default_value_t = crate::model::rmap::DEFAULT_HZ,

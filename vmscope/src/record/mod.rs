@@ -9,6 +9,7 @@ use anyhow::Context as _;
 
 pub mod command;
 pub mod flight;
+pub mod on_oom;
 
 use crate::exit;
 

@@ -46,12 +46,12 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::Notify;
 
 pub mod export;
-mod oom;
 
 use crate::{
     cli::ServeArgs,
     driver::{self, Signal, Signals},
     exit,
+    record::on_oom as oom,
     source::kernel::caps::Privileges,
     source::loader::{self, LoadOptions},
     source::{Reading, Source, shed::Shed},
@@ -398,7 +398,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         failures: Burst::default(),
         flight: args
             .history
-            .map(|h| oom::Recorder::new(h, args.on_oom.clone(), &source, args.interval)),
+            .map(|h| {
+                oom::Recorder::new(
+                    h,
+                    args.on_oom.clone(),
+                    &source,
+                    args.interval,
+                    &[],
+                    Some("vmscope serve"),
+                )
+            }),
     };
     source.start(Instant::now(), args.interval);
     // Without a first good sample there is nothing to serve.

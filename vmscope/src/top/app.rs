@@ -123,6 +123,9 @@ pub struct OomSeen {
     pub last: Option<OomKill>,
     /// The latest sample's time since the start: "… s ago" counts to it.
     pub now_ns: u64,
+    /// The flight recorder's latest report (`--on-oom`: the file written,
+    /// or why not).
+    pub written: Option<String>,
 }
 
 pub struct App {

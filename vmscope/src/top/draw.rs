@@ -142,12 +142,19 @@ fn oom_text(o: &OomSeen) -> Option<String> {
     if let Some(k) = &o.last {
         let or_unknown = |v: Option<String>| v.unwrap_or_else(|| "?".into());
         t.push_str(&format!(
-            ", last: pid {} {} rss {} {}s ago",
+            ", last: pid {} {}{} rss {} {}s ago",
             or_unknown(k.pid.map(|p| p.to_string())),
             or_unknown(k.comm.clone()),
+            k.cgroup
+                .as_deref()
+                .map(|c| format!(" in {c}"))
+                .unwrap_or_default(),
             fmt_bytes(k.rss_bytes()),
             o.now_ns.saturating_sub(k.elapsed_ns) / 1_000_000_000
         ));
+    }
+    if let Some(w) = &o.written {
+        t.push_str(&format!(" ({w})"));
     }
     Some(t)
 }

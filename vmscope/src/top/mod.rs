@@ -65,6 +65,7 @@ pub fn run(args: TopArgs) -> anyhow::Result<u8> {
             "stdout is not a terminal; use --batch -n COUNT for plain-text snapshots",
         ));
     }
+    crate::record::on_oom::check_args(args.history, args.on_oom.as_deref())?;
     Privileges::current().require_bpf()?;
     driver::run(async move {
         let source = Source::load(LoadOptions {
@@ -174,6 +175,29 @@ fn meminfo() -> std::collections::HashMap<String, u64> {
         .collect()
 }
 
+/// `--history` (and `--on-oom`): the flight recorder, its writer started
+/// (`top` keeps its privileges: the probes are its own).
+fn flight_recorder(
+    args: &TopArgs,
+    source: &Source,
+    to_stderr: Option<&'static str>,
+) -> anyhow::Result<Option<crate::record::on_oom::Recorder>> {
+    args.history
+        .map(|h| {
+            let mut r = crate::record::on_oom::Recorder::new(
+                h,
+                args.on_oom.clone(),
+                source,
+                args.interval,
+                &args.pid,
+                to_stderr,
+            );
+            r.start_writer()?;
+            Ok(r)
+        })
+        .transpose()
+}
+
 /// `--batch`: plain-text snapshots, one per interval.
 async fn batch(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
     let count = args.count.unwrap_or(1);
@@ -186,8 +210,13 @@ async fn batch(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
     ));
     let mut app = App::new(header(&source.probes, args), args.interval);
     let mut signals = Signals::install(&[Signal::Int, Signal::Term])?;
+    let mut flight = flight_recorder(args, &source, Some("vmscope top"))?;
     source.start(Instant::now(), args.interval);
-    let first = source.next().await?.sample;
+    let first = source.next().await?;
+    if let Some(f) = flight.as_mut() {
+        f.push(&first.sample, &first.probes);
+    }
+    let first = first.sample;
     app.note_oom(&first);
     live.push(first);
     let mut out = std::io::stdout().lock();
@@ -199,6 +228,9 @@ async fn batch(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
         app.header = header(&reading.probes, args);
         live.set_unavailable(unavailable(&reading.probes, fault_source, cgroups.as_ref()));
         app.note_oom(&reading.sample);
+        if let Some(f) = flight.as_mut() {
+            f.push(&reading.sample, &reading.probes);
+        }
         if let Some(v) = live.push(reading.sample) {
             app.update(v);
         }
@@ -311,8 +343,13 @@ async fn interactive(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
     if args.cgroups {
         app.table = app::Table::Cgroups;
     }
+    let mut flight = flight_recorder(args, &source, None)?;
     source.start(Instant::now(), args.interval);
-    let first = source.next().await?.sample;
+    let first = source.next().await?;
+    if let Some(f) = flight.as_mut() {
+        f.push(&first.sample, &first.probes);
+    }
+    let first = first.sample;
     app.note_oom(&first);
     live.push(first);
 
@@ -346,6 +383,12 @@ async fn interactive(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
                     app.header = header(&reading.probes, args);
                     live.set_unavailable(unavailable(&reading.probes, fault_source, cgroups.as_ref()));
                     app.note_oom(&reading.sample);
+                    if let Some(f) = flight.as_mut() {
+                        f.push(&reading.sample, &reading.probes);
+                        if let Some(n) = f.notes().pop() {
+                            app.oom.written = Some(n);
+                        }
+                    }
                     if let Some(v) = live.push(reading.sample) {
                         app.update(v);
                     }

@@ -1,10 +1,12 @@
-//! `serve --history DUR [--on-oom DIR]`: the flight recorder, and at each
-//! OOM kill a recording of its window written to `DIR/oom-TIME-PID.json`.
+//! `serve` and `top`'s `--history DUR [--on-oom DIR]`: the flight
+//! recorder, and at each OOM kill a recording of its window written to
+//! `DIR/oom-TIME-PID.json`.
 //!
-//! The recording is built on the serving thread at the sample that carries
+//! The recording is built on the view's thread at the sample that carries
 //! the kill, and written on a thread of its own (started after privileges
 //! were given up, so it holds none), atomically: a temporary file, synced,
-//! then renamed. A failed write is logged in one line and serving goes on.
+//! then renamed. A failed write is reported in one line ([`Notes`]) and the
+//! view goes on.
 
 use std::{
     io::Write as _,
@@ -38,12 +40,35 @@ struct Job {
     victim: String,
 }
 
+/// Where the recorder's one-line reports go: `serve` prints them to
+/// stderr with its prefix; `top`, which owns the screen, takes them from a
+/// channel ([`Recorder::notes`]) and shows the last.
+#[derive(Clone)]
+pub enum Notes {
+    Stderr(&'static str),
+    Channel(mpsc::Sender<String>),
+}
+
+impl Notes {
+    fn say(&self, line: String) {
+        match self {
+            Notes::Stderr(prefix) => eprintln!("{prefix}: {line}"),
+            Notes::Channel(tx) => {
+                let _ = tx.send(line);
+            }
+        }
+    }
+}
+
 /// The window, and where its recordings go.
 pub struct Recorder {
     flight: Flight,
     header: Header,
     dir: Option<PathBuf>,
     jobs: Option<mpsc::SyncSender<Job>>,
+    notes: Notes,
+    /// The channel's other end when `notes` is one.
+    heard: Option<mpsc::Receiver<String>>,
 }
 
 /// Checks `--history` and `--on-oom` before anything is loaded: a usage
@@ -96,7 +121,9 @@ pub fn check_args(history: Option<Duration>, on_oom: Option<&Path>) -> anyhow::R
 }
 
 /// What is known of the source for the recordings' header.
-fn header(source: &Source, interval: Duration) -> Header {
+/// The recordings' header; `pids`: the processes followed (`top -p`), or
+/// none (the whole system).
+fn header(source: &Source, interval: Duration, pids: &[u32]) -> Header {
     Header {
         schema_version: SCHEMA_VERSION,
         tool: Tool::this(),
@@ -104,8 +131,13 @@ fn header(source: &Source, interval: Duration) -> Header {
         command_line: std::env::args().collect(),
         command: None,
         scope: Scope {
-            kind: ScopeKind::System,
-            pids: Vec::new(),
+            kind: if pids.is_empty() {
+                ScopeKind::System
+            } else {
+                ScopeKind::Pids
+            },
+            pids: pids.to_vec(),
+            cgroup: None,
         },
         interval_ns: u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX),
         start_time: timefmt::rfc3339(SystemTime::now()),
@@ -134,18 +166,39 @@ fn file_name(k: &OomKill) -> String {
 }
 
 impl Recorder {
+    /// `to_stderr`: the prefix of the lines printed to stderr; `None`
+    /// keeps them for [`Self::notes`].
     pub fn new(
         window: Duration,
         dir: Option<PathBuf>,
         source: &Source,
         interval: Duration,
+        pids: &[u32],
+        to_stderr: Option<&'static str>,
     ) -> Self {
+        let (notes, heard) = match to_stderr {
+            Some(prefix) => (Notes::Stderr(prefix), None),
+            None => {
+                let (tx, rx) = mpsc::channel();
+                (Notes::Channel(tx), Some(rx))
+            }
+        };
         Self {
             flight: Flight::new(window),
-            header: header(source, interval),
+            header: header(source, interval, pids),
             dir,
             jobs: None,
+            notes,
+            heard,
         }
+    }
+
+    /// The reports not yet taken (with [`Notes::Channel`]).
+    pub fn notes(&self) -> Vec<String> {
+        self.heard
+            .as_ref()
+            .map(|rx| rx.try_iter().collect())
+            .unwrap_or_default()
     }
 
     /// Starts the writer, once this thread has given up its privileges
@@ -168,11 +221,12 @@ impl Recorder {
                 )
             })?;
         let (tx, rx) = mpsc::sync_channel::<Job>(QUEUE);
+        let notes = self.notes.clone();
         std::thread::Builder::new()
             .name("vmscope-oom".into())
             .spawn(move || {
                 for job in rx {
-                    write(&job);
+                    notes.say(write(&job));
                 }
             })
             .map_err(|e| exit::failure(exit::FAILURE, format!("starting the OOM writer: {e}")))?;
@@ -208,25 +262,26 @@ impl Recorder {
             if let Err(mpsc::TrySendError::Full(j) | mpsc::TrySendError::Disconnected(j)) =
                 jobs.try_send(job)
             {
-                eprintln!(
-                    "vmscope serve: OOM kill of {}: {} not written: {QUEUE} recordings are \
+                self.notes.say(format!(
+                    "OOM kill of {}: {} not written: {QUEUE} recordings are \
                      still being written",
                     j.victim,
                     j.path.display()
-                );
+                ));
             }
         }
         if s.oom_kills.len() > FILES_PER_SAMPLE {
-            eprintln!(
-                "vmscope serve: {} OOM kills in one interval: recordings written for the first \
+            self.notes.say(format!(
+                "{} OOM kills in one interval: recordings written for the first \
                  {FILES_PER_SAMPLE}, each listing all of them",
                 s.oom_kills.len()
-            );
+            ));
         }
     }
 }
 
-fn write(job: &Job) {
+/// Writes one recording; the line that says how it went.
+fn write(job: &Job) -> String {
     let t = Instant::now();
     let r = record::write_atomic(&job.path, |w| {
         serde_json::to_writer(&mut *w, &*job.rec)?;
@@ -234,17 +289,16 @@ fn write(job: &Job) {
         Ok(())
     });
     match r {
-        Ok(()) => eprintln!(
-            "vmscope serve: OOM kill of {}: wrote {} ({} samples, {:.1} s of history, in {} ms)",
+        Ok(()) => format!(
+            "OOM kill of {}: wrote {} ({} samples, {:.1} s of history, in {} ms)",
             job.victim,
             job.path.display(),
             job.rec.samples.len(),
             job.rec.duration_ns as f64 / 1e9,
             t.elapsed().as_millis()
         ),
-        Err(e) => eprintln!(
-            "vmscope serve: OOM kill of {}: its recording was not written: {e:#}; serving \
-             continues",
+        Err(e) => format!(
+            "OOM kill of {}: its recording was not written: {e:#}; carrying on",
             job.victim
         ),
     }
