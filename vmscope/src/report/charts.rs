@@ -9,7 +9,11 @@
 //! within ±[`MAX_DRAWN`] are drawn; any other is left out and the plot's
 //! caption says how many were, and every axis range goes through [`axis`].
 
-use plotters::prelude::*;
+use plotters::{
+    coord::types::RangedCoordf64,
+    prelude::*,
+    style::text_anchor::{HPos, Pos, VPos},
+};
 
 use crate::{
     model::hist::Summary,
@@ -80,8 +84,22 @@ fn tick(v: f64) -> String {
     }
 }
 
-/// A line plot of (seconds, value) points.
-pub fn line_plot(title: &str, unit: &str, points: &[(f64, f64)]) -> anyhow::Result<String> {
+/// Events marked on a time axis (OOM kills).
+pub const MARK_COLOR: RGBColor = RGBColor(200, 0, 0);
+
+/// An event on a time axis: a vertical line at `x` seconds, labelled.
+pub struct Mark {
+    pub x: f64,
+    pub label: String,
+}
+
+/// A line plot of (seconds, value) points, with `marks` as vertical lines.
+pub fn line_plot(
+    title: &str,
+    unit: &str,
+    points: &[(f64, f64)],
+    marks: &[Mark],
+) -> anyhow::Result<String> {
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
@@ -91,7 +109,12 @@ pub fn line_plot(title: &str, unit: &str, points: &[(f64, f64)]) -> anyhow::Resu
             .copied()
             .filter(|&(x, y)| drawable(x) && drawable(y))
             .collect();
-        let x_max = kept.iter().map(|p| p.0).fold(1.0, f64::max);
+        let marks: Vec<&Mark> = marks.iter().filter(|m| drawable(m.x)).collect();
+        let x_max = kept
+            .iter()
+            .map(|p| p.0)
+            .chain(marks.iter().map(|m| m.x))
+            .fold(1.0, f64::max);
         let y_max = kept.iter().map(|p| p.1).fold(0.0, f64::max).max(1.0) * 1.1;
         let mut chart = ChartBuilder::on(&root)
             .caption(noted(title, points.len() - kept.len()), ("sans-serif", 16))
@@ -111,9 +134,44 @@ pub fn line_plot(title: &str, unit: &str, points: &[(f64, f64)]) -> anyhow::Resu
         chart
             .draw_series(LineSeries::new(kept, &BLUE))
             .map_err(plot_err)?;
+        for m in marks {
+            draw_mark(&mut chart, m, x_max, y_max)?;
+        }
         root.present().map_err(plot_err)?;
     }
     Ok(svg)
+}
+
+/// One [`Mark`]: its line over the whole height, its label at the top,
+/// left of the line in the right part of the plot so it stays inside.
+fn draw_mark<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    m: &Mark,
+    x_max: f64,
+    y_max: f64,
+) -> anyhow::Result<()> {
+    chart
+        .draw_series(std::iter::once(PathElement::new(
+            [(m.x, 0.0), (m.x, y_max)],
+            MARK_COLOR.stroke_width(2),
+        )))
+        .map_err(plot_err)?;
+    let h = if m.x > x_max * 0.6 {
+        HPos::Right
+    } else {
+        HPos::Left
+    };
+    let style = TextStyle::from(("sans-serif", 12).into_font())
+        .color(&MARK_COLOR)
+        .pos(Pos::new(h, VPos::Top));
+    chart
+        .draw_series(std::iter::once(Text::new(
+            format!(" {} ", m.label),
+            (m.x, y_max),
+            style,
+        )))
+        .map_err(plot_err)?;
+    Ok(())
 }
 
 /// The buckets from the first non-empty to the last of any of `sides`.
@@ -541,7 +599,12 @@ mod tests {
     fn huge_values_are_left_out_and_said_so_never_hang() {
         let big = 1.7e308;
         let svg = within_time("line", move || {
-            line_plot("l", "per second", &[(0.0, 1.0), (1.0, big), (2.0, 3.0)])
+            line_plot(
+                "l",
+                "per second",
+                &[(0.0, 1.0), (1.0, big), (2.0, 3.0)],
+                &[],
+            )
         })
         .expect("plot");
         assert!(svg.contains("1 value out of range"), "{svg}");
@@ -617,6 +680,21 @@ mod tests {
     }
 
     #[test]
+    fn a_mark_is_drawn_labelled_even_past_the_last_point() {
+        let mark = Mark {
+            x: 5.0,
+            label: "OOM kill: 7 <x>".into(),
+        };
+        let svg = line_plot("t", "per second", &[(0.0, 1.0), (1.0, 3.0)], &[mark]).expect("plot");
+        assert!(svg.contains("OOM kill: 7 &lt;x&gt;"), "{svg}");
+        // Its line, in its colour; the axis reaches it.
+        assert!(svg.contains("stroke=\"#C80000\""), "{svg}");
+        assert!(svg.contains("\n5.0\n"), "{svg}");
+        let plain = line_plot("t", "per second", &[(0.0, 1.0), (1.0, 3.0)], &[]).expect("plot");
+        assert!(!plain.contains("#C80000"), "{plain}");
+    }
+
+    #[test]
     fn bucket_span_fills_the_gaps_between_both_sides() {
         let a = summary(&[(1023, 5)]);
         let b = summary(&[(8191, 1)]);
@@ -626,7 +704,7 @@ mod tests {
 
     #[test]
     fn every_shape_draws_an_svg_with_its_marks() {
-        let svg = line_plot("t", "per second", &[(0.0, 1.0), (1.0, 3.0)]).expect("plot");
+        let svg = line_plot("t", "per second", &[(0.0, 1.0), (1.0, 3.0)], &[]).expect("plot");
         assert!(
             svg.starts_with("<svg") && svg.contains("<polyline"),
             "{svg}"

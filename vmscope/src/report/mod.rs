@@ -10,8 +10,11 @@
 //! temporary file behind.
 
 mod bench;
+mod cgroups;
 mod charts;
 mod compare;
+mod leadup;
+mod oom;
 mod png;
 mod recording;
 

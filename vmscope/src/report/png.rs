@@ -127,8 +127,9 @@ mod tests {
                 return;
             }
         };
-        let svg = super::super::charts::line_plot("t", "per second", &[(0.0, 1.0), (1.0, 2.0)])
-            .expect("plot");
+        let svg =
+            super::super::charts::line_plot("t", "per second", &[(0.0, 1.0), (1.0, 2.0)], &[])
+                .expect("plot");
         let png = r.render(&svg).expect("renders");
         let pixmap = tiny_skia::Pixmap::decode_png(&png).expect("decodes");
         assert_eq!(

@@ -1,10 +1,11 @@
-//! The recording layout: the run's metadata, a plot per rate in the time
-//! series, every latency histogram, and the per-process table. A bench
-//! page reuses it for each run.
+//! The recording layout: the run's metadata, its OOM kills with each
+//! one's lead-up, a plot per rate in the time series (each kill marked),
+//! every latency histogram, and the per-process and per-cgroup tables. A
+//! bench page reuses it for each run.
 
 use std::fmt::Write as _;
 
-use super::{Plot, charts, figures, html_escape, meta_table, shell_words};
+use super::{Plot, cgroups, charts, figures, html_escape, meta_table, oom, shell_words};
 use crate::{model::hist::Summary, model::recording::Recording, units::fmt_ns};
 
 /// The series columns worth a plot, with their unit per second.
@@ -50,6 +51,7 @@ pub fn quantiles(name: &str, s: &Summary) -> String {
 pub fn plots(rec: &Recording, prefix: &str) -> anyhow::Result<Vec<Plot>> {
     let mut out = Vec::new();
     let series = &rec.series;
+    let marks = oom::marks(rec);
     for (name, col) in &series.metrics {
         let Some((title, scale)) = interesting(name) else {
             continue;
@@ -75,7 +77,7 @@ pub fn plots(rec: &Recording, prefix: &str) -> anyhow::Result<Vec<Plot>> {
         out.push(Plot {
             id: format!("{prefix}rate-{name}"),
             title: String::new(),
-            svg: charts::line_plot(title, unit, &points)?,
+            svg: charts::line_plot(title, unit, &points, &marks)?,
         });
     }
     for (name, s) in &rec.totals.vm.histograms {
@@ -159,6 +161,7 @@ pub fn body(rec: &Recording, plots: &[Plot], level: u8) -> String {
         }
         let _ = writeln!(s, "</ul>");
     }
+    s.push_str(&oom::section(rec, level));
     let _ = writeln!(s, "<h{level}>Rates and latency</h{level}>");
     s.push_str(&figures(plots));
     let _ = writeln!(
@@ -193,5 +196,6 @@ pub fn body(rec: &Recording, plots: &[Plot], level: u8) -> String {
         rec.processes.len(),
         rec.processes_limit
     );
+    s.push_str(&cgroups::section(rec, level));
     s
 }
