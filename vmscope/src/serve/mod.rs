@@ -396,18 +396,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         per_process: args.per_process,
         interval: args.interval,
         failures: Burst::default(),
-        flight: args
-            .history
-            .map(|h| {
-                oom::Recorder::new(
-                    h,
-                    args.on_oom.clone(),
-                    &source,
-                    args.interval,
-                    &[],
-                    Some("vmscope serve"),
-                )
-            }),
+        flight: args.history.map(|h| {
+            oom::Recorder::new(
+                h,
+                args.on_oom.clone(),
+                &source,
+                args.interval,
+                &[],
+                Some("vmscope serve"),
+            )
+        }),
     };
     source.start(Instant::now(), args.interval);
     // Without a first good sample there is nothing to serve.

@@ -768,9 +768,7 @@ fn cgroup_offsets(
     disabled: &[String],
 ) -> Result<cgroupfs::Hierarchy, String> {
     if disabled.iter().any(|d| d == CGROUP_ATTRIBUTION) {
-        return Err(format!(
-            "disabled with {DISABLE_ENV}={CGROUP_ATTRIBUTION}"
-        ));
+        return Err(format!("disabled with {DISABLE_ENV}={CGROUP_ATTRIBUTION}"));
     }
     let h = cgroupfs::detect()?;
     if h.kind == cgroupfs::Kind::V1Memory {

@@ -847,6 +847,7 @@ mod tests {
         let s = render(&a, 120, 40);
         assert!(!s.contains("OOM"), "{s}");
         a.oom = OomSeen {
+            written: None,
             count: 3,
             last: Some(crate::model::oom::OomKill {
                 elapsed_ns: 2_000_000_000,

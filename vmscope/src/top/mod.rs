@@ -175,65 +175,91 @@ fn meminfo() -> std::collections::HashMap<String, u64> {
         .collect()
 }
 
-/// `--history` (and `--on-oom`): the flight recorder, its writer started
-/// (`top` keeps its privileges: the probes are its own).
-fn flight_recorder(
-    args: &TopArgs,
-    source: &Source,
-    to_stderr: Option<&'static str>,
-) -> anyhow::Result<Option<crate::record::on_oom::Recorder>> {
-    args.history
-        .map(|h| {
-            let mut r = crate::record::on_oom::Recorder::new(
-                h,
-                args.on_oom.clone(),
-                source,
-                args.interval,
-                &args.pid,
-                to_stderr,
-            );
-            r.start_writer()?;
-            Ok(r)
+/// What the readings go into: the model, and with `--history` the flight
+/// recorder.
+struct Feed<'a> {
+    args: &'a TopArgs,
+    live: Live,
+    fault_source: FaultSource,
+    cgroups: Option<CgroupScheme>,
+    flight: Option<crate::record::on_oom::Recorder>,
+}
+
+impl<'a> Feed<'a> {
+    /// `to_stderr`: where the flight recorder's reports go (`None`: to the
+    /// OOM line of the screen's header).
+    fn new(
+        args: &'a TopArgs,
+        source: &Source,
+        to_stderr: Option<&'static str>,
+    ) -> anyhow::Result<Self> {
+        // The writer starts at once: `top` keeps its privileges (the probes
+        // are its own).
+        let flight = args
+            .history
+            .map(|h| {
+                let mut r = crate::record::on_oom::Recorder::new(
+                    h,
+                    args.on_oom.clone(),
+                    source,
+                    args.interval,
+                    &args.pid,
+                    to_stderr,
+                );
+                r.start_writer()?;
+                anyhow::Ok(r)
+            })
+            .transpose()?;
+        Ok(Self {
+            args,
+            live: Live::new(unavailable(
+                &source.probes,
+                source.fault_source,
+                source.cgroups.as_ref(),
+            )),
+            fault_source: source.fault_source,
+            cgroups: source.cgroups.clone(),
+            flight,
         })
-        .transpose()
+    }
+
+    /// One reading: the header, what is unavailable, the OOM kills (into
+    /// the flight recorder too), then the model.
+    fn take(&mut self, app: &mut App, reading: crate::source::Reading) {
+        app.header = header(&reading.probes, self.args);
+        self.live.set_unavailable(unavailable(
+            &reading.probes,
+            self.fault_source,
+            self.cgroups.as_ref(),
+        ));
+        app.note_oom(&reading.sample);
+        if let Some(f) = self.flight.as_mut() {
+            f.push(&reading.sample, &reading.probes);
+            if let Some(n) = f.notes().pop() {
+                app.oom.written = Some(n);
+            }
+        }
+        if let Some(v) = self.live.push(reading.sample) {
+            app.update(v);
+        }
+    }
 }
 
 /// `--batch`: plain-text snapshots, one per interval.
 async fn batch(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
     let count = args.count.unwrap_or(1);
-    let fault_source = source.fault_source;
-    let cgroups = source.cgroups.clone();
-    let mut live = Live::new(unavailable(
-        &source.probes,
-        fault_source,
-        source.cgroups.as_ref(),
-    ));
     let mut app = App::new(header(&source.probes, args), args.interval);
     let mut signals = Signals::install(&[Signal::Int, Signal::Term])?;
-    let mut flight = flight_recorder(args, &source, Some("vmscope top"))?;
+    let mut feed = Feed::new(args, &source, Some("vmscope top"))?;
     source.start(Instant::now(), args.interval);
-    let first = source.next().await?;
-    if let Some(f) = flight.as_mut() {
-        f.push(&first.sample, &first.probes);
-    }
-    let first = first.sample;
-    app.note_oom(&first);
-    live.push(first);
+    feed.take(&mut app, source.next().await?);
     let mut out = std::io::stdout().lock();
     for i in 0..count {
         let reading = tokio::select! {
             r = source.next() => r?,
             _ = signals.recv() => break,
         };
-        app.header = header(&reading.probes, args);
-        live.set_unavailable(unavailable(&reading.probes, fault_source, cgroups.as_ref()));
-        app.note_oom(&reading.sample);
-        if let Some(f) = flight.as_mut() {
-            f.push(&reading.sample, &reading.probes);
-        }
-        if let Some(v) = live.push(reading.sample) {
-            app.update(v);
-        }
+        feed.take(&mut app, reading);
         if i > 0 {
             writeln!(out).context("writing to stdout")?;
         }
@@ -332,26 +358,13 @@ async fn interactive(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
     // Caught before the terminal changes modes, so no signal's default
     // action can end vmscope with the terminal left raw.
     let mut signals = Signals::install(&[Signal::Term, Signal::Hup, Signal::Int])?;
-    let fault_source = source.fault_source;
-    let cgroups = source.cgroups.clone();
-    let mut live = Live::new(unavailable(
-        &source.probes,
-        fault_source,
-        source.cgroups.as_ref(),
-    ));
     let mut app = App::new(header(&source.probes, args), args.interval);
     if args.cgroups {
         app.table = app::Table::Cgroups;
     }
-    let mut flight = flight_recorder(args, &source, None)?;
+    let mut feed = Feed::new(args, &source, None)?;
     source.start(Instant::now(), args.interval);
-    let first = source.next().await?;
-    if let Some(f) = flight.as_mut() {
-        f.push(&first.sample, &first.probes);
-    }
-    let first = first.sample;
-    app.note_oom(&first);
-    live.push(first);
+    feed.take(&mut app, source.next().await?);
 
     let _guard = TerminalGuard::enter()?;
     // Never dropped: its `Drop` shows the cursor and, when that fails (as
@@ -379,25 +392,13 @@ async fn interactive(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
             tokio::select! {
                 r = source.next() => {
                     test_panic.tick();
-                    let reading = r?;
-                    app.header = header(&reading.probes, args);
-                    live.set_unavailable(unavailable(&reading.probes, fault_source, cgroups.as_ref()));
-                    app.note_oom(&reading.sample);
-                    if let Some(f) = flight.as_mut() {
-                        f.push(&reading.sample, &reading.probes);
-                        if let Some(n) = f.notes().pop() {
-                            app.oom.written = Some(n);
-                        }
-                    }
-                    if let Some(v) = live.push(reading.sample) {
-                        app.update(v);
-                    }
+                    feed.take(&mut app, r?);
                 }
                 ev = next_event(&mut events) => match ev {
                     Some(Ok(Event::Key(k))) if k.kind != KeyEventKind::Release => {
                         match app.on_key(k) {
                             Action::Quit => return Ok(0),
-                            Action::Reset => live.reset(),
+                            Action::Reset => feed.live.reset(),
                             Action::Interval(d) => source.set_interval(d),
                             Action::None => {}
                         }
