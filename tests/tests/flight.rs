@@ -265,3 +265,62 @@ fn an_on_oom_directory_unwritable_without_privileges_is_refused() {
     );
     assert!(!err.contains("listening on"), "{err}");
 }
+
+/// `top --batch --history 30s --on-oom DIR` keeps the same flight recorder:
+/// while top runs, the OOM-killed child's window is written, whole, names
+/// the child and its cgroup, and validates against the schema; top says so
+/// on stderr and ends normally.
+#[test]
+fn top_keeps_a_flight_recorder_too() {
+    if !root_or_skip("top_keeps_a_flight_recorder_too") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("oom");
+    std::fs::create_dir(&out).unwrap();
+    let top = std::process::Command::new(vmscope_tests::vmscope_bin())
+        .args(["top", "--batch", "-n", "6", "--history", "30s", "--on-oom"])
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let cg = no_swap_cgroup();
+    let n = pages(TOUCHED);
+    let status = cg
+        .command(testchild())
+        .args(["touch", n.as_str()])
+        .status()
+        .unwrap();
+    assert_eq!(
+        status.signal(),
+        Some(libc::SIGKILL),
+        "the child was not OOM-killed"
+    );
+    let o = top.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{:?}: {err}", o.status);
+    let files = oom_files(&out);
+    assert_eq!(files.len(), 1, "{files:?}: {err}");
+    assert!(err.contains("vmscope top: OOM kill of"), "{err}");
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    assert_valid(
+        &schema("recording.schema.json"),
+        &rec,
+        "top's OOM recording",
+    );
+    let kills = rec["oom_kills"].as_array().unwrap();
+    let name = format!("/{}", cg.path().file_name().unwrap().to_str().unwrap());
+    assert!(
+        kills
+            .iter()
+            .any(|k| k["comm"] == "vmscope-testchi" && k["cgroup"] == name.as_str()),
+        "{kills:#?}"
+    );
+    eprintln!(
+        "top wrote {} with {} samples",
+        files[0].display(),
+        rec["samples"].as_array().unwrap().len()
+    );
+}
