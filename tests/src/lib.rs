@@ -148,6 +148,13 @@ pub fn record_to<S: AsRef<std::ffi::OsStr>>(
     (o, rec)
 }
 
+/// `bytes` in pages of this machine, as a decimal argument.
+pub fn pages(bytes: u64) -> String {
+    // SAFETY: sysconf has no preconditions.
+    let ps = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    (bytes / ps).to_string()
+}
+
 pub fn read_json(path: &Path) -> serde_json::Value {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));

@@ -65,6 +65,22 @@ impl Deref for ZramSwap {
 pub struct MemCgroup(pressure::MemCgroup);
 
 impl MemCgroup {
+    /// A memory cgroup of `limit_bytes` whose memory cannot go to swap,
+    /// even with a swap device active (v1: `memory.swappiness` 0; v2:
+    /// `memory.swap.max` 0): past its limit, a child is OOM-killed, and
+    /// reclaim takes file pages only.
+    pub fn no_swap(limit_bytes: u64) -> MemCgroup {
+        let cg = MemCgroup::new(limit_bytes);
+        let (file, value) = if cg.version() == 1 {
+            ("memory.swappiness", "0")
+        } else {
+            ("memory.swap.max", "0")
+        };
+        let path = cg.path().join(file);
+        std::fs::write(&path, value).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        cg
+    }
+
     /// Needs root. Panics with context on failure.
     pub fn new(limit_bytes: u64) -> MemCgroup {
         MemCgroup(

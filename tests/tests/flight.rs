@@ -18,30 +18,12 @@ use std::{
 
 use serde_json::Value;
 use vmscope_tests::{
-    assert_valid, path_str, pressure, root_or_skip, schema, serve_fixture, testchild, text,
+    assert_valid, pages, path_str, pressure, root_or_skip, schema, serve_fixture, testchild, text,
     vmscope_within,
 };
 
 const LIMIT: u64 = 64 << 20;
 const TOUCHED: u64 = 256 << 20;
-
-fn pages(bytes: u64) -> String {
-    // SAFETY: sysconf has no preconditions.
-    let ps = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
-    (bytes / ps).to_string()
-}
-
-/// As in `oom.rs`: a memory cgroup of `LIMIT` that cannot swap.
-fn no_swap_cgroup() -> pressure::MemCgroup {
-    let cg = pressure::MemCgroup::new(LIMIT);
-    let (file, value) = if cg.version() == 1 {
-        ("memory.swappiness", "0")
-    } else {
-        ("memory.swap.max", "0")
-    };
-    std::fs::write(cg.path().join(file), value).unwrap();
-    cg
-}
 
 fn metrics(addr: std::net::SocketAddr) -> String {
     let s = TcpStream::connect(addr).unwrap();
@@ -77,7 +59,7 @@ fn an_oom_kill_writes_the_window_as_a_recording_within_2_s() {
         "--on-oom",
         path_str(dir.path()),
     ]);
-    let cg = no_swap_cgroup();
+    let cg = pressure::MemCgroup::no_swap(LIMIT);
     let label = format!("/{}", cg.path().file_name().unwrap().to_str().unwrap());
     let family = format!("vmscope_cgroup_oom_kills_total{{cgroup=\"{label}\"}}");
     assert_eq!(serve_fixture::metric(&metrics(serve.addr), &family), None);
@@ -286,7 +268,7 @@ fn top_keeps_a_flight_recorder_too() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_secs(2));
-    let cg = no_swap_cgroup();
+    let cg = pressure::MemCgroup::no_swap(LIMIT);
     let n = pages(TOUCHED);
     let status = cg
         .command(testchild())

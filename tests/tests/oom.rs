@@ -21,34 +21,13 @@ use std::{
 
 use serde_json::Value;
 use vmscope_tests::{
-    path_str, pressure, record_to, root_or_skip, run_with_timeout, serve_fixture, testchild, text,
-    vmscope_bin,
+    pages, path_str, pressure, record_to, root_or_skip, run_with_timeout, serve_fixture, testchild,
+    text, vmscope_bin,
 };
 
 const LIMIT: u64 = 64 << 20;
 const TOUCHED: u64 = 256 << 20;
 const PROBE: &str = "oom:mark_victim";
-
-fn pages(bytes: u64) -> String {
-    // SAFETY: sysconf has no preconditions.
-    let ps = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
-    (bytes / ps).to_string()
-}
-
-/// A memory cgroup of `LIMIT` that cannot swap, even with a swap device
-/// active (v1: `memory.swappiness` 0; v2: `memory.swap.max` 0). Removed
-/// when dropped, the test failing or not.
-fn no_swap_cgroup() -> pressure::MemCgroup {
-    let cg = pressure::MemCgroup::new(LIMIT);
-    let (file, value) = if cg.version() == 1 {
-        ("memory.swappiness", "0")
-    } else {
-        ("memory.swap.max", "0")
-    };
-    let path = cg.path().join(file);
-    std::fs::write(&path, value).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
-    cg
-}
 
 /// OOM kills the memory cgroup itself counted (v1 `memory.oom_control`,
 /// v2 `memory.events`).
@@ -157,7 +136,7 @@ fn oom_kills_match_the_kernels_books() {
     // the classic tracepoint (the default: its record has the details),
     // then as the BTF one, as where tracefs cannot be read: both must
     // count what the kernel counted, and the classic one list each kill.
-    let cg = no_swap_cgroup();
+    let cg = pressure::MemCgroup::no_swap(LIMIT);
     let mut books = 0;
     for (method, env) in [
         ("tracepoint", None),
@@ -311,7 +290,7 @@ fn serve_exports_oom_kills_and_they_grow_with_the_kills() {
     let start = serve_fixture::metric(&body, FAMILY).unwrap();
 
     // One OOM kill, of a child run directly in the cgroup.
-    let cg = no_swap_cgroup();
+    let cg = pressure::MemCgroup::no_swap(LIMIT);
     let before = vmstat_oom_kills();
     let n = pages(TOUCHED);
     let mut c = cg.command(testchild());

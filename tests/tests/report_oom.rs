@@ -246,19 +246,6 @@ fn null_fields_of_a_kill_show_as_a_dash_not_zero() {
     assert!(reclaim[1].ends_with(" ms"), "{reclaim:?}");
 }
 
-/// A memory cgroup of 64 MiB that cannot swap (as `oom.rs` makes it).
-fn no_swap_cgroup() -> pressure::MemCgroup {
-    let cg = pressure::MemCgroup::new(64 << 20);
-    let (file, value) = if cg.version() == 1 {
-        ("memory.swappiness", "0")
-    } else {
-        ("memory.swap.max", "0")
-    };
-    let path = cg.path().join(file);
-    std::fs::write(&path, value).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
-    cg
-}
-
 #[test]
 fn a_live_oom_kill_is_reported() {
     if !root_or_skip("a_live_oom_kill_is_reported") {
@@ -266,7 +253,7 @@ fn a_live_oom_kill_is_reported() {
     }
     let _lock = pressure::exclusive();
     let dir = tempfile::tempdir().unwrap();
-    let cg = no_swap_cgroup();
+    let cg = pressure::MemCgroup::no_swap(64 << 20);
     let child = testchild();
     // SAFETY: sysconf has no preconditions.
     let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;

@@ -11,7 +11,6 @@ use aya_ebpf::{
     maps::{Array, HashMap},
     programs::TracePointContext,
 };
-use aya_log_ebpf::warn;
 use vmscope_common::{MAX_SCOPE_CGROUPS, ProcStats, cgroup_mode, counter, off};
 
 use crate::maps;
@@ -63,12 +62,7 @@ pub fn on_attach_record(ctx: &TracePointContext) {
     if root != hierarchy - 1 || SCOPE_CGROUPS.get_ptr(id).is_none() {
         return;
     }
-    if maps::TRACKED.insert(pid as u32, 1, 0).is_err() {
-        maps::count(counter::TRACKED_FULL);
-        warn!(ctx, "tracked-process set full: pid {} not followed", pid);
-    } else if let Some(e) = maps::TRACK_EPOCH.get_ptr_mut(0) {
-        maps::atomic_inc(e);
-    }
+    crate::filter::follow(ctx, pid as u32);
 }
 
 /// Brings `p`'s (the current process's) cgroup key up to date.

@@ -50,9 +50,16 @@ fn follow_child<C: EbpfContext>(ctx: &C, child: i32) {
     }
     // A new thread's tid lands here too; it is harmless (faults are keyed by
     // tgid) and keeps the check above to one lookup.
-    if maps::TRACKED.insert(child as u32, 1, 0).is_err() {
+    follow(ctx, child as u32);
+}
+
+/// Adds `pid` to the followed set (and moves the set's epoch on), or
+/// counts and reports that the set is full.
+#[inline(always)]
+pub fn follow<C: EbpfContext>(ctx: &C, pid: u32) {
+    if maps::TRACKED.insert(pid, 1, 0).is_err() {
         maps::count(counter::TRACKED_FULL);
-        warn!(ctx, "tracked-process set full: pid {} not followed", child);
+        warn!(ctx, "tracked-process set full: pid {} not followed", pid);
     } else if let Some(e) = maps::TRACK_EPOCH.get_ptr_mut(0) {
         maps::atomic_inc(e);
     }

@@ -63,6 +63,10 @@ pub struct LeadUp {
 struct Span {
     start: usize,
     end: usize,
+    /// The window reaches back to the recording's start: processes' and
+    /// cgroups' counts, which start at zero there, are counted from zero
+    /// (the first sample may already hold some).
+    whole: bool,
 }
 
 fn span(rec: &Recording, kill: &OomKill) -> Option<Span> {
@@ -89,7 +93,8 @@ fn span(rec: &Recording, kill: &OomKill) -> Option<Span> {
             .map_or(last, |(k, _)| k - 1),
         _ => end,
     };
-    Some(Span { start, end })
+    let whole = s.first().is_some_and(|f| from <= f.elapsed_ns);
+    Some(Span { start, end, whole })
 }
 
 /// The snapshots at the window's start and end.
@@ -179,11 +184,13 @@ pub fn lead_up(rec: &Recording, kill: &OomKill) -> LeadUp {
         None => Err("the victim's cgroup is unknown".into()),
     };
     let cg_then = cg_id
+        .filter(|_| !sp.whole)
         .and_then(|id| start.cgroups.get(&id))
         .map(|c| &c.counts);
     // A victim first seen in the window counted from zero.
     let v_then = kill
         .pid
+        .filter(|_| !sp.whole)
         .filter(|&pid| {
             !rec.samples[sp.start + 1..=sp.end]
                 .iter()
