@@ -257,6 +257,8 @@ fn top_keeps_a_flight_recorder_too() {
     if !root_or_skip("top_keeps_a_flight_recorder_too") {
         return;
     }
+    // OOM kills are system-wide: another test's kill would be recorded too.
+    let _lock = pressure::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("oom");
     std::fs::create_dir(&out).unwrap();
