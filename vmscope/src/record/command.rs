@@ -13,7 +13,7 @@ use crate::{
     model::probes::ProbeStatus,
     model::sample::Sample,
     record::{self, Header, JsonlWriter, Line, Output, Recording, Scope, ScopeKind, Totals},
-    source::kernel::{caps::Privileges, system},
+    source::kernel::caps::Privileges,
     source::loader::{self, LoadOptions},
     source::{Reading, Source},
     timefmt,
@@ -199,26 +199,16 @@ impl Setup {
             }
             None => (None, None),
         };
-        let header = Header {
-            schema_version: record::SCHEMA_VERSION,
-            tool: record::Tool::this(),
-            kernel: system::kernel_info(),
-            command_line: std::env::args().collect(),
-            command: (!args.command.is_empty()).then(|| args.command.clone()),
-            scope: Scope {
+        let header = record::header(
+            &source,
+            args.interval,
+            Scope {
                 kind: scope,
                 pids,
                 cgroup: args.cgroup.clone(),
             },
-            interval_ns: nanos(args.interval),
-            start_time: timefmt::rfc3339(SystemTime::now()),
-            probes: source.probes.clone(),
-            fault_source: source.fault_source,
-            fault_classes: (0..vmscope_common::FAULT_CLASSES)
-                .map(|k| vmscope_common::fault_class_name(k).to_string())
-                .collect(),
-            cgroup_scheme: source.cgroups.clone(),
-        };
+            (!args.command.is_empty()).then(|| args.command.clone()),
+        );
         if let Some(w) = stream.as_mut() {
             w.line(&Line::Header(Box::new(header.clone())))?;
         }

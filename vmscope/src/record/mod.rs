@@ -390,6 +390,33 @@ pub fn from_jsonl(text: &str) -> anyhow::Result<Recording> {
     Ok(*rec)
 }
 
+/// A recording's header as it stands now: what is known of `source` (its
+/// probes, fault source, cgroup scheme), the kernel, this command line and
+/// the start time.
+pub fn header(
+    source: &crate::source::Source,
+    interval: std::time::Duration,
+    scope: Scope,
+    command: Option<Vec<String>>,
+) -> Header {
+    Header {
+        schema_version: SCHEMA_VERSION,
+        tool: Tool::this(),
+        kernel: crate::source::kernel::system::kernel_info(),
+        command_line: std::env::args().collect(),
+        command,
+        scope,
+        interval_ns: u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX),
+        start_time: crate::timefmt::rfc3339(std::time::SystemTime::now()),
+        probes: source.probes.clone(),
+        fault_source: source.fault_source,
+        fault_classes: (0..vmscope_common::FAULT_CLASSES)
+            .map(|k| vmscope_common::fault_class_name(k).to_string())
+            .collect(),
+        cgroup_scheme: source.cgroups.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

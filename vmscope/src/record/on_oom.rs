@@ -20,12 +20,11 @@ use crate::{
     model::{
         oom::OomKill,
         probes::ProbeStatus,
-        recording::{Header, Recording, SCHEMA_VERSION, Scope, ScopeKind, Tool},
+        recording::{Header, Recording, Scope, ScopeKind},
         sample::Sample,
     },
     record::{self, flight::Flight},
-    source::{Source, kernel::system},
-    timefmt,
+    source::Source,
 };
 
 /// Files written for one sample's kills at most (each lists them all).
@@ -120,34 +119,20 @@ pub fn check_args(history: Option<Duration>, on_oom: Option<&Path>) -> anyhow::R
     Ok(())
 }
 
-/// What is known of the source for the recordings' header.
 /// The recordings' header; `pids`: the processes followed (`top -p`), or
 /// none (the whole system).
 fn header(source: &Source, interval: Duration, pids: &[u32]) -> Header {
-    Header {
-        schema_version: SCHEMA_VERSION,
-        tool: Tool::this(),
-        kernel: system::kernel_info(),
-        command_line: std::env::args().collect(),
-        command: None,
-        scope: Scope {
-            kind: if pids.is_empty() {
-                ScopeKind::System
-            } else {
-                ScopeKind::Pids
-            },
-            pids: pids.to_vec(),
-            cgroup: None,
-        },
-        interval_ns: u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX),
-        start_time: timefmt::rfc3339(SystemTime::now()),
-        probes: source.probes.clone(),
-        fault_source: source.fault_source,
-        fault_classes: (0..vmscope_common::FAULT_CLASSES)
-            .map(|k| vmscope_common::fault_class_name(k).to_string())
-            .collect(),
-        cgroup_scheme: source.cgroups.clone(),
-    }
+    let kind = if pids.is_empty() {
+        ScopeKind::System
+    } else {
+        ScopeKind::Pids
+    };
+    let scope = Scope {
+        kind,
+        pids: pids.to_vec(),
+        cgroup: None,
+    };
+    record::header(source, interval, scope, None)
 }
 
 /// `oom-20250101T120000.123Z-4242.json`: the kill's time (UTC, to the
