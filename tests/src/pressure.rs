@@ -89,6 +89,16 @@ impl MemCgroup {
         )
     }
 
+    /// A cgroup inside this one, without a limit of its own; drop it
+    /// before this one.
+    pub fn nested(&self, name: &str) -> MemCgroup {
+        MemCgroup(
+            self.0
+                .nested(name)
+                .unwrap_or_else(|e| panic!("setting up a nested memory cgroup: {e:#}")),
+        )
+    }
+
     /// Changes the limit. Lowering it below the usage makes the writing task
     /// (the caller, not the cgroup's members) reclaim the excess.
     pub fn set_limit(&self, limit_bytes: u64) {

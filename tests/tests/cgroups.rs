@@ -7,7 +7,8 @@
 //! the kernel's books say. `record --cgroup` follows exactly the processes
 //! in the cgroup, including one moved in after the start. Under a memcg
 //! limit with zram swap, the cgroup's swap-out is within 10% of pswpout
-//! (it is the only one swapping).
+//! (it is the only one swapping). madvise calls are charged to their
+//! cgroup by behaviour, exactly as many as the children made.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
 use std::{path::Path, time::Duration};
@@ -164,6 +165,46 @@ fn two_cgroups_are_charged_their_own_faults_and_a_third_none() {
         .find(|p| p["pid"] == child_a)
         .unwrap();
     assert_eq!(row["cgroup"], id_a, "{row}");
+}
+
+/// Children in A and B make exactly N calls each of MADV_FREE,
+/// MADV_DONTNEED and MADV_COLD (700 in A, 300 in B): each cgroup's calls
+/// by behaviour are exactly those, and C's idle child made none.
+#[test]
+fn madvise_calls_are_charged_to_their_cgroup_by_behaviour() {
+    if !root_or_skip("madvise_calls_are_charged_to_their_cgroup_by_behaviour") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, c) = (
+        pressure::MemCgroup::new(NO_LIMIT),
+        pressure::MemCgroup::new(NO_LIMIT),
+        pressure::MemCgroup::new(NO_LIMIT),
+    );
+    let ru = |n: &str| dir.path().join(n);
+    let script = format!(
+        "{} & {} & {} & wait",
+        in_cg(&a, &ru("a.ru"), "madvise 700"),
+        in_cg(&b, &ru("b.ru"), "madvise 300"),
+        in_cg(&c, &ru("c.ru"), "idle 300"),
+    );
+    let rec = record_ok(dir.path(), "madv", &["sh".into(), "-c".into(), script], &[]);
+    let by_behaviour = |cg: &pressure::MemCgroup| {
+        cgroup_row(&rec, &rel(&rec, cg)).map_or(Value::Null, |r| r["totals"]["madvise"].clone())
+    };
+    let (ma, mb, mc) = (by_behaviour(&a), by_behaviour(&b), by_behaviour(&c));
+    eprintln!("madvise by behaviour: A {ma}, B {mb}, C {mc}");
+    for (m, n) in [(&ma, 700), (&mb, 300)] {
+        assert_eq!(
+            *m,
+            serde_json::json!({"free": n, "dontneed": n, "cold": n}),
+            "each behaviour exactly {n} times"
+        );
+    }
+    assert!(
+        mc.is_null() || mc == serde_json::json!({}),
+        "C's idle child made no madvise call: {mc}"
+    );
 }
 
 /// 300 short-lived processes, each populating memory through

@@ -8,6 +8,8 @@
 //! entries as the kernel counted, the child's pid and name, its anonymous
 //! RSS near the limit; the BTF one alone lists none and says why. Without
 //! the tracepoint the figure is unavailable with the reason, never 0.
+//! Each kill names the memcg whose limit was hit: the child's own, or, for
+//! a child in a cgroup nested without a limit, the parent's.
 //! `serve` exports `vmscope_oom_kills_total` and it grows by the kills, and
 //! `compare` shows the `oom_kills` row.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
@@ -100,6 +102,9 @@ fn check_listed(rec: &Value, books: u64, cg: &pressure::MemCgroup) {
     let name = format!("/{}", cg.path().file_name().unwrap().to_str().unwrap());
     assert_eq!(k["cgroup"].as_str(), Some(name.as_str()), "{k}");
     assert_eq!(k["trigger_cgroup"].as_str(), Some(name.as_str()), "{k}");
+    // Its own cgroup's limit was hit (its memory.failcnt / events.local oom grew).
+    assert_eq!(k["constraint"], "memcg", "{k}");
+    assert_eq!(k["limit_cgroup"].as_str(), Some(name.as_str()), "{k}");
     let t = k["elapsed_ns"].as_u64().unwrap();
     assert!(t <= rec["duration_ns"].as_u64().unwrap(), "{k}");
     assert!(
@@ -226,6 +231,46 @@ fn oom_kills_match_the_kernels_books() {
         .unwrap_or_else(|| panic!("no oom_kills row in {doc:#}"));
     assert_eq!(row["base"]["mean"], 0.0, "{row}");
     assert_eq!(row["new"]["mean"], books as f64, "{row}");
+}
+
+/// The limit is the parent's: a child in `P/inner` (no limit of its own)
+/// touches 256 MiB under P's 64 MiB. The kill names the child's cgroup as
+/// victim's and trigger's, and P as the memcg whose limit was hit.
+#[test]
+fn a_kill_names_the_memcg_whose_limit_was_hit() {
+    if !root_or_skip("a_kill_names_the_memcg_whose_limit_was_hit") {
+        return;
+    }
+    let _lock = pressure::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let parent = pressure::MemCgroup::no_swap(LIMIT);
+    let inner = parent.nested("inner");
+    let (o, rec) = record(dir.path(), "nested", &touch_in(&inner, TOUCHED), &[]);
+    assert_eq!(o.status.code(), Some(137), "{}", text(&o.stderr));
+    let mount = rec["cgroup_scheme"]["mount"].as_str().unwrap().to_owned();
+    let rel = |p: &Path| format!("/{}", p.strip_prefix(&mount).unwrap().display());
+    let pid = &rec["child"]["pid"];
+    let k = kill_list(&rec)
+        .iter()
+        .find(|k| &k["pid"] == pid)
+        .unwrap_or_else(|| panic!("no kill of the child {pid}: {:#}", rec["oom_kills"]));
+    eprintln!(
+        "nested: victim in {}, trigger {}, {} OOM, limit of {}",
+        k["cgroup"], k["trigger_cgroup"], k["constraint"], k["limit_cgroup"]
+    );
+    assert_eq!(
+        k["cgroup"].as_str(),
+        Some(rel(inner.path()).as_str()),
+        "{k}"
+    );
+    assert_eq!(k["trigger_cgroup"], k["cgroup"], "{k}");
+    assert_eq!(k["constraint"], "memcg", "{k}");
+    assert_eq!(
+        k["limit_cgroup"].as_str(),
+        Some(rel(parent.path()).as_str()),
+        "{k}"
+    );
+    drop(inner);
 }
 
 #[test]

@@ -67,7 +67,10 @@ pub mod hist {
     /// file`).
     pub const FAULT_BASE: u32 = MADVISE_BASE + crate::madvise::SLOTS;
     pub const FAULT_KINDS: u32 = 4;
-    pub const COUNT: u32 = FAULT_BASE + FAULT_KINDS;
+    /// Dirty throttling: each pause `balance_dirty_pages` put a writer to
+    /// sleep for (`writeback:balance_dirty_pages`).
+    pub const DIRTY_PAUSE: u32 = FAULT_BASE + FAULT_KINDS;
+    pub const COUNT: u32 = DIRTY_PAUSE + 1;
 }
 
 /// Kinds of in-flight operation, the low byte of an `INFLIGHT` key.
@@ -210,7 +213,9 @@ pub mod off {
     /// The hierarchy id cgroup keys belong to (v1: the memory
     /// controller's, from /proc/cgroups; v2: 0), plus one (0: unset).
     pub const CGROUP_HIERARCHY: usize = 66;
-    pub const COUNT: usize = 67;
+    /// `writeback:balance_dirty_pages` record: `pause` (ms, signed).
+    pub const BDP_PAUSE: usize = 67;
+    pub const COUNT: usize = 68;
 }
 
 /// The syscalls followed through the raw `sys_enter`/`sys_exit` BTF
@@ -418,6 +423,12 @@ pub struct ProcStats {
     pub memcg_reclaims: u64,
     /// madvise + process_madvise calls made.
     pub madvise_calls: u64,
+    /// The same calls by behaviour group (`madvise::group`).
+    pub madvise: [u64; madvise::GROUPS],
+    /// Time this process's writers were put to sleep by dirty throttling
+    /// (`balance_dirty_pages`), and how often.
+    pub dirty_pause_ns: u64,
+    pub dirty_pauses: u64,
     /// TLB shootdown IPIs this process sent (`tlb_flush` reason 4).
     pub tlb_shootdowns: u64,
     /// Major faults taken (perf software event).
@@ -442,7 +453,9 @@ pub struct ProcStats {
     pub cgroup_epoch: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 13) + 16);
+const _: () = assert!(
+    core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 15 + madvise::GROUPS) + 16
+);
 
 /// Values of `OFFSETS[off::CGROUP_MODE]`.
 pub mod cgroup_mode {

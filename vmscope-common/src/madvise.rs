@@ -25,6 +25,32 @@ pub fn populates(behavior: u64) -> bool {
     behavior == 22 || behavior == 23
 }
 
+/// Behaviour groups counted per process (so per cgroup): the ones whose
+/// cost or gain vmscope measures, each on its own, and the rest together.
+/// A per-process array of all [`SLOTS`] would triple a process's entry.
+pub const GROUPS: usize = 8;
+/// The groups' names, as recordings and `serve` label them.
+pub const GROUP_NAMES: [&str; GROUPS] = [
+    "dontneed", "free", "cold", "pageout", "willneed", "populate", "hugepage", "other",
+];
+
+/// The group of a behaviour: DONTNEED and DONTNEED_LOCKED; FREE; COLD;
+/// PAGEOUT; WILLNEED; POPULATE_READ and POPULATE_WRITE; HUGEPAGE,
+/// NOHUGEPAGE and COLLAPSE; everything else.
+#[inline(always)]
+pub fn group(behavior: u64) -> usize {
+    match behavior {
+        4 | 24 => 0,
+        8 => 1,
+        20 => 2,
+        21 => 3,
+        3 => 4,
+        22 | 23 => 5,
+        14 | 15 | 25 => 6,
+        _ => 7,
+    }
+}
+
 /// The behaviour value a slot stands for (`None` for `OTHER`).
 pub fn slot_value(slot: u32) -> Option<u32> {
     match slot {
@@ -90,5 +116,20 @@ mod tests {
         assert_eq!(name(20), Some("COLD"));
         assert_eq!(name(21), Some("PAGEOUT"));
         assert_eq!(name(5), None);
+    }
+
+    #[test]
+    fn groups_name_their_behaviours() {
+        let named = |b: u64| GROUP_NAMES[group(b)];
+        assert_eq!(named(4), "dontneed");
+        assert_eq!(named(24), "dontneed");
+        assert_eq!(named(8), "free");
+        assert_eq!(named(20), "cold");
+        assert_eq!(named(21), "pageout");
+        assert_eq!(named(3), "willneed");
+        assert_eq!(named(23), "populate");
+        assert_eq!(named(25), "hugepage");
+        assert_eq!(named(9), "other");
+        assert_eq!(named(u64::MAX), "other");
     }
 }

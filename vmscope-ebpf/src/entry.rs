@@ -391,6 +391,13 @@ pub fn mark_victim(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// A writer put to sleep by dirty throttling (see `writeback.rs`).
+#[tracepoint]
+pub fn balance_dirty_pages(ctx: TracePointContext) -> u32 {
+    crate::writeback::on_balance_dirty_pages(&ctx);
+    0
+}
+
 /// A task moved between cgroups (see `cgroup.rs`).
 #[tracepoint]
 pub fn cgroup_attach_task(ctx: TracePointContext) -> u32 {

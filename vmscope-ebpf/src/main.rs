@@ -44,6 +44,8 @@ mod syscalls;
 mod timing;
 #[cfg(target_arch = "bpf")]
 mod tlb;
+#[cfg(target_arch = "bpf")]
+mod writeback;
 
 #[cfg(target_arch = "bpf")]
 #[panic_handler]

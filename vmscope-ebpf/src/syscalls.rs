@@ -44,9 +44,7 @@ fn madvise_end(ret: i64) {
         maps::add(counter::MADVISE_BYTES_BASE + slot, rec.arg1);
     }
     maps::observe(hist::MADVISE_BASE + slot, ns);
-    if let Some(p) = maps::current_proc() {
-        maps::atomic_inc(unsafe { &raw mut (*p).madvise_calls });
-    }
+    count_proc(rec.arg0);
 }
 
 pub fn process_madvise_enter(ctx: &TracePointContext) {
@@ -65,15 +63,25 @@ pub fn process_madvise_exit(ctx: &TracePointContext) {
 }
 
 fn process_madvise_end(ret: i64) {
-    let Some((_, ns)) = maps::end(kind::PROCESS_MADVISE) else {
+    let Some((rec, ns)) = maps::end(kind::PROCESS_MADVISE) else {
         return;
     };
     if ret < 0 {
         maps::count(counter::PROCESS_MADVISE_ERRORS);
     }
     maps::observe(hist::PROCESS_MADVISE, ns);
+    count_proc(rec.arg0);
+}
+
+/// One madvise or process_madvise call of `behavior` by the current
+/// process: its total and its behaviour group.
+fn count_proc(behavior: u64) {
     if let Some(p) = maps::current_proc() {
         maps::atomic_inc(unsafe { &raw mut (*p).madvise_calls });
+        let g = madvise::group(behavior);
+        if g < madvise::GROUPS {
+            maps::atomic_inc(unsafe { &raw mut (*p).madvise[g] });
+        }
     }
 }
 

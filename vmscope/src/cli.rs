@@ -309,6 +309,26 @@ pub enum Workload {
     /// Reclaim of anonymous memory mapped by N processes: time per
     /// reclaimed page (needs root and swap).
     Rmap(RmapArgs),
+    /// Writes a file faster than write-back with vm.dirty_bytes set low,
+    /// so that dirty throttling puts the writer to sleep; restores the
+    /// settings afterwards (needs root).
+    Dirty(DirtyArgs),
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct DirtyArgs {
+    /// Bytes written (then fsync'd and deleted).
+    #[arg(long, value_name = "BYTES", default_value = "512M", value_parser = parse_bytes)]
+    pub size: u64,
+
+    /// vm.dirty_bytes for the run (vm.dirty_background_bytes: half of it).
+    #[arg(long, value_name = "BYTES", default_value = "1M", value_parser = parse_bytes)]
+    pub dirty_bytes: u64,
+
+    /// Directory of the file: on a disk filesystem (tmpfs is never
+    /// throttled).
+    #[arg(long, value_name = "DIR", default_value = "/var/tmp")]
+    pub dir: std::path::PathBuf,
 }
 
 /// A byte count: `4096`, `256K`, `64M`, `1G` (binary units; `KiB`, `MB`

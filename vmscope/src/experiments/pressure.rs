@@ -321,6 +321,21 @@ impl MemCgroup {
         Ok(cg)
     }
 
+    /// A cgroup `name` inside this one, with no limit of its own (it
+    /// lives under this one's), removed when dropped: drop it first. On v2
+    /// this one's children get the memory controller first.
+    pub fn nested(&self, name: &str) -> anyhow::Result<MemCgroup> {
+        if self.version == 2 {
+            write(&self.path.join("cgroup.subtree_control"), "+memory")?;
+        }
+        let path = self.path.join(name);
+        fs::create_dir(&path).with_context(|| format!("creating cgroup {}", path.display()))?;
+        Ok(MemCgroup {
+            path,
+            version: self.version,
+        })
+    }
+
     fn limit_file(&self) -> PathBuf {
         self.path.join(if self.version == 1 {
             "memory.limit_in_bytes"

@@ -47,6 +47,8 @@ pub mod probe {
     /// rmap direct timing (fentry/fexit on the rmap functions).
     pub const RMAP_DIRECT: &str = "fentry:rmap";
     pub const OOM_VICTIM: &str = "oom:mark_victim";
+    /// Dirty throttling's pauses.
+    pub const DIRTY_THROTTLE: &str = "writeback:balance_dirty_pages";
     /// Keeps processes' cgroup keys fresh after a task moves.
     pub const CGROUP_ATTACH: &str = "cgroup:cgroup_attach_task";
     /// Per-cgroup attribution itself (how keys are read; not a hook).
@@ -447,6 +449,13 @@ pub const HIST_FAMILIES: &[HistFamily] = &[
         help: "shrink_slab calls.",
     },
     HistFamily {
+        prefix: "dirty_pause",
+        exact: true,
+        metric: "vmscope_dirty_pause_duration_seconds",
+        label: "",
+        help: "Dirty-throttling pauses: each sleep balance_dirty_pages put a writer to.",
+    },
+    HistFamily {
         prefix: "",
         exact: false,
         metric: "vmscope_syscall_duration_seconds",
@@ -493,6 +502,7 @@ pub const HISTS: &[(u32, &str, &str)] = &[
         "process_madvise",
         probe::PROCESS_MADVISE,
     ),
+    (hist::DIRTY_PAUSE, "dirty_pause", probe::DIRTY_THROTTLE),
 ];
 
 /// The name of histogram slot `id`.
@@ -590,6 +600,15 @@ pub const PROC_FIELDS: &[ProcField] = &[
         metric: Some("vmscope_process_reclaim_stall_seconds_total"),
         column: Some("reclaim"),
         get: |p| p.direct_reclaim_ns + p.memcg_reclaim_ns,
+    },
+    ProcField {
+        key: "dirty_pause",
+        probe: probe::DIRTY_THROTTLE,
+        unit: "ns",
+        help: "Time the process's writers slept in dirty throttling.",
+        metric: Some("vmscope_process_dirty_pause_seconds_total"),
+        column: None,
+        get: |p| p.dirty_pause_ns,
     },
     ProcField {
         key: "madvise_calls",
@@ -737,6 +756,13 @@ pub const RATES: &[Rate] = &[
         &[Need::Probe(probe::MEMCG_RECLAIM)],
         RateValue::HistMs("reclaim_memcg"),
         "Time tasks spent reclaiming for their memory cgroup.",
+    ),
+    rate(
+        "dirty throttling",
+        "ms/s",
+        &[Need::Probe(probe::DIRTY_THROTTLE)],
+        RateValue::HistMs("dirty_pause"),
+        "Time writers slept in dirty throttling (balance_dirty_pages).",
     ),
     rate(
         "kswapd active",

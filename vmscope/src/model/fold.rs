@@ -164,6 +164,7 @@ mod tests {
             major_faults: true,
             swap: false,
             gup_faults: true,
+            dirty: false,
         };
         let available = |name: &str| !name.starts_with("swap_");
         for limit in [5, 50, usize::MAX] {

@@ -154,6 +154,8 @@ pub struct ProcAvailability {
     pub swap: bool,
     /// The get_user_pages part of faults (`sched:sched_switch`).
     pub gup_faults: bool,
+    /// Dirty-throttling pauses (`writeback:balance_dirty_pages`).
+    pub dirty: bool,
 }
 
 /// Each process's last values, folded as samples arrive: the live ones
@@ -395,6 +397,7 @@ mod tests {
             major_faults: true,
             swap: true,
             gup_faults: true,
+            dirty: true,
         };
         let some = process_totals(FaultSource::Tracepoint, avail, &s, 10);
         assert_eq!(some[0].swap_out_pages, Some(7));

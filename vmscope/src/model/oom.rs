@@ -40,6 +40,18 @@ pub struct OomKill {
     /// unknown.
     #[serde(default)]
     pub trigger_cgroup: Option<String>,
+    /// `memcg` when a memory cgroup's limit was hit, `global` when the
+    /// system ran out; null when it could not be told. Read from the
+    /// cgroups' limit-hit counters on the path from `trigger_cgroup` to the
+    /// root (v2: `memory.events.local` `oom`; v1: `memory.failcnt`, which
+    /// also grows when reclaim made room, so a memcg at its limit during a
+    /// system-wide OOM is named too).
+    #[serde(default)]
+    pub constraint: Option<String>,
+    /// For a memcg OOM, the cgroup whose limit was hit: `trigger_cgroup`
+    /// or one of its ancestors.
+    #[serde(default)]
+    pub limit_cgroup: Option<String>,
 }
 
 impl OomKill {

@@ -6,6 +6,7 @@
 //! rates through; a new `top` column also needs its `ProcRow` field).
 
 use serde::{Deserialize, Serialize};
+use vmscope_common::madvise::{GROUP_NAMES, GROUPS};
 
 use crate::model::{
     FaultTotals, ProcAvailability, fault_totals, probes::FaultSource, sample::FaultCounters,
@@ -13,6 +14,89 @@ use crate::model::{
 
 fn is_zero(v: &u64) -> bool {
     *v == 0
+}
+
+/// madvise and process_madvise calls by behaviour group (see
+/// `vmscope_common::madvise::group`): DONTNEED (and DONTNEED_LOCKED),
+/// FREE, COLD, PAGEOUT, WILLNEED, POPULATE_READ/WRITE, HUGEPAGE (with
+/// NOHUGEPAGE and COLLAPSE) and every other behaviour. Zero groups are
+/// left out of the JSON.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct MadviseByBehavior {
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dontneed: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub free: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cold: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pageout: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub willneed: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub populate: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hugepage: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub other: u64,
+}
+
+impl MadviseByBehavior {
+    /// From the kernel side's array, in `madvise::GROUP_NAMES` order.
+    pub fn from_groups(g: [u64; GROUPS]) -> Self {
+        let [
+            dontneed,
+            free,
+            cold,
+            pageout,
+            willneed,
+            populate,
+            hugepage,
+            other,
+        ] = g;
+        Self {
+            dontneed,
+            free,
+            cold,
+            pageout,
+            willneed,
+            populate,
+            hugepage,
+            other,
+        }
+    }
+
+    /// The counts in `madvise::GROUP_NAMES` order.
+    pub fn groups(&self) -> [u64; GROUPS] {
+        [
+            self.dontneed,
+            self.free,
+            self.cold,
+            self.pageout,
+            self.willneed,
+            self.populate,
+            self.hugepage,
+            self.other,
+        ]
+    }
+
+    /// (group name, count) for every group.
+    pub fn named(&self) -> impl Iterator<Item = (&'static str, u64)> {
+        GROUP_NAMES.into_iter().zip(self.groups())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.groups().iter().all(|v| *v == 0)
+    }
+
+    /// Adds each group's growth from `old` to `new`.
+    pub fn add_growth(&mut self, new: &Self, old: &Self) {
+        let (mut sum, new, old) = (self.groups(), new.groups(), old.groups());
+        for i in 0..GROUPS {
+            sum[i] += new[i].saturating_sub(old[i]);
+        }
+        *self = Self::from_groups(sum);
+    }
 }
 
 /// `u64` for a counter every kernel has; `Option<u64>` (null when the
@@ -51,6 +135,9 @@ macro_rules! per_process_counters {
             #[serde(default, skip_serializing_if = "is_zero")]
             pub cgroup: u64,
             pub faults: FaultCounters,
+            /// `madvise_calls` by behaviour; absent when none.
+            #[serde(default, skip_serializing_if = "MadviseByBehavior::is_empty")]
+            pub madvise: MadviseByBehavior,
             $(
                 $(#[$sample_doc])*
                 #[serde(default, skip_serializing_if = "is_zero")]
@@ -67,6 +154,9 @@ macro_rules! per_process_counters {
             #[serde(default, skip_serializing_if = "is_zero")]
             pub cgroup: u64,
             pub faults: FaultTotals,
+            /// `madvise_calls` by behaviour; absent when none.
+            #[serde(default, skip_serializing_if = "MadviseByBehavior::is_empty")]
+            pub madvise: MadviseByBehavior,
             $(
                 $(#[$total_doc])*
                 pub $name: total_type!($avail),
@@ -83,6 +173,7 @@ macro_rules! per_process_counters {
                     comm: self.comm.clone(),
                     cgroup: self.cgroup,
                     faults: fault_totals(source, avail.gup_faults, Some(&self.faults)),
+                    madvise: self.madvise.clone(),
                     $($name: total_value!($avail, avail, self.$name),)*
                 }
             }
@@ -93,6 +184,7 @@ macro_rules! per_process_counters {
                 let zero = ProcSample::default();
                 let old = old.unwrap_or(&zero);
                 self.faults.add_growth(&new.faults, &old.faults);
+                self.madvise.add_growth(&new.madvise, &old.madvise);
                 $(self.$name += new.$name.saturating_sub(old.$name);)*
             }
         }
@@ -120,4 +212,38 @@ per_process_counters! {
     swap_in_pages: swap {
         /// Pages this process faulted back in from swap; null likewise.
     },
+    /// Time its writers slept in dirty throttling (`balance_dirty_pages`).
+    dirty_pause_ns: dirty {
+        /// Time its writers slept in dirty throttling; null when
+        /// `writeback:balance_dirty_pages` is unavailable.
+    },
+    /// How many such pauses.
+    dirty_pauses: dirty {
+        /// How many dirty-throttling pauses; null likewise.
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn madvise_groups_serialize_under_their_names() {
+        let g = MadviseByBehavior::from_groups([1, 2, 3, 4, 5, 6, 7, 8]);
+        let v = serde_json::to_value(&g).expect("serializes");
+        for (name, n) in g.named() {
+            assert_eq!(v[name].as_u64(), Some(n), "{name}: {v}");
+        }
+        let empty = serde_json::to_value(MadviseByBehavior::default()).expect("serializes");
+        assert_eq!(empty, serde_json::json!({}));
+    }
+
+    #[test]
+    fn madvise_growth_adds_per_group() {
+        let mut sum = MadviseByBehavior::from_groups([10, 0, 0, 0, 0, 0, 0, 1]);
+        let old = MadviseByBehavior::from_groups([5, 5, 0, 0, 0, 0, 0, 0]);
+        let new = MadviseByBehavior::from_groups([7, 9, 0, 0, 0, 0, 0, 0]);
+        sum.add_growth(&new, &old);
+        assert_eq!(sum.groups(), [12, 4, 0, 0, 0, 0, 0, 1]);
+    }
 }

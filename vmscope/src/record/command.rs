@@ -377,6 +377,7 @@ pub(crate) fn document(d: Document) -> Recording {
         major_faults: attached(loader::MAJOR_FAULTS_PROBE),
         swap: attached(loader::SWAP_PROBE),
         gup_faults: gup,
+        dirty: attached(loader::DIRTY_PROBE),
     };
     let summary = fold.summary_samples();
     let vm = crate::model::totals::vm_totals(

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::{html_escape, oom::NULL};
 use crate::{
-    model::{cgroup::CgroupTotal, recording::Recording},
+    model::{cgroup::CgroupTotal, process::ProcessTotal, recording::Recording},
     units::fmt_value,
 };
 
@@ -24,6 +24,22 @@ fn limit(c: &CgroupTotal) -> String {
     }
 }
 
+/// madvise calls by behaviour, the groups that have any: `free 700,
+/// dontneed 2`; `0` for none.
+fn madvise(t: &ProcessTotal) -> String {
+    let groups: Vec<String> = t
+        .madvise
+        .named()
+        .filter(|(_, n)| *n > 0)
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect();
+    if groups.is_empty() {
+        "0".into()
+    } else {
+        groups.join(", ")
+    }
+}
+
 /// The section, headings at `level`.
 pub fn section(rec: &Recording, level: u8) -> String {
     if rec.cgroups.is_empty() {
@@ -34,7 +50,8 @@ pub fn section(rec: &Recording, level: u8) -> String {
         s,
         "<section id=\"cgroups\"><h{level}>Cgroups</h{level}><table><thead><tr>\
          <th class=\"l\">cgroup</th><th>faults</th><th>major</th><th>reclaim stall ms</th>\
-         <th>swap-out pages</th><th>swap-in pages</th><th>limit</th><th>usage</th>\
+         <th>swap-out pages</th><th>swap-in pages</th><th class=\"l\">madvise calls</th>\
+         <th>limit</th><th>usage</th>\
          <th>OOM kills</th><th>victims recorded</th></tr></thead><tbody>"
     );
     for c in &rec.cgroups {
@@ -49,13 +66,15 @@ pub fn section(rec: &Recording, level: u8) -> String {
         let _ = writeln!(
             s,
             "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{victims}</td></tr>",
+             <td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{victims}</td></tr>",
             html_escape(&name),
             or_null(t.faults.total),
             or_null(t.major_faults),
             t.direct_reclaim_ns.saturating_add(t.memcg_reclaim_ns) as f64 / 1e6,
             or_null(t.swap_out_pages),
             or_null(t.swap_in_pages),
+            madvise(t),
             limit(c),
             books
                 .and_then(|b| b.usage_bytes)
@@ -66,7 +85,7 @@ pub fn section(rec: &Recording, level: u8) -> String {
     let _ = writeln!(
         s,
         "</tbody></table><p>{} cgroups, most faults first. Faults, reclaim stall (direct and \
-         memcg) and swap are vmscope's counts of the cgroup's processes while they were in \
+         memcg), swap and madvise calls (by behaviour) are vmscope's counts of the cgroup's processes while they were in \
          it; limit, usage and OOM kills are the cgroup's own books at their last reading \
          (OOM kills: v1 <code>memory.oom_control</code>, v2 <code>memory.events</code>, \
          since the cgroup was made); victims recorded: the OOM kills above in this cgroup. \

@@ -49,6 +49,16 @@ pub fn marks(rec: &Recording) -> Vec<Mark> {
         .collect()
 }
 
+/// Which limit the kill answered: the memcg's path, `none (system-wide)`,
+/// or null when it could not be told.
+fn limit_hit(k: &OomKill) -> String {
+    match (k.constraint.as_deref(), k.limit_cgroup.as_deref()) {
+        (Some("memcg"), Some(p)) => p.to_owned(),
+        (Some("global"), _) => "none (system-wide OOM)".into(),
+        _ => NULL.into(),
+    }
+}
+
 /// The OOM section of a recording's page, headings at `level`; empty when
 /// there was no kill.
 pub fn section(rec: &Recording, level: u8) -> String {
@@ -61,21 +71,22 @@ pub fn section(rec: &Recording, level: u8) -> String {
         "<section id=\"oom-kills\"><h{level}>OOM kills</h{level}>\
          <table><thead><tr><th>time</th><th class=\"l\">timestamp</th><th>pid</th>\
          <th class=\"l\">comm</th><th class=\"l\">cgroup</th><th class=\"l\">trigger cgroup</th>\
-         <th>anon RSS</th><th>file RSS</th><th>shmem RSS</th><th>oom_score_adj</th>\
+         <th class=\"l\">limit hit</th><th>anon RSS</th><th>file RSS</th><th>shmem RSS</th><th>oom_score_adj</th>\
          </tr></thead><tbody>"
     );
     for k in &rec.oom_kills {
         let _ = writeln!(
             s,
             "<tr class=\"oom-kill\"><td>{}</td><td class=\"l\">{}</td><td>{}</td>\
-             <td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td>\
-             <td>{}</td><td>{}</td><td>{}</td></tr>",
+             <td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>\
+             <td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             secs(k.elapsed_ns),
             html_escape(&k.timestamp),
             or_null(k.pid),
             html_escape(k.comm.as_deref().unwrap_or(NULL)),
             html_escape(k.cgroup.as_deref().unwrap_or(NULL)),
             html_escape(k.trigger_cgroup.as_deref().unwrap_or(NULL)),
+            html_escape(&limit_hit(k)),
             bytes(k.rss_anon_bytes),
             bytes(k.rss_file_bytes),
             bytes(k.rss_shmem_bytes),
@@ -85,7 +96,9 @@ pub fn section(rec: &Recording, level: u8) -> String {
     let _ = writeln!(
         s,
         "</tbody></table><p>Time since the recording began; each kill is the red line \
-         on the plots over time. {NULL}: the kernel's record lacks the field.</p>"
+         on the plots over time. Limit hit: the memory cgroup whose limit the kill \
+         answered, or none when the whole system ran out. {NULL}: the kernel's record \
+         lacks the field, or it could not be told.</p>"
     );
     let sub = level.saturating_add(1).min(6);
     for (i, k) in rec.oom_kills.iter().enumerate() {

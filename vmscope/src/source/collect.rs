@@ -1,6 +1,6 @@
 //! Turns eBPF maps into raw cumulative [`Sample`]s. No formatting here.
 
-use crate::model::process::ProcSample;
+use crate::model::process::{MadviseByBehavior, ProcSample};
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
     time::{Instant, SystemTime},
@@ -20,7 +20,10 @@ use crate::{
         oom::{OomKill, memory_cgroup},
     },
     procstat,
-    source::{kernel::cgroupfs, loader::Loaded},
+    source::{
+        kernel::{cgroupfs, limits},
+        loader::Loaded,
+    },
     timefmt,
 };
 
@@ -57,6 +60,8 @@ pub struct Collector {
     last_hists: HashMap<u32, HistSample>,
     /// Cgroup names (None: no cgroup attribution).
     names: Option<cgroupfs::Names>,
+    /// Limit-hit counters, to tell which limit an OOM kill answered.
+    limits: limits::LimitWatch,
     /// Entries read for the last time, for [`Collector::prune`].
     doomed_procs: Vec<u32>,
     doomed_mms: Vec<u64>,
@@ -79,6 +84,7 @@ impl Collector {
             doomed_procs: Vec::new(),
             doomed_mms: Vec::new(),
             names: None,
+            limits: limits::LimitWatch::default(),
         }
     }
 
@@ -94,6 +100,9 @@ impl Collector {
             && let Ok(h) = &probes.cgroups
         {
             self.names = Some(cgroupfs::Names::new(h.clone()));
+            let all = cgroupfs::below(h, "/");
+            self.limits
+                .seed(all.iter().map(|(_, p)| p.as_str()), |p| limits::hits(h, p));
         }
         let cgroup_of: HashMap<u32, u64> = table.iter().map(|(p, s)| (*p, s.cgroup)).collect();
         let mut exited = std::mem::take(&mut self.ended);
@@ -112,8 +121,9 @@ impl Collector {
         let faults = self.system_faults(&c, &vmstat);
         let hists = self.changed_hists(probes)?;
         let rmap = probes.rmap.as_mut().map(|s| s.read()).transpose()?;
-        let oom_kills = self.oom_kills(probes, &cgroup_of);
+        let mut oom_kills = self.oom_kills(probes, &cgroup_of);
         let cgroups = self.cgroups(&procs);
+        self.blame_limits(&mut oom_kills, &cgroups);
         Ok(Sample {
             oom_kills,
             cgroups,
@@ -321,6 +331,34 @@ impl Collector {
             }
         }
         kills
+    }
+
+    /// Reads the limit-hit counters of the cgroups active in this sample
+    /// and of the kills' trigger cgroups (with their ancestors), then names
+    /// for each kill the limit it answered (see [`limits`]).
+    fn blame_limits(&mut self, kills: &mut [OomKill], cgroups: &[CgroupSample]) {
+        let Some(names) = self.names.as_ref() else {
+            return;
+        };
+        let h = names.hierarchy();
+        let paths = cgroups
+            .iter()
+            .filter_map(|c| c.path.as_deref())
+            .chain(kills.iter().filter_map(|k| k.trigger_cgroup.as_deref()));
+        self.limits.read(paths, |p| limits::hits(h, p));
+        for k in kills {
+            let Some(trigger) = k.trigger_cgroup.as_deref() else {
+                continue;
+            };
+            match self.limits.blame(trigger) {
+                Some(limits::Verdict::Memcg(path)) => {
+                    k.constraint = Some("memcg".into());
+                    k.limit_cgroup = Some(path);
+                }
+                Some(limits::Verdict::Global) => k.constraint = Some("global".into()),
+                None => {}
+            }
+        }
     }
 
     /// Drops what is kept about `pid`'s process, which has ended.
@@ -653,10 +691,13 @@ fn proc_sample(pid: u32, comm: String, st: &ProcStats, swap_out: u64, swap_in: u
         memcg_reclaim_ns: st.memcg_reclaim_ns,
         memcg_reclaims: st.memcg_reclaims,
         madvise_calls: st.madvise_calls,
+        madvise: MadviseByBehavior::from_groups(st.madvise),
         tlb_shootdowns: st.tlb_shootdowns,
         major_faults: st.major_faults,
         swap_out_pages: swap_out,
         swap_in_pages: swap_in,
+        dirty_pause_ns: st.dirty_pause_ns,
+        dirty_pauses: st.dirty_pauses,
     }
 }
 
@@ -713,6 +754,8 @@ fn oom_kill(v: &OomVictim, clock: &Clock) -> OomKill {
         oom_score_adj: has(oom_field::OOM_SCORE_ADJ).then_some(v.oom_score_adj),
         cgroup,
         trigger_cgroup: None,
+        constraint: None,
+        limit_cgroup: None,
     }
 }
 

@@ -27,6 +27,7 @@ use crate::model::probes::{FaultSource, ProbeStatus};
 /// The swap-attribution probe: on every RSS change, so it waits for a swap
 /// device before attaching.
 pub const SWAP_PROBE: &str = crate::model::catalogue::probe::SWAP;
+pub const DIRTY_PROBE: &str = crate::model::catalogue::probe::DIRTY_THROTTLE;
 
 pub struct LoadOptions {
     /// Restrict per-process statistics to followed pids and their children.
@@ -219,9 +220,17 @@ struct Spec {
     /// than the BTF one, so it is tried first, the BTF one standing in
     /// where it cannot attach.
     optional: Option<fn(&EventFormat) -> Offsets>,
+    /// Why a hook without a BTF variant has none (its reason when it
+    /// attaches as the classic tracepoint where tp_btf works).
+    classic_why: Option<&'static str>,
 }
 
 impl Spec {
+    const fn classic_only(mut self, why: &'static str) -> Spec {
+        self.classic_why = Some(why);
+        self
+    }
+
     const fn btf(mut self, prog: &'static str) -> Spec {
         self.btf_prog = Some(prog);
         self
@@ -244,6 +253,7 @@ const fn spec(category: &'static str, name: &'static [&'static str], fields: Fie
         filtered_only: false,
         btf_prog: None,
         optional: None,
+        classic_why: None,
     }
 }
 
@@ -260,6 +270,7 @@ const SPECS: &[Spec] = &[
         filtered_only: true,
         btf_prog: Some("sched_process_fork_btf"),
         optional: None,
+        classic_why: None,
     },
     spec("sched", &["sched_process_exec"], &[]).btf("sched_process_exec_btf"),
     spec("sched", &["sched_process_exit"], &[]).btf("sched_process_exit_btf"),
@@ -361,6 +372,15 @@ const SPECS: &[Spec] = &[
         ],
     )
     .btf("tlb_flush_btf"),
+    spec(
+        "writeback",
+        &["balance_dirty_pages"],
+        &[(off::BDP_PAUSE, "pause", &[8])],
+    )
+    .classic_only(
+        "classic tracepoint by design, not tp_btf: its record gives each pause in ms, the BTF \
+         arguments in jiffies, whose length the kernel does not publish",
+    ),
     spec("oom", &["mark_victim"], &[])
         .btf("mark_victim_btf")
         .optional(oom_fields),
@@ -640,7 +660,11 @@ fn attach_spec(ebpf: &mut Ebpf, s: &Spec, plan: Plan, btf_ok: &Result<(), String
         return attach_classic_first(ebpf, s, plan, btf_ok);
     }
     let (Some(prog), Ok((event, _))) = (s.btf_prog, &plan.event) else {
-        return attach_planned(ebpf, s.category, s.prog, plan);
+        let mut status = attach_planned(ebpf, s.category, s.prog, plan);
+        if status.attached && status.reason.is_none() {
+            status.reason = s.classic_why.map(String::from);
+        }
+        return status;
     };
     let why_classic = match btf_ok {
         Ok(()) => match attach_btf(ebpf, prog, event) {

@@ -142,13 +142,18 @@ fn oom_text(o: &OomSeen) -> Option<String> {
     if let Some(k) = &o.last {
         let or_unknown = |v: Option<String>| v.unwrap_or_else(|| "?".into());
         t.push_str(&format!(
-            ", last: pid {} {}{} rss {} {}s ago",
+            ", last: pid {} {}{}{} rss {} {}s ago",
             or_unknown(k.pid.map(|p| p.to_string())),
             or_unknown(k.comm.clone()),
             k.cgroup
                 .as_deref()
                 .map(|c| format!(" in {c}"))
                 .unwrap_or_default(),
+            match (k.constraint.as_deref(), k.limit_cgroup.as_deref()) {
+                (Some("memcg"), Some(l)) => format!(" (limit of {l})"),
+                (Some("global"), _) => " (system-wide)".into(),
+                _ => String::new(),
+            },
             fmt_bytes(k.rss_bytes()),
             o.now_ns.saturating_sub(k.elapsed_ns) / 1_000_000_000
         ));
@@ -863,6 +868,17 @@ mod tests {
         let (_, l) = line_of(&s, "OOM kills 3").expect("the OOM line");
         assert!(
             l.contains("OOM kills 3, last: pid 4242 vmscope-testchi rss 64 MiB 7s ago"),
+            "{l}"
+        );
+        if let Some(k) = a.oom.last.as_mut() {
+            k.cgroup = Some("/a/b".into());
+            k.constraint = Some("memcg".into());
+            k.limit_cgroup = Some("/a".into());
+        }
+        let s = render(&a, 160, 40);
+        let (_, l) = line_of(&s, "OOM kills 3").expect("the OOM line");
+        assert!(
+            l.contains("vmscope-testchi in /a/b (limit of /a) rss 64 MiB"),
             "{l}"
         );
         assert!(l.contains("unavailable: perf:major-faults"), "{l}");

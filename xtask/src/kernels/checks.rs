@@ -182,6 +182,14 @@ pub fn judge(c: &Console) -> KernelResult {
     checks.push(fork_check(c));
     checks.push(cgroup_faults_check(c));
     checks.push(cgroup_swap_check(c));
+    checks.push(oom_check(
+        c,
+        "oom_memcg_v2",
+        "oommemcg",
+        "memcg",
+        Some("/o"),
+    ));
+    checks.push(oom_check(c, "oom_global", "oomglobal", "global", None));
     checks.extend(rmap_checks(c, &kinds));
     KernelResult {
         kernel: c.release.clone().unwrap_or_else(|| "unknown".into()),
@@ -588,6 +596,48 @@ fn cgroup_swap_check(c: &Console) -> Check {
         NAME,
         pswpout > 1000 && within(out, pswpout, 10.0) && within(inn, pswpin, 10.0),
         format!("/t out {out} vs pswpout {pswpout}; in {inn} vs pswpin {pswpin}"),
+    )
+}
+
+/// A run whose child the OOM killer killed: `record` exits 137 with the
+/// recording written. The kill of the child names the limit it answered:
+/// `constraint`, and for a memcg OOM the cgroup whose limit was hit.
+fn oom_check(
+    c: &Console,
+    name: &'static str,
+    run: &str,
+    constraint: &str,
+    limit: Option<&str>,
+) -> Check {
+    let rc = c.sections.get(run).map(|(_, rc)| *rc);
+    let Some(rec) = c.json(&format!("{run}.json")) else {
+        return check(name, false, format!("no recording (record exited {rc:?})"));
+    };
+    let pid = &rec["child"]["pid"];
+    let Some(k) = rec["oom_kills"]
+        .as_array()
+        .and_then(|ks| ks.iter().find(|k| &k["pid"] == pid))
+    else {
+        return check(
+            name,
+            false,
+            format!(
+                "record exited {rc:?}; no kill of the child {pid}: {}",
+                rec["oom_kills"]
+            ),
+        );
+    };
+    let got = (k["constraint"].as_str(), k["limit_cgroup"].as_str());
+    check(
+        name,
+        rc == Some(137) && got == (Some(constraint), limit),
+        format!(
+            "child killed in {}: {} OOM, limit of {} (want {constraint}, {})",
+            k["cgroup"],
+            k["constraint"],
+            k["limit_cgroup"],
+            limit.unwrap_or("none")
+        ),
     )
 }
 

@@ -24,6 +24,14 @@ pub const RMAP_SHARERS: u64 = 64;
 /// Faulted by one child in each of two cgroup v2 groups, `a` and `b`.
 pub const CGROUP_A_PAGES: u64 = 20_000;
 pub const CGROUP_B_PAGES: u64 = 8_000;
+/// Touched in `o/in`, a cgroup without a limit inside `o` limited to
+/// `OOM_LIMIT_MIB` without swap: a memcg OOM at `o`'s limit.
+pub const OOM_LIMIT_MIB: u64 = 32;
+pub const OOM_MEMCG_PAGES: u64 = 32_768;
+/// Touched with swap off in `g`, a cgroup without a limit: more than the
+/// guest's 2 GiB, a system-wide OOM. The child's `oom_score_adj` of 1000
+/// makes it the victim.
+pub const OOM_GLOBAL_PAGES: u64 = 1 << 20;
 
 /// The modules the guest loads for zram swap: zram itself, whose `depends=`
 /// the host follows (zsmalloc, and on 6.12 the lz4/lz4hc libraries), and
@@ -113,6 +121,18 @@ rec rmap64 -- vmscope workload rmap --sharers {rmap_sharers} --size {rmap_size}M
 rec rmap1 -- vmscope workload rmap --sharers 1 --size {rmap_size}M
 (export VMSCOPE_DISABLE_PROBES=fentry:rmap; rec rmap64s -- vmscope workload rmap --sharers {rmap_sharers} --size {rmap_size}M)
 
+# OOM kills last: a memcg OOM at a parent's limit, then a system-wide one.
+mkdir -p /sys/fs/cgroup/o /sys/fs/cgroup/g
+echo {oom_limit}M > /sys/fs/cgroup/o/memory.max
+echo 0 > /sys/fs/cgroup/o/memory.swap.max
+echo +memory > /sys/fs/cgroup/o/cgroup.subtree_control
+mkdir -p /sys/fs/cgroup/o/in
+rec oommemcg -- sh -c "echo \$\$ > /sys/fs/cgroup/o/in/cgroup.procs && exec $T touch {oom_memcg_pages}"
+swapoff /dev/zram0
+# Past the guest's memory in one mapping: the default overcommit heuristic refuses it.
+echo 1 > /proc/sys/vm/overcommit_memory
+rec oomglobal -- sh -c "echo \$\$ > /sys/fs/cgroup/g/cgroup.procs && echo 1000 > /proc/self/oom_score_adj && exec $T touch {oom_global_pages}"
+
 echo "@@vmscope:done"
 poweroff -f
 "#,
@@ -127,5 +147,8 @@ poweroff -f
         rmap_sharers = RMAP_SHARERS,
         cg_a = CGROUP_A_PAGES,
         cg_b = CGROUP_B_PAGES,
+        oom_limit = OOM_LIMIT_MIB,
+        oom_memcg_pages = OOM_MEMCG_PAGES,
+        oom_global_pages = OOM_GLOBAL_PAGES,
     )
 }

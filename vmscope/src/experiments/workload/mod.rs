@@ -1,6 +1,7 @@
 //! `vmscope workload NAME`: built-in workloads whose work is fixed, so
 //! their runs compare. Each prints its own figures and a final JSON line.
 
+pub mod dirty;
 pub mod lat;
 pub mod lazyfree;
 pub mod rmap;
@@ -8,6 +9,48 @@ pub mod rmap;
 use anyhow::Context as _;
 
 use crate::{cli::Workload, exit};
+
+/// Signals held back while a workload has changed the system (a cgroup,
+/// children, a sysctl), so that Ctrl-C cleans up first and then takes
+/// effect: dropping the value delivers any that came meanwhile.
+const HELD: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+pub struct HeldSignals(libc::sigset_t);
+
+impl HeldSignals {
+    pub fn hold() -> anyhow::Result<Self> {
+        // SAFETY: sigset operations on a local set; sigprocmask on this
+        // (only) thread.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in HELD {
+                libc::sigaddset(&mut set, s);
+            }
+            if libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error()).context("blocking signals");
+            }
+            Ok(Self(set))
+        }
+    }
+
+    /// Whether one of the held signals has come (and waits).
+    pub fn pending(&self) -> bool {
+        // SAFETY: sigpending fills a local set; sigismember reads it.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigpending(&mut set) == 0 && HELD.iter().any(|s| libc::sigismember(&set, *s) == 1)
+        }
+    }
+}
+
+impl Drop for HeldSignals {
+    fn drop(&mut self) {
+        // A signal that came meanwhile is delivered here, after cleanup.
+        // SAFETY: unblocks the set blocked in `hold`.
+        unsafe { libc::sigprocmask(libc::SIG_UNBLOCK, &self.0, std::ptr::null_mut()) };
+    }
+}
 
 /// An anonymous private read-write mapping, unmapped on drop.
 pub struct AnonMap {
@@ -121,6 +164,7 @@ pub fn run(w: &Workload) -> anyhow::Result<u8> {
         Workload::Lat(a) => lat::run(a),
         Workload::Lazyfree(a) => lazyfree::run(a),
         Workload::Rmap(a) => rmap::run(a),
+        Workload::Dirty(a) => dirty::run(a),
     }
 }
 

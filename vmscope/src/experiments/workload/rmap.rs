@@ -24,44 +24,12 @@ use std::{io::Write as _, os::fd::AsRawFd as _, time::Instant};
 
 use anyhow::Context as _;
 
-use super::AnonMap;
+use super::{AnonMap, HeldSignals};
 use crate::{
     cli::{RmapArgs, RmapWork},
     exit,
     experiments::pressure::{self, MemCgroup},
 };
-
-/// Signals held back while the cgroup and the children exist, so that
-/// Ctrl-C cleans up first and then takes effect.
-const HELD: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
-
-struct HeldSignals(libc::sigset_t);
-
-impl HeldSignals {
-    fn hold() -> anyhow::Result<Self> {
-        // SAFETY: sigset operations on a local set; sigprocmask on this
-        // (only) thread.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            for s in HELD {
-                libc::sigaddset(&mut set, s);
-            }
-            if libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
-                return Err(std::io::Error::last_os_error()).context("blocking signals");
-            }
-            Ok(Self(set))
-        }
-    }
-}
-
-impl Drop for HeldSignals {
-    fn drop(&mut self) {
-        // A signal that came meanwhile is delivered here, after cleanup.
-        // SAFETY: unblocks the set blocked in `hold`.
-        unsafe { libc::sigprocmask(libc::SIG_UNBLOCK, &self.0, std::ptr::null_mut()) };
-    }
-}
 
 /// The shared memory: mapped without huge pages (reclaim would split them,
 /// and the walk per base page is what is measured), every page written with

@@ -96,6 +96,7 @@ fn events(c: &ProcSample) -> u64 {
         + c.tlb_shootdowns
         + c.direct_reclaims
         + c.memcg_reclaims
+        + c.dirty_pauses
 }
 
 /// Whether cgroup `id` still has its directory at `path` below `mount`:
@@ -265,7 +266,7 @@ fn oom_kills(w: &mut Writer, state: &State) {
 type Get = fn(&ProcSample) -> u64;
 
 fn counts(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)]) {
-    let fields: [(&str, &str, &str, Get); 6] = [
+    let fields: [(&str, &str, &str, Get); 5] = [
         (
             "vmscope_cgroup_page_faults_total",
             "Page faults of the cgroup's processes while in it (top N cgroups by activity).",
@@ -291,12 +292,6 @@ fn counts(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)]) {
             |c| c.swap_in_pages,
         ),
         (
-            "vmscope_cgroup_madvise_calls_total",
-            "madvise and process_madvise calls of the cgroup's processes.",
-            probe::MADVISE,
-            |c| c.madvise_calls,
-        ),
-        (
             "vmscope_cgroup_tlb_shootdowns_total",
             "TLB shootdown IPIs the cgroup's processes sent.",
             probe::TLB_FLUSH,
@@ -312,6 +307,35 @@ fn counts(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)]) {
             .map(|(n, c)| (vec![("cgroup", n.clone())], get(&c.counts).to_string()))
             .collect();
         w.counter(metric, help, series);
+    }
+    if state.usable(probe::MADVISE) {
+        let calls = rows
+            .iter()
+            .flat_map(|(n, c)| {
+                c.counts.madvise.named().map(move |(behavior, v)| {
+                    (
+                        vec![("cgroup", n.clone()), ("behavior", behavior.into())],
+                        v.to_string(),
+                    )
+                })
+            })
+            .collect();
+        w.counter(
+            "vmscope_cgroup_madvise_calls_total",
+            "madvise and process_madvise calls of the cgroup's processes, by behaviour \
+             (dontneed, free, cold, pageout, willneed, populate, hugepage: with nohugepage \
+             and collapse, other).",
+            calls,
+        );
+    }
+    if state.usable(probe::DIRTY_THROTTLE) {
+        w.counter(
+            "vmscope_cgroup_dirty_pause_seconds_total",
+            "Time the cgroup's writers slept in dirty throttling (balance_dirty_pages).",
+            rows.iter()
+                .map(|(n, c)| (vec![("cgroup", n.clone())], secs(c.counts.dirty_pause_ns)))
+                .collect(),
+        );
     }
     let mut stall: Series = Vec::new();
     for (n, c) in rows {

@@ -264,6 +264,12 @@ pub const ALL: &[Hook] = &[
         "per-process swap-out attribution (MM_SWAPENTS)",
         "swap-out per process unavailable; system-wide from /proc/vmstat",
     ),
+    hook(
+        "writeback",
+        "balance_dirty_pages",
+        "dirty-throttling pauses per process, and their histogram",
+        "dirty throttling unavailable",
+    ),
     SCHED_SWITCH,
     SCHED_PROCESS_FORK,
     SCHED_PROCESS_EXEC,

@@ -1,0 +1,221 @@
+//! Which memory limit an OOM kill answered: the memcg whose limit was hit,
+//! or none (a system-wide OOM). Neither `oom:mark_victim` nor the task that
+//! invoked the killer carries it, so it is read from the cgroups' own
+//! counters of limit hits, on the path from the invoking task's cgroup to
+//! the root:
+//! - v2: `memory.events.local` `oom`, which the kernel counts in the memcg
+//!   that ran out, just before it invokes the killer;
+//! - v1: `memory.failcnt` (plus `memory.memsw.failcnt` with swap
+//!   accounting), which counts charges that failed at that cgroup's limit.
+//!   It also grows when reclaim then made room, so on v1 a memcg that was
+//!   at its limit while the whole system ran out is named too.
+//!
+//! The nearest cgroup on that path whose counter grew since two reads
+//! before the last one (a kill can reach user space one read after its
+//! count) is the one that hit its limit; that growth then counts as used. When every cgroup on the path was
+//! read before and none grew, the OOM was system-wide.
+
+use std::collections::HashMap;
+
+use super::cgroupfs::{Hierarchy, Kind};
+
+/// What a kill answered, as far as can be told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Cgroup `path` hit its limit.
+    Memcg(String),
+    /// The system ran out: no cgroup on the path hit a limit.
+    Global,
+}
+
+/// The path to the root from cgroup `path`, itself first, the root (which
+/// has no limit) left out.
+pub fn lineage(path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut p = path.trim_end_matches('/');
+    while !p.is_empty() {
+        out.push(p.to_owned());
+        p = p.rsplit_once('/').map_or("", |(parent, _)| parent);
+    }
+    out
+}
+
+/// The limit-hit counter of cgroup `path` now (see the module comment);
+/// `None` when it cannot be read.
+pub fn hits(h: &Hierarchy, path: &str) -> Option<u64> {
+    let dir = h.dir(path);
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+    match h.kind {
+        Kind::V2 => read("memory.events.local")?
+            .lines()
+            .find_map(|l| l.strip_prefix("oom ")?.trim().parse().ok()),
+        Kind::V1Memory => {
+            let num = |f: &str| read(f).and_then(|t| t.trim().parse::<u64>().ok());
+            let mem = num("memory.failcnt")?;
+            Some(mem + num("memory.memsw.failcnt").unwrap_or(0))
+        }
+    }
+}
+
+/// The counter of one cgroup at its last three reads.
+#[derive(Clone, Copy, Debug, Default)]
+struct Reads {
+    old: Option<u64>,
+    before: Option<u64>,
+    last: Option<u64>,
+}
+
+impl Reads {
+    /// The value growth is measured from: two reads before the last, or
+    /// the one before it when that is all there is.
+    fn base(&self) -> Option<u64> {
+        self.old.or(self.before)
+    }
+}
+
+/// The most cgroups whose counters are kept.
+const MAX_WATCHED: usize = 65536;
+
+/// Limit-hit counters of the cgroups that processes were active in, and of
+/// their ancestors, read at every sample.
+#[derive(Debug, Default)]
+pub struct LimitWatch {
+    reads: HashMap<String, Reads>,
+    /// Whether every cgroup there was at the start was read then: one
+    /// first seen later was created since, its counter from 0.
+    seeded: bool,
+}
+
+impl LimitWatch {
+    /// Reads the counter of every cgroup there is (`paths`: the whole
+    /// hierarchy), once, at the start.
+    pub fn seed<'a>(
+        &mut self,
+        paths: impl IntoIterator<Item = &'a str>,
+        read: impl Fn(&str) -> Option<u64>,
+    ) {
+        for p in paths {
+            if self.reads.len() < MAX_WATCHED && p != "/" {
+                self.reads.insert(
+                    p.to_owned(),
+                    Reads {
+                        last: read(p),
+                        ..Reads::default()
+                    },
+                );
+            }
+        }
+        self.seeded = self.reads.len() < MAX_WATCHED;
+    }
+
+    /// Reads the counters of `paths` and of their ancestors (each once),
+    /// with `read` (the cgroup's counter now).
+    pub fn read<'a>(
+        &mut self,
+        paths: impl IntoIterator<Item = &'a str>,
+        read: impl Fn(&str) -> Option<u64>,
+    ) {
+        let mut done = std::collections::HashSet::new();
+        for p in paths {
+            for level in lineage(p) {
+                if !done.insert(level.clone()) {
+                    continue;
+                }
+                if self.reads.len() >= MAX_WATCHED && !self.reads.contains_key(&level) {
+                    continue;
+                }
+                let seeded = self.seeded;
+                let r = self.reads.entry(level.clone()).or_insert_with(|| Reads {
+                    // Created since the start, so since its counter was 0.
+                    last: seeded.then_some(0),
+                    ..Reads::default()
+                });
+                (r.old, r.before, r.last) = (r.before, r.last, read(&level));
+            }
+        }
+    }
+
+    /// The verdict for a kill invoked from cgroup `trigger`, from the
+    /// reads so far (the last one after the kill). The growth it is
+    /// based on counts once: a later kill looks for new growth.
+    pub fn blame(&mut self, trigger: &str) -> Option<Verdict> {
+        let levels = lineage(trigger);
+        let mut known = true;
+        for level in &levels {
+            let r = self.reads.get(level).copied().unwrap_or_default();
+            match (r.base(), r.last) {
+                (Some(b), Some(l)) if l > b => {
+                    if let Some(r) = self.reads.get_mut(level) {
+                        (r.old, r.before) = (r.last, r.last);
+                    }
+                    return Some(Verdict::Memcg(level.clone()));
+                }
+                (Some(_), Some(_)) => {}
+                _ => known = false,
+            }
+        }
+        known.then_some(Verdict::Global)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lineage_runs_from_the_cgroup_up_without_the_root() {
+        assert_eq!(lineage("/a/b/c"), ["/a/b/c", "/a/b", "/a"]);
+        assert_eq!(lineage("/a"), ["/a"]);
+        assert!(lineage("/").is_empty());
+    }
+
+    fn watch<'a>(values: &'a [(&'a str, u64)]) -> impl Fn(&str) -> Option<u64> + 'a {
+        |p| values.iter().find(|(n, _)| *n == p).map(|(_, v)| *v)
+    }
+
+    #[test]
+    fn the_nearest_cgroup_whose_counter_grew_is_blamed_once() {
+        let mut w = LimitWatch::default();
+        w.read(["/p/c"], watch(&[("/p/c", 0), ("/p", 4)]));
+        w.read(["/p/c"], watch(&[("/p/c", 0), ("/p", 4)]));
+        assert_eq!(w.blame("/p/c"), Some(Verdict::Global));
+        // The parent's limit was hit: its child's was not.
+        w.read(["/p/c"], watch(&[("/p/c", 0), ("/p", 5)]));
+        assert_eq!(w.blame("/p/c"), Some(Verdict::Memcg("/p".into())));
+        // That growth counted once; no new hit: system-wide.
+        assert_eq!(w.blame("/p/c"), Some(Verdict::Global));
+        // Both grew: the nearer one caused the kill.
+        w.read(["/p/c"], watch(&[("/p/c", 1), ("/p", 6)]));
+        assert_eq!(w.blame("/p/c"), Some(Verdict::Memcg("/p/c".into())));
+    }
+
+    #[test]
+    fn a_kill_counted_one_read_early_is_still_found() {
+        let mut w = LimitWatch::default();
+        w.read(["/a"], watch(&[("/a", 0)]));
+        w.read(["/a"], watch(&[("/a", 1)]));
+        // The kill reaches user space at the next read.
+        w.read(["/a"], watch(&[("/a", 1)]));
+        assert_eq!(w.blame("/a"), Some(Verdict::Memcg("/a".into())));
+    }
+
+    #[test]
+    fn unknown_when_a_level_was_never_read_before() {
+        let mut w = LimitWatch::default();
+        w.read(["/a/b"], watch(&[("/a/b", 0), ("/a", 0)]));
+        assert_eq!(w.blame("/a/b"), None);
+        w.read(["/a/b"], watch(&[("/a/b", 0)]));
+        assert_eq!(w.blame("/a/b"), None, "/a unreadable");
+        assert_eq!(LimitWatch::default().blame("/"), Some(Verdict::Global));
+    }
+
+    #[test]
+    fn a_cgroup_created_after_the_start_counts_from_zero() {
+        let mut w = LimitWatch::default();
+        w.seed(["/", "/old"], watch(&[("/old", 7)]));
+        // Both read for the first time after a kill.
+        w.read(["/new", "/old"], watch(&[("/new", 1), ("/old", 7)]));
+        assert_eq!(w.blame("/new"), Some(Verdict::Memcg("/new".into())));
+        assert_eq!(w.blame("/old"), Some(Verdict::Global));
+    }
+}
