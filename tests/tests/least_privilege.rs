@@ -181,7 +181,10 @@ fn record_as_nobody_counts_faults_like_rusage_and_names_what_is_missing() {
     for (figure, why) in unavailable.as_object().unwrap() {
         let why = why.as_str().unwrap_or_default();
         if figure.contains("dirty_pause") {
-            assert!(why.contains(DIRTY) && why.contains("tracefs"), "{figure}: {why}");
+            assert!(
+                why.contains(DIRTY) && why.contains("tracefs"),
+                "{figure}: {why}"
+            );
             continue;
         }
         assert!(!why.contains("cannot read"), "{figure}: {why}");

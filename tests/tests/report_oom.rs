@@ -97,6 +97,19 @@ fn marker(kill: &Value) -> String {
 
 /// Checks the page of `rec` against `rec`: the kill's marker on every
 /// plot over time, its row, the lead-up's victim figures, the cgroup row.
+/// A duration as the page shows it (`0.46 ms`, `462.8 µs`, `1.2 s`), in ns.
+fn shown_ns(text: &str) -> f64 {
+    let (v, unit) = text.split_once(' ').unwrap_or((text, ""));
+    let scale = match unit {
+        "ns" => 1.0,
+        "µs" | "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        _ => panic!("no duration: {text:?}"),
+    };
+    v.parse::<f64>().unwrap_or_else(|e| panic!("{text:?}: {e}")) * scale
+}
+
 fn check_page(page: &str, rec: &Value, cgroup: &str) {
     let kill = &rec["oom_kills"][0];
     let pid = kill["pid"].as_u64().unwrap();
@@ -110,7 +123,13 @@ fn check_page(page: &str, rec: &Value, cgroup: &str) {
     assert_eq!(row[3], kill["comm"].as_str().unwrap(), "{row:?}");
     assert_eq!(row[4], cgroup, "{row:?}");
     assert_eq!(row[5], cgroup, "trigger cgroup: {row:?}");
-    assert_eq!(row[9], kill["oom_score_adj"].to_string(), "{row:?}");
+    let limit = match (kill["constraint"].as_str(), kill["limit_cgroup"].as_str()) {
+        (Some("memcg"), Some(l)) => l.to_string(),
+        (Some("global"), _) => "none (system-wide OOM)".into(),
+        _ => NULL.into(),
+    };
+    assert_eq!(row[6], limit, "limit hit: {row:?}");
+    assert_eq!(row[10], kill["oom_score_adj"].to_string(), "{row:?}");
     // The victim's memcg reclaim stall: its counter as last sampled.
     let victim = rec["processes"]
         .as_array()
@@ -124,10 +143,10 @@ fn check_page(page: &str, rec: &Value, cgroup: &str) {
         "the victim never stalled in memcg reclaim: {victim}"
     );
     let reclaim = lead_up_row(page, "memcg reclaim stall");
-    assert_eq!(
-        reclaim[2],
-        format!("{:.2} ms", ns as f64 / 1e6),
-        "{reclaim:?}"
+    let shown = shown_ns(&reclaim[2]);
+    assert!(
+        (shown - ns as f64).abs() <= ns as f64 * 0.005 + 1.0,
+        "{reclaim:?} vs {ns} ns"
     );
     let faults = lead_up_row(page, "page faults (vmscope's count)");
     let want = victim["faults"]["total"].as_u64().unwrap().to_string();
@@ -155,11 +174,11 @@ fn check_page(page: &str, rec: &Value, cgroup: &str) {
         "{row:?}"
     );
     assert_eq!(
-        row[8],
+        row[9],
         c["books_last"]["events"]["oom_kill"].to_string(),
         "{row:?}"
     );
-    assert_eq!(row[6], "64.0 MiB", "limit: {row:?}");
+    assert_eq!(row[7], "64.0 MiB", "limit: {row:?}");
     eprintln!(
         "report: kill of {pid} marked on {} plots; victim memcg reclaim {}, faults {}; cgroup \
          {cgroup}: {} faults, {} OOM kills",
@@ -167,7 +186,7 @@ fn check_page(page: &str, rec: &Value, cgroup: &str) {
         reclaim[2],
         faults[2],
         row[1],
-        row[8]
+        row[9]
     );
 }
 
@@ -235,10 +254,12 @@ fn null_fields_of_a_kill_show_as_a_dash_not_zero() {
     let page = report(&file, dir.path());
     let row = cells(between(&page, "<tr class=\"oom-kill\">", "</tr>"));
     assert_eq!(row[2], rec["oom_kills"][0]["pid"].to_string(), "{row:?}");
-    for i in [3, 4, 5, 7, 8, 9] {
+    // comm, cgroup, trigger cgroup, the limit hit (the fixture predates
+    // it), file and shmem RSS, oom_score_adj.
+    for i in [3, 4, 5, 6, 8, 9, 10] {
         assert_eq!(row[i], NULL, "column {i}: {row:?}");
     }
-    assert_ne!(row[6], NULL, "anon RSS is known: {row:?}");
+    assert_ne!(row[7], NULL, "anon RSS is known: {row:?}");
     // The marker and the lead-up name the unknown comm the same way, and
     // the victim's cgroup is still found through its process.
     assert!(page.contains(&format!("OOM kill: {} {NULL}", row[2])));

@@ -1088,6 +1088,22 @@ pub const RUN_ROWS: &[RunRow] = &[
         },
     ),
     row(
+        "dirty_pause",
+        "ms",
+        Lower,
+        Before,
+        true,
+        "Time writers slept in dirty throttling (balance_dirty_pages).",
+        |r| {
+            let vm = &r.totals.vm;
+            (!vm.unavailable.contains_key("histogram dirty_pause")).then(|| {
+                vm.histograms
+                    .get("dirty_pause")
+                    .map_or(0.0, |h| h.sum_ns as f64 / 1e6)
+            })
+        },
+    ),
+    row(
         "pgscan_direct",
         "pages",
         Lower,
