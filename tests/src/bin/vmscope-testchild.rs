@@ -18,6 +18,8 @@
 //!                                         report (or in /tmp), drop it from the page
 //!                                         cache with posix_fadvise(DONTNEED), then
 //!                                         read it through a MADV_RANDOM mapping
+//!        vmscope-testchild readfile PAGES write a PAGES-long file (1 MiB writes), drop
+//!                                         it from the page cache, read() it back
 //!        vmscope-testchild churn MILLIS   for MILLIS ms: map 16 fresh pages, write one
 //!                                         byte to each, unmap them, sleep 1 ms; again
 //!                                         (steady faults at little CPU)
@@ -188,6 +190,42 @@ fn hold(pages: usize, go: &std::path::Path) {
 
 /// Major faults: a file's pages read through a mapping after the page cache
 /// dropped them. Readahead makes some of them minor; rusage says which.
+/// Writes a PAGES-long file in 1 MiB writes, drops it from the page
+/// cache, then reads it back with read(): page cache only, no anonymous
+/// memory beyond one buffer.
+fn readfile(pages: usize, dir: &std::path::Path) {
+    use std::{io::Read as _, os::fd::AsRawFd as _};
+    let path = dir.join(format!(".vmscope-readfile-{}", std::process::id()));
+    let mut f = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let mut buf = vec![7u8; 1 << 20];
+    let total = pages * page_size();
+    let mut done = 0;
+    while done < total {
+        let n = buf.len().min(total - done);
+        f.write_all(&buf[..n]).unwrap();
+        done += n;
+    }
+    f.sync_all().unwrap();
+    // SAFETY: a plain syscall on an open descriptor.
+    let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(r, 0, "posix_fadvise");
+    let mut f = std::fs::File::open(format!("/proc/self/fd/{}", f.as_raw_fd())).unwrap();
+    let mut read = 0;
+    loop {
+        match f.read(&mut buf).unwrap() {
+            0 => break,
+            n => read += n,
+        }
+    }
+    assert_eq!(read, total);
+}
+
 fn majfault(pages: usize, dir: &std::path::Path) {
     use std::os::fd::AsRawFd as _;
     let ps = page_size();
@@ -467,14 +505,18 @@ fn main() {
             let r = report_to.as_deref().expect("hold needs --report");
             hold(n as usize, &std::path::PathBuf::from(format!("{r}.go")))
         }
-        "majfault" => {
+        "majfault" | "readfile" => {
             let dir = report_to
                 .as_deref()
                 .and_then(|r| std::path::Path::new(r).parent())
                 .filter(|d| !d.as_os_str().is_empty())
                 .unwrap_or(std::path::Path::new("/tmp"))
                 .to_path_buf();
-            majfault(n as usize, &dir)
+            if args[0] == "majfault" {
+                majfault(n as usize, &dir)
+            } else {
+                readfile(n as usize, &dir)
+            }
         }
         other => {
             eprintln!("unknown workload {other}");

@@ -647,6 +647,10 @@ pub enum RateValue {
     Vmstat(&'static str),
     /// A histogram's time, in ms per second.
     HistMs(&'static str),
+    /// PSI memory `some` stall time, in ms per second.
+    PsiSome,
+    /// The share of PSI memory `some` the timed causes explain (%).
+    StallCoverage,
     MadviseCalls,
     RmapWalk,
     RmapMaintenance,
@@ -763,6 +767,20 @@ pub const RATES: &[Rate] = &[
         &[Need::Probe(probe::DIRTY_THROTTLE)],
         RateValue::HistMs("dirty_pause"),
         "Time writers slept in dirty throttling (balance_dirty_pages).",
+    ),
+    rate(
+        "PSI memory some",
+        "ms/s",
+        &[],
+        RateValue::PsiSome,
+        "Time some task stalled on memory, from /proc/pressure/memory.",
+    ),
+    rate(
+        "stall explained",
+        "%",
+        &[],
+        RateValue::StallCoverage,
+        "Share of PSI memory some that direct and memcg reclaim explain.",
     ),
     rate(
         "kswapd active",

@@ -16,6 +16,7 @@ pub mod rmap;
 pub mod sample;
 pub mod series;
 pub mod snapshot;
+pub mod stall;
 pub mod totals;
 pub mod view;
 

@@ -44,6 +44,10 @@ pub struct VmTotals {
     /// `unavailable.rmap`).
     #[serde(default)]
     pub rmap: Option<crate::model::rmap::RmapTotals>,
+    /// Where memory stall time went: the timed causes next to PSI, and the
+    /// share of PSI `some` they explain (see `docs/counting.md`).
+    #[serde(default)]
+    pub stall: Option<crate::model::stall::StallAccount>,
 }
 
 fn missing_probe(probes: &[ProbeStatus], probe: &str) -> Option<String> {
@@ -137,6 +141,11 @@ pub fn vm_totals(samples: &[Sample], probes: &[ProbeStatus], psi_error: Option<&
             );
         }
     }
+    t.stall = Some(crate::model::stall::account(
+        &t.histograms,
+        &t.unavailable,
+        t.psi.as_ref(),
+    ));
     t
 }
 

@@ -356,6 +356,17 @@ impl<'a> Interval<'a> {
             RateValue::HistMs(name) => self
                 .per_s(|s| Some(s.hists.get(name).map_or(0, |h| h.sum_ns)))
                 .map(|v| v / 1e6),
+            RateValue::PsiSome => self.per_s(|s| Some(s.psi?.some.total_us)).map(|v| v / 1e3),
+            RateValue::StallCoverage => {
+                let named: f64 = crate::model::stall::MEMORY_STALLS
+                    .iter()
+                    .filter_map(|(_, h)| {
+                        self.per_s(|s| Some(s.hists.get(*h).map_or(0, |x| x.sum_ns)))
+                    })
+                    .sum();
+                let psi = self.per_s(|s| Some(s.psi?.some.total_us))? * 1e3;
+                crate::model::stall::coverage(named, psi)
+            }
             RateValue::MadviseCalls => {
                 self.per_s(|s| Some(s.madvise.iter().map(|m| m.calls).sum()))
             }
