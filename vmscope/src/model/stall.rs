@@ -9,9 +9,10 @@
 //! timed, so their time lands in "other". Dirty throttling is shown beside:
 //! PSI counts it as I/O, not memory, so it is not part of the coverage.
 //!
-//! The named causes are summed over tasks, PSI `some` is wall time with at
-//! least one task stalled: two tasks reclaiming at once count twice in the
-//! sum and once in PSI, so the share is capped at 100%. Under `record
+//! The named causes are task time, summed over tasks; PSI's system `total`
+//! is each CPU's stall time weighted by its non-idle time over all CPUs'
+//! non-idle time, so with two busy CPUs one task's stall counts about half:
+//! the share is capped at 100%. Under `record
 //! --pid`/a wrapped command, the causes are the followed processes' and PSI
 //! is the whole system's.
 
