@@ -81,17 +81,26 @@ fn in_cg(cg: &pressure::MemCgroup, report: &Path, args: &str) -> String {
     )
 }
 
+/// Cgroups A, B and C, which only label (no limit is reached).
+fn three_cgroups() -> (
+    pressure::MemCgroup,
+    pressure::MemCgroup,
+    pressure::MemCgroup,
+) {
+    (
+        pressure::MemCgroup::new(NO_LIMIT),
+        pressure::MemCgroup::new(NO_LIMIT),
+        pressure::MemCgroup::new(NO_LIMIT),
+    )
+}
+
 #[test]
 fn two_cgroups_are_charged_their_own_faults_and_a_third_none() {
     if !root_or_skip("two_cgroups_are_charged_their_own_faults_and_a_third_none") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (a, b, c) = (
-        pressure::MemCgroup::new(NO_LIMIT),
-        pressure::MemCgroup::new(NO_LIMIT),
-        pressure::MemCgroup::new(NO_LIMIT),
-    );
+    let (a, b, c) = three_cgroups();
     let (ra, rb, rc) = (
         dir.path().join("a.ru"),
         dir.path().join("b.ru"),
@@ -176,11 +185,7 @@ fn madvise_calls_are_charged_to_their_cgroup_by_behaviour() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let (a, b, c) = (
-        pressure::MemCgroup::new(NO_LIMIT),
-        pressure::MemCgroup::new(NO_LIMIT),
-        pressure::MemCgroup::new(NO_LIMIT),
-    );
+    let (a, b, c) = three_cgroups();
     let ru = |n: &str| dir.path().join(n);
     let script = format!(
         "{} & {} & {} & wait",

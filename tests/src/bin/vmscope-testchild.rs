@@ -190,19 +190,26 @@ fn hold(pages: usize, go: &std::path::Path) {
 
 /// Major faults: a file's pages read through a mapping after the page cache
 /// dropped them. Readahead makes some of them minor; rusage says which.
-/// Writes a PAGES-long file in 1 MiB writes, drops it from the page
-/// cache, then reads it back with read(): page cache only, no anonymous
-/// memory beyond one buffer.
-fn readfile(pages: usize, dir: &std::path::Path) {
-    use std::{io::Read as _, os::fd::AsRawFd as _};
-    let path = dir.join(format!(".vmscope-readfile-{}", std::process::id()));
-    let mut f = std::fs::File::options()
+/// A new file in `dir`, open for reading and writing, already unlinked (it
+/// goes with the process).
+fn unlinked_file(dir: &std::path::Path, what: &str) -> std::fs::File {
+    let path = dir.join(format!(".vmscope-{what}-{}", std::process::id()));
+    let f = std::fs::File::options()
         .read(true)
         .write(true)
         .create_new(true)
         .open(&path)
         .unwrap();
     std::fs::remove_file(&path).unwrap();
+    f
+}
+
+/// Writes a PAGES-long file in 1 MiB writes, drops it from the page
+/// cache, then reads it back with read(): page cache only, no anonymous
+/// memory beyond one buffer.
+fn readfile(pages: usize, dir: &std::path::Path) {
+    use std::{io::Read as _, os::fd::AsRawFd as _};
+    let mut f = unlinked_file(dir, "readfile");
     let mut buf = vec![7u8; 1 << 20];
     let total = pages * page_size();
     let mut done = 0;
@@ -229,14 +236,7 @@ fn readfile(pages: usize, dir: &std::path::Path) {
 fn majfault(pages: usize, dir: &std::path::Path) {
     use std::os::fd::AsRawFd as _;
     let ps = page_size();
-    let path = dir.join(format!(".vmscope-majfault-{}", std::process::id()));
-    let mut f = std::fs::File::options()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .unwrap();
-    std::fs::remove_file(&path).unwrap();
+    let mut f = unlinked_file(dir, "majfault");
     f.write_all(&vec![7u8; pages * ps]).unwrap();
     f.sync_all().unwrap();
     let fd = f.as_raw_fd();
