@@ -913,6 +913,37 @@ fn vm_counter(rec: &Recording, name: &str) -> Option<f64> {
         .map(|v| v as f64)
 }
 
+/// The summed time (ms) of histograms `names`: 0 when their probes were
+/// attached and nothing happened (an empty histogram is not recorded), and
+/// `None` when any was unavailable or the recording predates its probe.
+fn hist_sum_ms(rec: &Recording, names: &[&str]) -> Option<f64> {
+    let mut ms = 0.0;
+    for name in names {
+        let (_, _, probe) = HISTS.iter().find(|h| h.1 == *name)?;
+        let attached = rec
+            .header
+            .probes
+            .iter()
+            .any(|p| p.probe == *probe && p.usable());
+        if !attached
+            || rec
+                .totals
+                .vm
+                .unavailable
+                .contains_key(&format!("histogram {name}"))
+        {
+            return None;
+        }
+        ms += rec
+            .totals
+            .vm
+            .histograms
+            .get(*name)
+            .map_or(0.0, |h| h.sum_ns as f64 / 1e6);
+    }
+    Some(ms)
+}
+
 fn vmstat(rec: &Recording, key: &str) -> Option<f64> {
     rec.totals
         .vm
@@ -1097,13 +1128,7 @@ pub const RUN_ROWS: &[RunRow] = &[
         Before,
         true,
         "Time in direct and memcg reclaim.",
-        |r| {
-            ["reclaim_direct", "reclaim_memcg"]
-                .iter()
-                .filter_map(|h| r.totals.vm.histograms.get(*h))
-                .map(|s| s.sum_ns as f64 / 1e6)
-                .reduce(|a, b| a + b)
-        },
+        |r| hist_sum_ms(r, &["reclaim_direct", "reclaim_memcg"]),
     ),
     row(
         "dirty_pause",
@@ -1112,14 +1137,7 @@ pub const RUN_ROWS: &[RunRow] = &[
         Before,
         true,
         "Time writers slept in dirty throttling (balance_dirty_pages).",
-        |r| {
-            let vm = &r.totals.vm;
-            (!vm.unavailable.contains_key("histogram dirty_pause")).then(|| {
-                vm.histograms
-                    .get("dirty_pause")
-                    .map_or(0.0, |h| h.sum_ns as f64 / 1e6)
-            })
-        },
+        |r| hist_sum_ms(r, &["dirty_pause"]),
     ),
     row(
         "pgscan_direct",
