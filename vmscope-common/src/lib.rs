@@ -15,6 +15,10 @@ pub use fault::{FAULT_CLASSES, fault_class, fault_class_name};
 /// as `inserts - live entries`).
 pub const MAX_PROCS: u32 = 10240;
 
+/// Capacity of the per-thread fault books (LRU: a thread's entry goes at
+/// its exit; an evicted one restarts from its next slice).
+pub const MAX_TASK_BOOKS: u32 = 16384;
+
 /// Capacity of the set of followed tgids (the wrapped command's tree, or `-p`).
 pub const MAX_TRACKED: u32 = 65536;
 

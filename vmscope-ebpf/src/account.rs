@@ -5,17 +5,35 @@
 //!
 //! At each context switch the outgoing task's `min_flt + maj_flt` is
 //! compared with its value when that task was switched in on this CPU (a
-//! per-CPU slot), and the difference is credited to its process. A task
-//! runs on one CPU between its switch-in and switch-out there, so the slot
-//! sees its whole slice; a dying task's last switch-out closes its books.
+//! per-CPU slot), and the difference is credited to its process. That
+//! needs no lookup for a slice without faults, the common case.
+//!
+//! A switch-in can go unseen: a task already running when vmscope attached,
+//! or a switch the kernel makes without the tracepoint (some hypervisor
+//! agents' threads are switched out untraced; the task switched in then is
+//! never `next`). So a thread that faulted also keeps, per thread, how far
+//! it has been credited (`BOOKS`); that cumulative figure, not the slice,
+//! decides what is credited, and a slice whose start was not seen is caught
+//! up from it. A dying thread's books close at its exit
+//! (`sched_process_exit`, after its mm is gone, so it takes no more
+//! faults), because its parent can be woken and read the process a last
+//! time before the thread's final switch-out.
 
-use aya_ebpf::{helpers::bpf_probe_read_kernel, macros::map, maps::PerCpuArray};
-use vmscope_common::{SwitchSlot, off};
+use aya_ebpf::{
+    helpers::bpf_probe_read_kernel,
+    macros::map,
+    maps::{LruHashMap, PerCpuArray},
+};
+use vmscope_common::{MAX_TASK_BOOKS, SwitchSlot, off};
 
 use crate::maps;
 
 #[map]
 static SWITCH: PerCpuArray<SwitchSlot> = PerCpuArray::with_max_entries(1, 0);
+
+/// Per thread (tid): the `min_flt + maj_flt` credited so far.
+#[map]
+static BOOKS: LruHashMap<u32, u64> = LruHashMap::with_max_entries(MAX_TASK_BOOKS, 0);
 
 /// `min_flt + maj_flt` of a task (both `unsigned long`, adjacent).
 #[inline(always)]
@@ -24,6 +42,73 @@ fn faults_of(task: u64, at: usize) -> Option<u64> {
     // checks it.
     let pair = unsafe { bpf_probe_read_kernel((task as usize + at) as *const [u64; 2]) }.ok()?;
     Some(pair[0].wrapping_add(pair[1]))
+}
+
+/// Brings the current thread's books up to `now` (its `min_flt + maj_flt`)
+/// and credits the difference to its process. `slice` is what this CPU's
+/// slot saw since the thread's switch-in, or `None` when that switch-in was
+/// not seen; it is used only when the thread has no books yet.
+#[inline(always)]
+fn settle(now: u64, slice: Option<u64>) {
+    let Some(p) = maps::current_proc() else {
+        return;
+    };
+    let tid = maps::current_tid();
+    let d = match BOOKS.get_ptr_mut(tid) {
+        // SAFETY: a map value.
+        Some(done) => unsafe {
+            let d = now.wrapping_sub(*done);
+            *done = now;
+            d
+        },
+        None => {
+            let _ = BOOKS.insert(tid, now, 0);
+            // A thread born after the load has all its faults since; an
+            // older one's, before its first seen slice, are not ours.
+            slice.unwrap_or(if maps::thread_started_after_load() {
+                now
+            } else {
+                0
+            })
+        }
+    };
+    // A thread's counters only grow; anything else is a reused tid or
+    // address seen mid-way, not a fault count.
+    if d != 0 && d < 1 << 40 {
+        maps::atomic_add(
+            // SAFETY: a map value.
+            unsafe { &raw mut (*p).accounted_faults },
+            d,
+        );
+    }
+}
+
+/// `sched_process_exit`, in the exiting thread's context: close its books
+/// (they are dropped) and move this CPU's slot on, so its final switch-out
+/// adds nothing twice.
+#[inline(always)]
+pub fn on_task_exit() {
+    let at = maps::offset(off::TASK_FLT);
+    if at == 0 {
+        return;
+    }
+    let Some(s) = SWITCH.get_ptr_mut(0) else {
+        return;
+    };
+    let task = unsafe { aya_ebpf::helpers::bpf_get_current_task() };
+    let Some(now) = faults_of(task, at) else {
+        return;
+    };
+    // SAFETY: this CPU's slot, as in `on_switch`.
+    unsafe {
+        if (*s).task == task {
+            settle(now, Some(now.wrapping_sub((*s).base)));
+            (*s).base = now;
+        } else {
+            settle(now, None);
+        }
+    }
+    let _ = BOOKS.remove(maps::current_tid());
 }
 
 /// `sched_switch(preempt, prev, next)`; runs in `prev`'s context.
@@ -41,17 +126,15 @@ pub fn on_switch(prev: u64, next: u64) {
     // nest in another.
     unsafe {
         if prev != 0
-            && (*s).task == prev
             && let Some(now) = faults_of(prev, at)
         {
-            let d = now.wrapping_sub((*s).base);
-            // A task's counters only grow; anything else is a reused
-            // address seen mid-way, not a fault count.
-            if d != 0
-                && d < 1 << 40
-                && let Some(p) = maps::current_proc()
-            {
-                maps::atomic_add(&raw mut (*p).accounted_faults, d);
+            if (*s).task == prev {
+                let slice = now.wrapping_sub((*s).base);
+                if slice != 0 {
+                    settle(now, Some(slice));
+                }
+            } else {
+                settle(now, None);
             }
         }
         match faults_of(next, at) {

@@ -75,6 +75,7 @@ pub fn follow<C: EbpfContext>(ctx: &C, pid: u32) {
 pub fn on_exit() {
     let id = aya_ebpf::helpers::bpf_get_current_pid_tgid();
     let (tgid, tid) = ((id >> 32) as u32, id as u32);
+    crate::account::on_task_exit();
     let filtering = maps::filter_enabled();
     if filtering && tid != tgid && maps::TRACKED.remove(tid).is_ok() {
         maps::count(counter::TRACKED_REMOVED);
