@@ -9,8 +9,8 @@
 //! needs no lookup for a slice without faults, the common case.
 //!
 //! A switch-in can go unseen: a task already running when vmscope attached,
-//! or a switch the kernel makes without the tracepoint (some hypervisor
-//! agents' threads are switched out untraced; the task switched in then is
+//! or a switch the kernel makes without the tracepoint (on some kernels a
+//! few threads are switched out untraced, and the task switched in then is
 //! never `next`). So a thread that faulted also keeps, per thread, how far
 //! it has been credited (`BOOKS`); that cumulative figure, not the slice,
 //! decides what is credited, and a slice whose start was not seen is caught
