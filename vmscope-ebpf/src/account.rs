@@ -62,14 +62,12 @@ fn settle(now: u64, slice: Option<u64>) {
             d
         },
         None => {
+            // Without books and without a seen switch-in, where the books
+            // should start is unknown: start them now. (Crediting a young
+            // thread's whole count here would count twice a thread whose
+            // books were closed at its exit or evicted.)
             let _ = BOOKS.insert(tid, now, 0);
-            // A thread born after the load has all its faults since; an
-            // older one's, before its first seen slice, are not ours.
-            slice.unwrap_or(if maps::thread_started_after_load() {
-                now
-            } else {
-                0
-            })
+            slice.unwrap_or(0)
         }
     };
     // A thread's counters only grow; anything else is a reused tid or

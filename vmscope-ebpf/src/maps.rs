@@ -46,30 +46,6 @@ pub static HISTS: PerCpuArray<HistSlot> = PerCpuArray::with_max_entries(hist::CO
 #[map]
 pub static INFLIGHT: LruHashMap<u64, Inflight> = LruHashMap::with_max_entries(MAX_INFLIGHT, 0);
 
-/// Set by the loader: CLOCK_MONOTONIC (`bpf_ktime_get_ns`) when it loaded
-/// the programs.
-#[unsafe(no_mangle)]
-static LOADED_NS: u64 = 0;
-
-/// Whether the current thread started after the programs were loaded (its
-/// `start_time`, the same clock), so that all its faults are ours to count.
-/// False when the offset or the load time is unknown.
-#[inline(always)]
-pub fn thread_started_after_load() -> bool {
-    // SAFETY: volatile so the compiler keeps the load: the loader rewrites
-    // .rodata.
-    let loaded = unsafe { core::ptr::read_volatile(&LOADED_NS) };
-    let at = offset(off::TASK_START_TIME);
-    if loaded == 0 || at == 0 {
-        return false;
-    }
-    // SAFETY (both): the helper returns the current task; the read goes
-    // through the helper, which checks it.
-    let task = unsafe { aya_ebpf::helpers::bpf_get_current_task() } as usize;
-    unsafe { aya_ebpf::helpers::bpf_probe_read_kernel((task + at) as *const u64) }
-        .is_ok_and(|start| start > loaded)
-}
-
 #[inline(always)]
 fn global(v: &u32) -> u32 {
     // Volatile so the compiler keeps the load: the loader rewrites .rodata.

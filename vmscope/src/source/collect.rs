@@ -764,7 +764,7 @@ fn oom_kill(v: &OomVictim, clock: &Clock) -> OomKill {
 const EXIT_SETTLE_NS: u64 = 100_000_000;
 
 /// CLOCK_MONOTONIC, the clock of the eBPF side's `bpf_ktime_get_ns`.
-pub(crate) fn monotonic_ns() -> u64 {
+fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

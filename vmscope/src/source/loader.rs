@@ -1030,8 +1030,6 @@ fn load_object(
 ) -> anyhow::Result<Ebpf> {
     let globals: [u32; off::COUNT] = offsets.map(|o| o.unwrap_or(0));
     let filtered: u32 = opts.filtered.into();
-    // Threads started after this are known to have taken no fault before it.
-    let loaded_ns = crate::source::collect::monotonic_ns();
     // Rebound so that it may borrow the globals above.
     let mut loader = loader;
     if let Ok(btf) = crate::source::kernel::btf::aya_vmlinux() {
@@ -1039,7 +1037,6 @@ fn load_object(
     }
     loader
         .override_global("FILTER_ENABLED", &filtered, true)
-        .override_global("LOADED_NS", &loaded_ns, true)
         .override_global("OFFSETS", &globals, true);
     crate::source::rmap::size_maps(&mut loader, opts.sample_hz);
     loader
