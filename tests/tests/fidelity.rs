@@ -126,6 +126,12 @@ fn populate_counts_like_the_kernels_books(name: &str) {
     let system = u64_at(&rec["totals"]["system_faults"], "/gup");
     assert!(system >= 3 * PAGES * 98 / 100, "system gup {system}");
     assert_eq!(rec["totals"]["unavailable"].get("gup_faults"), None);
+    // How many slices the books caught up is a figure, not a silence.
+    assert!(
+        rec["totals"]["counters"]["switch_in_unseen"].is_u64(),
+        "{:#}",
+        rec["totals"]["counters"]
+    );
 }
 
 #[test]

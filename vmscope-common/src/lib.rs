@@ -311,8 +311,12 @@ pub mod counter {
     /// Tasks moved between cgroups (`cgroup:cgroup_attach_task`): each
     /// move makes every process re-read its cgroup key at its next event.
     pub const CGROUP_MOVES: u32 = OOM_RECORDS_LOST + 1;
+    /// Context switches out of a task whose switch-in on that CPU was not
+    /// seen (the kernel switched to it without the tracepoint, or it was
+    /// running at attach): its fault books caught the slice up, or started.
+    pub const SWITCH_IN_UNSEEN: u32 = CGROUP_MOVES + 1;
     /// Number of slots in the array.
-    pub const COUNT: u32 = CGROUP_MOVES + 1;
+    pub const COUNT: u32 = SWITCH_IN_UNSEEN + 1;
 }
 
 /// Fault counts of the process last seen faulting on one CPU, not yet added

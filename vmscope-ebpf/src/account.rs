@@ -24,7 +24,7 @@ use aya_ebpf::{
     macros::map,
     maps::{LruHashMap, PerCpuArray},
 };
-use vmscope_common::{MAX_TASK_BOOKS, SwitchSlot, off};
+use vmscope_common::{MAX_TASK_BOOKS, SwitchSlot, counter, off};
 
 use crate::maps;
 
@@ -53,6 +53,9 @@ fn settle(now: u64, slice: Option<u64>) {
     let Some(p) = maps::current_proc() else {
         return;
     };
+    if slice.is_none() {
+        maps::count(counter::SWITCH_IN_UNSEEN);
+    }
     let tid = maps::current_tid();
     let d = match BOOKS.get_ptr_mut(tid) {
         // SAFETY: a map value.

@@ -335,6 +335,17 @@ pub const COUNTERS: &[Counter] = &[
         ),
     ),
     c(
+        "switch_in_unseen",
+        counter::SWITCH_IN_UNSEEN,
+        probe::ACCOUNT,
+        "switches",
+        "Switches out of a task whose switch-in was not seen (untraced, or before attach); its fault books caught the slice up.",
+        Export::Plain(
+            "vmscope_switch_in_unseen_total",
+            "Switches out of a task whose switch-in was not seen (untraced, or before attach); its fault books caught the slice up.",
+        ),
+    ),
+    c(
         "inflight_dropped",
         counter::INFLIGHT_FULL,
         probe::ALWAYS,
