@@ -311,9 +311,9 @@ pub mod counter {
     /// Tasks moved between cgroups (`cgroup:cgroup_attach_task`): each
     /// move makes every process re-read its cgroup key at its next event.
     pub const CGROUP_MOVES: u32 = OOM_RECORDS_LOST + 1;
-    /// Context switches out of a task whose switch-in on that CPU was not
-    /// seen (the kernel switched to it without the tracepoint, or it was
-    /// running at attach): its fault books caught the slice up, or started.
+    /// Slices of a followed thread whose switch-in on that CPU was not seen
+    /// (the kernel switched to it without the tracepoint, or it was running
+    /// at attach), caught up from the thread's fault books.
     pub const SWITCH_IN_UNSEEN: u32 = CGROUP_MOVES + 1;
     /// Number of slots in the array.
     pub const COUNT: u32 = SWITCH_IN_UNSEEN + 1;

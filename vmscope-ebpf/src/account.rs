@@ -14,7 +14,7 @@
 //! never `next`). So a thread that faulted also keeps, per thread, how far
 //! it has been credited (`BOOKS`); that cumulative figure, not the slice,
 //! decides what is credited, and a slice whose start was not seen is caught
-//! up from it. A dying thread's books close at its exit
+//! up from it (a thread's first slice, if that one goes unseen, is not). A dying thread's books close at its exit
 //! (`sched_process_exit`, after its mm is gone, so it takes no more
 //! faults), because its parent can be woken and read the process a last
 //! time before the thread's final switch-out.
@@ -24,7 +24,7 @@ use aya_ebpf::{
     macros::map,
     maps::{LruHashMap, PerCpuArray},
 };
-use vmscope_common::{MAX_TASK_BOOKS, SwitchSlot, counter, off};
+use vmscope_common::{MAX_TASK_BOOKS, ProcStats, SwitchSlot, counter, off};
 
 use crate::maps;
 
@@ -44,18 +44,29 @@ fn faults_of(task: u64, at: usize) -> Option<u64> {
     Some(pair[0].wrapping_add(pair[1]))
 }
 
-/// Brings the current thread's books up to `now` (its `min_flt + maj_flt`)
-/// and credits the difference to its process. `slice` is what this CPU's
-/// slot saw since the thread's switch-in, or `None` when that switch-in was
-/// not seen; it is used only when the thread has no books yet.
+/// Credits `d` faults to process `p`, unless it is no fault count: a
+/// thread's counters only grow, so anything else is a reused tid or address
+/// seen mid-way.
 #[inline(always)]
-fn settle(now: u64, slice: Option<u64>) {
+fn credit(p: *mut ProcStats, d: u64) {
+    if d != 0 && d < 1 << 40 {
+        maps::atomic_add(
+            // SAFETY: a map value.
+            unsafe { &raw mut (*p).accounted_faults },
+            d,
+        );
+    }
+}
+
+/// A slice of the current thread that this CPU's slot saw from its
+/// switch-in (`slice` faults, not 0), ending at `now`: credited from the
+/// thread's books, which also catch up any earlier slice that went unseen,
+/// or started with it.
+#[inline(always)]
+fn settle(now: u64, slice: u64) {
     let Some(p) = maps::current_proc() else {
         return;
     };
-    if slice.is_none() {
-        maps::count(counter::SWITCH_IN_UNSEEN);
-    }
     let tid = maps::current_tid();
     let d = match BOOKS.get_ptr_mut(tid) {
         // SAFETY: a map value.
@@ -65,22 +76,53 @@ fn settle(now: u64, slice: Option<u64>) {
             d
         },
         None => {
-            // Without books and without a seen switch-in, where the books
-            // should start is unknown: start them now. (Crediting a young
-            // thread's whole count here would count twice a thread whose
-            // books were closed at its exit or evicted.)
             let _ = BOOKS.insert(tid, now, 0);
-            slice.unwrap_or(0)
+            slice
         }
     };
-    // A thread's counters only grow; anything else is a reused tid or
-    // address seen mid-way, not a fault count.
-    if d != 0 && d < 1 << 40 {
-        maps::atomic_add(
-            // SAFETY: a map value.
-            unsafe { &raw mut (*p).accounted_faults },
-            d,
-        );
+    credit(p, d);
+}
+
+/// A slice of the current thread whose switch-in this CPU did not see,
+/// ending at `now`: caught up from its books. A thread without books has
+/// not faulted in a slice that was seen, and where its count should start
+/// is unknown, so nothing is credited (crediting its whole count would
+/// count twice a thread whose books closed at its exit or were evicted).
+#[inline(always)]
+fn catch_up(now: u64) {
+    let Some(done) = BOOKS.get_ptr_mut(maps::current_tid()) else {
+        return;
+    };
+    let Some(p) = maps::current_proc() else {
+        return;
+    };
+    maps::count(counter::SWITCH_IN_UNSEEN);
+    // SAFETY: a map value.
+    let d = unsafe {
+        let d = now.wrapping_sub(*done);
+        *done = now;
+        d
+    };
+    credit(p, d);
+}
+
+/// Closes the slice of `task` (the current one) at `now`, its
+/// `min_flt + maj_flt`.
+///
+/// # Safety
+/// `s` is this CPU's slot.
+#[inline(always)]
+unsafe fn close_slice(s: *mut SwitchSlot, task: u64, now: u64) {
+    // SAFETY: the caller's.
+    unsafe {
+        if (*s).task == task {
+            let slice = now.wrapping_sub((*s).base);
+            if slice != 0 {
+                settle(now, slice);
+            }
+        } else {
+            catch_up(now);
+        }
     }
 }
 
@@ -96,17 +138,16 @@ pub fn on_task_exit() {
     let Some(s) = SWITCH.get_ptr_mut(0) else {
         return;
     };
+    // SAFETY: the helper returns the current task's address.
     let task = unsafe { aya_ebpf::helpers::bpf_get_current_task() };
     let Some(now) = faults_of(task, at) else {
         return;
     };
     // SAFETY: this CPU's slot, as in `on_switch`.
     unsafe {
+        close_slice(s, task, now);
         if (*s).task == task {
-            settle(now, Some(now.wrapping_sub((*s).base)));
             (*s).base = now;
-        } else {
-            settle(now, None);
         }
     }
     let _ = BOOKS.remove(maps::current_tid());
@@ -129,14 +170,7 @@ pub fn on_switch(prev: u64, next: u64) {
         if prev != 0
             && let Some(now) = faults_of(prev, at)
         {
-            if (*s).task == prev {
-                let slice = now.wrapping_sub((*s).base);
-                if slice != 0 {
-                    settle(now, Some(slice));
-                }
-            } else {
-                settle(now, None);
-            }
+            close_slice(s, prev, now);
         }
         match faults_of(next, at) {
             Some(base) => {

@@ -339,10 +339,10 @@ pub const COUNTERS: &[Counter] = &[
         counter::SWITCH_IN_UNSEEN,
         probe::ACCOUNT,
         "switches",
-        "Switches out of a task whose switch-in was not seen (untraced, or before attach); its fault books caught the slice up.",
+        "Slices whose switch-in was not seen (untraced, or before attach), caught up from the thread's fault books.",
         Export::Plain(
             "vmscope_switch_in_unseen_total",
-            "Switches out of a task whose switch-in was not seen (untraced, or before attach); its fault books caught the slice up.",
+            "Slices whose switch-in was not seen (untraced, or before attach), caught up from the thread's fault books.",
         ),
     ),
     c(
