@@ -74,7 +74,20 @@ pub mod hist {
     /// Dirty throttling: each pause `balance_dirty_pages` put a writer to
     /// sleep for (`writeback:balance_dirty_pages`).
     pub const DIRTY_PAUSE: u32 = FAULT_BASE + FAULT_KINDS;
-    pub const COUNT: u32 = DIRTY_PAUSE + 1;
+    /// mmap_lock: the wait from `mmap_lock_start_locking` to
+    /// `mmap_lock_acquire_returned`, for a read and for a write lock, and
+    /// how long a write lock was held (acquired to released or downgraded).
+    pub const MMAP_LOCK_WAIT_READ: u32 = DIRTY_PAUSE + 1;
+    pub const MMAP_LOCK_WAIT_WRITE: u32 = MMAP_LOCK_WAIT_READ + 1;
+    pub const MMAP_LOCK_WRITE_HOLD: u32 = MMAP_LOCK_WAIT_WRITE + 1;
+    /// Direct compaction: each compaction run (`mm_compaction_begin` to
+    /// `_end`) inside an allocation's `try_to_compact_pages`.
+    pub const COMPACTION_DIRECT: u32 = MMAP_LOCK_WRITE_HOLD + 1;
+    /// kcompactd active periods, wake to sleep (per node).
+    pub const KCOMPACTD_ACTIVE: u32 = COMPACTION_DIRECT + 1;
+    /// Page migration calls (`mm_migrate_pages_start` to `mm_migrate_pages`).
+    pub const MIGRATE: u32 = KCOMPACTD_ACTIVE + 1;
+    pub const COUNT: u32 = MIGRATE + 1;
 }
 
 /// Kinds of in-flight operation, the low byte of an `INFLIGHT` key.
@@ -95,6 +108,12 @@ pub mod kind {
     pub const MREMAP: u64 = 11;
     pub const BRK: u64 = 12;
     pub const MMAP: u64 = 13;
+    /// Inside an allocation's direct compaction (`try_to_compact_pages`):
+    /// `arg0` the order, `arg1` the start of the compaction run under way.
+    pub const COMPACT_DIRECT: u64 = 14;
+    /// Keyed by node id, like `KSWAPD`.
+    pub const KCOMPACTD: u64 = 15;
+    pub const MIGRATE: u64 = 16;
 }
 
 /// An operation whose begin was seen: start time and up to two arguments.
@@ -219,7 +238,33 @@ pub mod off {
     pub const CGROUP_HIERARCHY: usize = 66;
     /// `writeback:balance_dirty_pages` record: `pause` (ms, signed).
     pub const BDP_PAUSE: usize = 67;
-    pub const COUNT: usize = 68;
+    /// `mmap_lock:*` records: `write` of start_locking, acquire_returned
+    /// and released, and `success` of acquire_returned (bools).
+    pub const MMAP_START_WRITE: usize = 68;
+    pub const MMAP_ACQ_WRITE: usize = 69;
+    pub const MMAP_ACQ_SUCCESS: usize = 70;
+    pub const MMAP_REL_WRITE: usize = 71;
+    /// Their `mm` (the address space), of acquire_returned and released.
+    pub const MMAP_ACQ_MM: usize = 72;
+    pub const MMAP_REL_MM: usize = 73;
+    /// `compaction:mm_compaction_try_to_compact_pages` `order`;
+    /// `mm_compaction_end` `status`, and the value that means success plus
+    /// one (from the record's print format; 0: unknown).
+    pub const COMPACT_TRY_ORDER: usize = 74;
+    pub const COMPACT_END_STATUS: usize = 75;
+    pub const COMPACT_SUCCESS_VALUE: usize = 76;
+    /// `mm_compaction_kcompactd_wake` and `_sleep` `nid`.
+    pub const KCOMPACTD_WAKE_NID: usize = 77;
+    pub const KCOMPACTD_SLEEP_NID: usize = 78;
+    /// `migrate:mm_migrate_pages` `succeeded`, `failed` and `reason`.
+    pub const MIGRATE_SUCCEEDED: usize = 79;
+    pub const MIGRATE_FAILED: usize = 80;
+    pub const MIGRATE_REASON: usize = 81;
+    /// `huge_memory:mm_collapse_huge_page` `status`, and the value that
+    /// means success plus one.
+    pub const COLLAPSE_STATUS: usize = 82;
+    pub const COLLAPSE_SUCCESS_VALUE: usize = 83;
+    pub const COUNT: usize = 84;
 }
 
 /// The syscalls followed through the raw `sys_enter`/`sys_exit` BTF
@@ -315,8 +360,33 @@ pub mod counter {
     /// (the kernel switched to it without the tracepoint, or it was running
     /// at attach), caught up from the thread's fault books.
     pub const SWITCH_IN_UNSEEN: u32 = CGROUP_MOVES + 1;
+    /// mmap_lock acquisitions that failed: a trylock that found the lock
+    /// taken, or a killable wait interrupted.
+    pub const MMAP_LOCK_FAILED: u32 = SWITCH_IN_UNSEEN + 1;
+    /// Direct compactions (`try_to_compact_pages` calls), those whose run
+    /// ended in success, and compaction runs in them and elsewhere
+    /// (kcompactd, proactive, `compact_memory`).
+    pub const COMPACT_DIRECT: u32 = MMAP_LOCK_FAILED + 1;
+    pub const COMPACT_DIRECT_SUCCESS: u32 = COMPACT_DIRECT + 1;
+    pub const COMPACT_RUNS_DIRECT: u32 = COMPACT_DIRECT_SUCCESS + 1;
+    pub const COMPACT_RUNS_BACKGROUND: u32 = COMPACT_RUNS_DIRECT + 1;
+    /// Zones skipped because compaction there was deferred.
+    pub const COMPACT_DEFERRED: u32 = COMPACT_RUNS_BACKGROUND + 1;
+    /// Direct compactions by the order asked for, the last slot for
+    /// `COMPACT_ORDERS - 1` and above.
+    pub const COMPACT_ORDER_BASE: u32 = COMPACT_DEFERRED + 1;
+    pub const COMPACT_ORDERS: u32 = 11;
+    pub const KCOMPACTD_WAKES: u32 = COMPACT_ORDER_BASE + COMPACT_ORDERS;
+    /// Pages migrated and pages that failed to, by `enum migrate_reason`
+    /// (the last slot for `MIGRATE_REASONS - 1` and above).
+    pub const MIGRATE_SUCCEEDED_BASE: u32 = KCOMPACTD_WAKES + 1;
+    pub const MIGRATE_REASONS: u32 = 12;
+    pub const MIGRATE_FAILED_BASE: u32 = MIGRATE_SUCCEEDED_BASE + MIGRATE_REASONS;
+    /// khugepaged collapse attempts, and those that succeeded.
+    pub const THP_COLLAPSES: u32 = MIGRATE_FAILED_BASE + MIGRATE_REASONS;
+    pub const THP_COLLAPSE_SUCCEEDED: u32 = THP_COLLAPSES + 1;
     /// Number of slots in the array.
-    pub const COUNT: u32 = SWITCH_IN_UNSEEN + 1;
+    pub const COUNT: u32 = THP_COLLAPSE_SUCCEEDED + 1;
 }
 
 /// Fault counts of the process last seen faulting on one CPU, not yet added
@@ -437,6 +507,18 @@ pub struct ProcStats {
     /// (`balance_dirty_pages`), and how often.
     pub dirty_pause_ns: u64,
     pub dirty_pauses: u64,
+    /// Time this process's threads waited for its mmap_lock, for reading
+    /// and for writing, and how many acquisitions (uncontended ones too).
+    pub mmap_read_wait_ns: u64,
+    pub mmap_read_waits: u64,
+    pub mmap_write_wait_ns: u64,
+    pub mmap_write_waits: u64,
+    /// Failed mmap_lock acquisitions (trylocks, interrupted waits).
+    pub mmap_lock_fails: u64,
+    /// Direct compactions this process's allocations entered, and the time
+    /// their compaction runs took.
+    pub direct_compactions: u64,
+    pub direct_compaction_ns: u64,
     /// TLB shootdown IPIs this process sent (`tlb_flush` reason 4).
     pub tlb_shootdowns: u64,
     /// Major faults taken (perf software event).
@@ -462,7 +544,7 @@ pub struct ProcStats {
 }
 
 const _: () = assert!(
-    core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 15 + madvise::GROUPS) + 16
+    core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 22 + madvise::GROUPS) + 16
 );
 
 /// Values of `OFFSETS[off::CGROUP_MODE]`.

@@ -398,6 +398,80 @@ pub fn balance_dirty_pages(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// Compaction, migration and khugepaged collapses (see `compaction.rs`).
+#[tracepoint]
+pub fn mm_compaction_try_to_compact_pages(ctx: TracePointContext) -> u32 {
+    crate::compaction::on_try_to_compact_pages(&ctx);
+    0
+}
+
+#[tracepoint]
+pub fn mm_compaction_begin(_ctx: TracePointContext) -> u32 {
+    crate::compaction::on_compaction_begin();
+    0
+}
+
+#[tracepoint]
+pub fn mm_compaction_end(ctx: TracePointContext) -> u32 {
+    crate::compaction::on_compaction_end(&ctx);
+    0
+}
+
+#[tracepoint]
+pub fn mm_compaction_deferred(_ctx: TracePointContext) -> u32 {
+    crate::compaction::on_compaction_deferred();
+    0
+}
+
+#[tracepoint]
+pub fn mm_compaction_kcompactd_wake(ctx: TracePointContext) -> u32 {
+    crate::compaction::on_kcompactd_wake(&ctx);
+    0
+}
+
+#[tracepoint]
+pub fn mm_compaction_kcompactd_sleep(ctx: TracePointContext) -> u32 {
+    crate::compaction::on_kcompactd_sleep(&ctx);
+    0
+}
+
+#[tracepoint]
+pub fn mm_migrate_pages_start(_ctx: TracePointContext) -> u32 {
+    crate::compaction::on_migrate_start();
+    0
+}
+
+#[tracepoint]
+pub fn mm_migrate_pages(ctx: TracePointContext) -> u32 {
+    crate::compaction::on_migrate_pages(&ctx);
+    0
+}
+
+#[tracepoint]
+pub fn mm_collapse_huge_page(ctx: TracePointContext) -> u32 {
+    crate::compaction::on_collapse_huge_page(&ctx);
+    0
+}
+
+/// mmap_lock acquisitions and releases (see `mmaplock.rs`).
+#[tracepoint]
+pub fn mmap_lock_start_locking(ctx: TracePointContext) -> u32 {
+    crate::mmaplock::on_start_locking(&ctx);
+    0
+}
+
+#[tracepoint]
+pub fn mmap_lock_acquire_returned(ctx: TracePointContext) -> u32 {
+    crate::mmaplock::on_acquire_returned(&ctx);
+    0
+}
+
+#[tracepoint]
+pub fn mmap_lock_released(ctx: TracePointContext) -> u32 {
+    crate::mmaplock::on_released(&ctx);
+    0
+}
+
 /// A task moved between cgroups (see `cgroup.rs`).
 #[tracepoint]
 pub fn cgroup_attach_task(ctx: TracePointContext) -> u32 {

@@ -19,6 +19,8 @@ mod account;
 #[cfg(target_arch = "bpf")]
 mod cgroup;
 #[cfg(target_arch = "bpf")]
+mod compaction;
+#[cfg(target_arch = "bpf")]
 mod entry;
 #[cfg(target_arch = "bpf")]
 mod faults;
@@ -28,6 +30,8 @@ mod faulttime;
 mod filter;
 #[cfg(target_arch = "bpf")]
 mod maps;
+#[cfg(target_arch = "bpf")]
+mod mmaplock;
 #[cfg(target_arch = "bpf")]
 mod oom;
 #[cfg(target_arch = "bpf")]

@@ -65,6 +65,10 @@ pub enum Lab {
     Lazyfree(LazyfreeLabArgs),
     /// Reclaim cost with 1 sharer against N (`workload rmap`); needs swap.
     Rmap(RmapLabArgs),
+    /// Page faults with no storm against faults beside an mprotect (or
+    /// mmap) storm on the same mapping (`workload mmap-lock`), recorded
+    /// with the mmap_lock probes.
+    MmapLock(MmapLockLabArgs),
 }
 
 #[derive(Debug, Args)]
@@ -93,6 +97,19 @@ pub struct LazyfreeLabArgs {
 
     #[command(flatten)]
     pub work: LazyfreeWork,
+}
+
+#[derive(Debug, Args)]
+pub struct MmapLockLabArgs {
+    #[command(flatten)]
+    pub common: LabCommon,
+
+    /// The NEW variant's storm (BASE has none).
+    #[arg(long, value_enum, default_value_t = Storm::Mprotect)]
+    pub storm: Storm,
+
+    #[command(flatten)]
+    pub work: MmapLockWork,
 }
 
 #[derive(Debug, Args)]
@@ -145,6 +162,12 @@ pub struct TopArgs {
     #[arg(long, value_name = "DIR")]
     pub on_oom: Option<PathBuf>,
 
+    /// Attach the mmap_lock probes: wait histograms for read and write
+    /// locks, failed trylocks, write hold time and per-process waits. Off by
+    /// default: they run on every lock operation (see docs/cost.md).
+    #[arg(long)]
+    pub mmap_lock: bool,
+
     /// Kernel-stack samples per second per CPU for the rmap and CPU-cost
     /// figures (0 turns sampling off).
     #[arg(long, value_name = "HZ", default_value_t = crate::model::rmap::DEFAULT_HZ,
@@ -172,6 +195,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 0,
           value_parser = clap::value_parser!(u16).range(0..=1000))]
     pub per_cgroup: u16,
+
+    /// Attach the mmap_lock probes: wait histograms for read and write
+    /// locks, failed trylocks, write hold time and per-process waits. Off by
+    /// default: they run on every lock operation (see docs/cost.md).
+    #[arg(long)]
+    pub mmap_lock: bool,
 
     /// Keep the last DUR of samples in memory (the flight recorder; off by
     /// default; at most 1h), for --on-oom.
@@ -264,6 +293,10 @@ pub struct BenchArgs {
     #[arg(long)]
     pub as_root: bool,
 
+    /// Record each run with the mmap_lock probes (`record --mmap-lock`).
+    #[arg(long)]
+    pub mmap_lock: bool,
+
     /// The command to benchmark (after `--`).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -313,6 +346,65 @@ pub enum Workload {
     /// so that dirty throttling puts the writer to sleep; restores the
     /// settings afterwards (needs root).
     Dirty(DirtyArgs),
+    /// Threads fault fresh pages while one thread changes the same
+    /// mapping's protection (or remaps a page of it) in a loop: mmap_lock
+    /// contention; `--storm none` is the control.
+    MmapLock(MmapLockArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Storm {
+    /// mprotect one page of the faulting threads' mapping back and forth
+    /// (each call splits or merges it under the write lock).
+    Mprotect,
+    /// mmap(MAP_FIXED) over that page again and again.
+    Mmap,
+    /// No storm: the control.
+    None,
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct MmapLockArgs {
+    /// What the storm thread does.
+    #[arg(long, value_enum, default_value_t = Storm::Mprotect)]
+    pub storm: Storm,
+
+    #[command(flatten)]
+    pub work: MmapLockWork,
+}
+
+/// The mmap-lock workload's size, shared by `workload mmap-lock` and `lab
+/// mmap-lock`.
+#[derive(Clone, Debug, Args)]
+pub struct MmapLockWork {
+    /// Faulting threads [default: one per CPU].
+    #[arg(short, long)]
+    pub threads: Option<usize>,
+
+    /// Fresh pages each faulting thread faults in (its slice is touched,
+    /// then released with MADV_DONTNEED, until this many).
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub faults: u64,
+
+    /// Each faulting thread's slice of the shared mapping.
+    #[arg(long, value_name = "BYTES", default_value = "16M", value_parser = parse_bytes)]
+    pub slice: u64,
+}
+
+impl MmapLockWork {
+    /// The same settings as `workload mmap-lock` arguments.
+    pub fn argv(&self) -> Vec<String> {
+        let mut a = vec![
+            "--faults".to_string(),
+            self.faults.to_string(),
+            "--slice".into(),
+            self.slice.to_string(),
+        ];
+        if let Some(t) = self.threads {
+            a.extend(["--threads".into(), t.to_string()]);
+        }
+        a
+    }
 }
 
 #[derive(Clone, Debug, Args)]
@@ -478,6 +570,12 @@ pub struct OverheadArgs {
     /// sampler, interleaved; prints the medians and ratios.
     #[arg(long)]
     pub sampling: bool,
+    /// Measure the mmap_lock probes instead, on `workload mmap-lock`
+    /// beside an mprotect storm: nothing attached, vmscope's default
+    /// probes, and vmscope with --mmap-lock, interleaved; prints the
+    /// medians and ratios.
+    #[arg(long, conflicts_with = "sampling")]
+    pub mmap_lock: bool,
     /// With --sampling: samples per second per CPU.
     #[arg(long, value_name = "HZ", default_value_t = crate::model::rmap::DEFAULT_HZ,
           value_parser = clap::value_parser!(u32).range(1..=10000))]
@@ -541,6 +639,12 @@ pub struct RecordArgs {
     /// `jsonl`: streamed, one line per interval (see docs/record.md).
     #[arg(long, value_enum, default_value_t = Format::Json)]
     pub format: Format,
+
+    /// Attach the mmap_lock probes: wait histograms for read and write
+    /// locks, failed trylocks, write hold time and per-process waits. Off by
+    /// default: they run on every lock operation (see docs/cost.md).
+    #[arg(long)]
+    pub mmap_lock: bool,
 
     /// Kernel-stack samples per second per CPU for the rmap and CPU-cost
     /// figures (0 turns sampling off).

@@ -62,6 +62,7 @@ pub const VMSTAT_KEYS: &[&str] = &[
     "thp_fault_alloc",
     "thp_fault_fallback",
     "thp_collapse_alloc",
+    "thp_collapse_alloc_failed",
     "thp_split_page",
     "thp_swpout",
     "thp_swpout_fallback",
@@ -71,6 +72,10 @@ pub const VMSTAT_KEYS: &[&str] = &[
     "compact_success",
     "compact_migrate_scanned",
     "compact_free_scanned",
+    "compact_daemon_wake",
+    // Page migration.
+    "pgmigrate_success",
+    "pgmigrate_fail",
     // Background reclaim thread.
     "kswapd_low_wmark_hit_quickly",
     "kswapd_high_wmark_hit_quickly",
@@ -418,7 +423,7 @@ swap_ra 0
         for gauge in VMSTAT_GAUGES.iter().chain(VMSTAT_COLUMNS) {
             assert!(VMSTAT_KEYS.contains(gauge), "{gauge} not in VMSTAT_KEYS");
         }
-        assert_eq!(VMSTAT_KEYS.len(), 53);
+        assert_eq!(VMSTAT_KEYS.len(), 57);
     }
 
     #[test]

@@ -59,6 +59,9 @@ pub fn record_run(args: &BenchArgs, path: &Path) -> anyhow::Result<(i32, Recordi
     if args.as_root {
         c.arg("--as-root");
     }
+    if args.mmap_lock {
+        c.arg("--mmap-lock");
+    }
     // The command's output is kept in the recording (workload figures,
     // --metric) and shown only when asked.
     c.arg("--keep-output");

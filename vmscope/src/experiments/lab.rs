@@ -37,7 +37,10 @@ use std::{
 use anyhow::Context as _;
 
 use crate::{
-    cli::{BenchArgs, CompareFormat, Lab, LabCommon, LazyfreeLabArgs, RmapLabArgs},
+    cli::{
+        BenchArgs, CompareFormat, Lab, LabCommon, LazyfreeLabArgs, MmapLockLabArgs, RmapLabArgs,
+        Storm,
+    },
     compare::{self, Input, Report},
     exit,
     experiments::{
@@ -253,6 +256,7 @@ pub fn run(lab: &Lab) -> anyhow::Result<u8> {
     let result = match lab {
         Lab::Lazyfree(a) => lazyfree(a),
         Lab::Rmap(a) => rmap(a),
+        Lab::MmapLock(a) => mmap_lock(a),
     };
     // The zram device and the temporary runs are gone by now, whatever
     // happened; so is the workload's own cgroup, unless it was killed.
@@ -298,7 +302,49 @@ fn lazyfree(a: &LazyfreeLabArgs) -> anyhow::Result<u8> {
         &a.common,
         variant("dontneed"),
         variant("free"),
-        false,
+        Needs::default(),
+        &evidence,
+    )
+}
+
+fn mmap_lock(a: &MmapLockLabArgs) -> anyhow::Result<u8> {
+    if a.storm == Storm::None {
+        return Err(exit::failure(
+            exit::USAGE,
+            "--storm none leaves nothing to compare with the control; give mprotect or mmap",
+        ));
+    }
+    crate::experiments::workload::mmap_lock::check(&a.work)?;
+    let common = [
+        vec!["workload".to_string(), "mmap-lock".into()],
+        a.work.argv(),
+    ]
+    .concat();
+    let variant = |storm: Storm| Variant {
+        name: format!("storm-{}", storm.name()),
+        args: [common.clone(), vec!["--storm".into(), storm.name().into()]].concat(),
+    };
+    let evidence = vec![
+        ev("faults/s", "mmap-lock/faults_per_sec"),
+        ev("us per fault per thread", "mmap-lock/us_per_fault"),
+        ev("storm calls", "mmap-lock/storm_calls"),
+        ev("mmap_lock wait", "mmap_lock_wait"),
+        ev("read wait p50", "mmap_lock_wait_read.p50"),
+        ev("read wait p99", "mmap_lock_wait_read.p99"),
+        ev("write wait p99", "mmap_lock_wait_write.p99"),
+        ev("write hold p99", "mmap_lock_write_hold.p99"),
+        ev("failed trylocks", "mmap_lock_failed"),
+        ev("sys time", "sys"),
+    ];
+    experiment(
+        "mmap-lock",
+        &a.common,
+        variant(Storm::None),
+        variant(a.storm),
+        Needs {
+            root: false,
+            mmap_lock: true,
+        },
         &evidence,
     )
 }
@@ -360,19 +406,31 @@ fn rmap(a: &RmapLabArgs) -> anyhow::Result<u8> {
         &a.common,
         variant(1),
         variant(a.sharers),
-        true,
+        Needs {
+            root: true,
+            mmap_lock: false,
+        },
         &evidence,
     )
 }
 
+/// What a lab's runs need beyond a plain recording.
+#[derive(Clone, Copy, Default)]
+struct Needs {
+    /// The workload runs as root (it creates a cgroup).
+    root: bool,
+    /// Recorded with the mmap_lock probes.
+    mmap_lock: bool,
+}
+
 /// The recorded runs of both variants, interleaved; the comparison; the
-/// evidence. `as_root`: the workload needs root (it creates a cgroup).
+/// evidence.
 fn experiment(
     lab: &str,
     c: &LabCommon,
     base: Variant,
     new: Variant,
-    as_root: bool,
+    needs: Needs,
     evidence: &[Evidence],
 ) -> anyhow::Result<u8> {
     let dir = c
@@ -381,7 +439,7 @@ fn experiment(
         .unwrap_or_else(|| PathBuf::from(format!("vmscope-lab-{lab}")));
     let _made = MadeDir::create(&dir)?;
     let me = std::env::current_exe().context("finding vmscope's own binary")?;
-    let sides = [&base, &new].map(|v| bench_args(c, &me, &dir, as_root, v));
+    let sides = [&base, &new].map(|v| bench_args(c, &me, &dir, needs, v));
     let tmp = tempfile::tempdir().context("creating a temporary directory for the runs")?;
     let [(base_recs, base_codes), (new_recs, new_codes)] =
         run_interleaved(lab, c.runs, &sides, tmp.path())?;
@@ -426,7 +484,7 @@ fn experiment(
 
 /// How `bench` would run one variant: this vmscope with the variant's
 /// arguments, its bench file in the lab's directory.
-fn bench_args(c: &LabCommon, me: &Path, dir: &Path, as_root: bool, v: &Variant) -> BenchArgs {
+fn bench_args(c: &LabCommon, me: &Path, dir: &Path, needs: Needs, v: &Variant) -> BenchArgs {
     BenchArgs {
         runs: c.runs,
         warmup: 0,
@@ -438,7 +496,8 @@ fn bench_args(c: &LabCommon, me: &Path, dir: &Path, as_root: bool, v: &Variant) 
         show_output: false,
         metric: Vec::new(),
         interval: Duration::from_secs(1),
-        as_root,
+        as_root: needs.root,
+        mmap_lock: needs.mmap_lock,
         command: std::iter::once(me.display().to_string())
             .chain(v.args.iter().cloned())
             .collect(),

@@ -165,6 +165,8 @@ mod tests {
             swap: false,
             gup_faults: true,
             dirty: false,
+            mmap_lock: false,
+            compaction: false,
         };
         let available = |name: &str| !name.starts_with("swap_");
         for limit in [5, 50, usize::MAX] {

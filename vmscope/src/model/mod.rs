@@ -157,6 +157,10 @@ pub struct ProcAvailability {
     pub gup_faults: bool,
     /// Dirty-throttling pauses (`writeback:balance_dirty_pages`).
     pub dirty: bool,
+    /// mmap_lock waits (`mmap_lock:*`, opt-in).
+    pub mmap_lock: bool,
+    /// Direct compaction (`compaction:*`).
+    pub compaction: bool,
 }
 
 /// Each process's last values, folded as samples arrive: the live ones
@@ -399,6 +403,8 @@ mod tests {
             swap: true,
             gup_faults: true,
             dirty: true,
+            mmap_lock: true,
+            compaction: true,
         };
         let some = process_totals(FaultSource::Tracepoint, avail, &s, 10);
         assert_eq!(some[0].swap_out_pages, Some(7));

@@ -221,6 +221,35 @@ per_process_counters! {
     dirty_pauses: dirty {
         /// How many dirty-throttling pauses; null likewise.
     },
+    /// Direct compactions its allocations entered, and the time their
+    /// compaction runs took.
+    direct_compactions: compaction {
+        /// Direct compactions its allocations entered; null when the
+        /// compaction tracepoints are unavailable.
+    },
+    direct_compaction_ns: compaction {
+        /// Time its direct compactions' runs took; null likewise.
+    },
+    /// Time its threads waited for its mmap_lock to read, and how many
+    /// acquisitions (uncontended ones too).
+    mmap_read_wait_ns: mmap_lock {
+        /// Time its threads waited for its mmap_lock to read; null without
+        /// `--mmap-lock`.
+    },
+    mmap_read_waits: mmap_lock {
+        /// Read acquisitions of its mmap_lock; null likewise.
+    },
+    /// The same for writing.
+    mmap_write_wait_ns: mmap_lock {
+        /// Time its threads waited for its mmap_lock to write; null likewise.
+    },
+    mmap_write_waits: mmap_lock {
+        /// Write acquisitions of its mmap_lock; null likewise.
+    },
+    /// Failed acquisitions: trylocks that found it taken, interrupted waits.
+    mmap_lock_fails: mmap_lock {
+        /// Failed mmap_lock acquisitions; null likewise.
+    },
 }
 
 #[cfg(test)]

@@ -5,9 +5,10 @@
 //! PSI counts a task as stalled on memory in direct reclaim, in memcg
 //! reclaim (a charge over a cgroup's limit), in direct compaction, while it
 //! waits for a refaulting (thrashing) page and while `memory.high` throttles
-//! it. vmscope times the first two today; the others are listed as not
+//! it. vmscope times the first three today; the others are listed as not
 //! timed, so their time lands in "other". Dirty throttling is shown beside:
-//! PSI counts it as I/O, not memory, so it is not part of the coverage.
+//! PSI counts it as I/O, not memory, so it is not part of the coverage; and
+//! so are mmap_lock waits, which PSI does not count at all.
 //!
 //! The named causes are task time, summed over tasks; PSI's system `total`
 //! is each CPU's stall time weighted by its non-idle time over all CPUs'
@@ -23,17 +24,14 @@ use serde::{Deserialize, Serialize};
 use crate::{model::hist::Summary, procstat::PsiSummary};
 
 /// The histograms of memory stalls PSI counts, by cause.
-pub const MEMORY_STALLS: [(&str, &str); 2] = [
+pub const MEMORY_STALLS: [(&str, &str); 3] = [
     ("direct reclaim", "reclaim_direct"),
     ("memcg reclaim", "reclaim_memcg"),
+    ("direct compaction", "compaction_direct"),
 ];
 
 /// Memory stalls PSI counts that vmscope does not time (yet).
-pub const NOT_TIMED: [&str; 3] = [
-    "direct compaction",
-    "refault (thrashing) waits",
-    "memory.high throttling",
-];
+pub const NOT_TIMED: [&str; 2] = ["refault (thrashing) waits", "memory.high throttling"];
 
 /// Stall time by cause over a span, in ms, with PSI beside.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -45,6 +43,10 @@ pub struct StallAccount {
     pub named_ms: f64,
     /// Dirty throttling (not a memory stall to PSI); null when unavailable.
     pub dirty_pause_ms: Option<f64>,
+    /// mmap_lock waits, read and write (not a memory stall to PSI either);
+    /// null without `--mmap-lock`.
+    #[serde(default)]
+    pub mmap_lock_wait_ms: Option<f64>,
     /// PSI memory `some` and `full` stall time over the span; null without
     /// PSI.
     pub psi_some_ms: Option<f64>,
@@ -86,6 +88,8 @@ pub fn account(
     }
     a.named_ms = a.causes_ms.values().sum();
     a.dirty_pause_ms = timed("dirty_pause").then(|| ms("dirty_pause"));
+    a.mmap_lock_wait_ms = (timed("mmap_lock_wait_read") && timed("mmap_lock_wait_write"))
+        .then(|| ms("mmap_lock_wait_read") + ms("mmap_lock_wait_write"));
     a.psi_some_ms = psi.and_then(|p| p.some_stall_us).map(|us| us as f64 / 1e3);
     a.psi_full_ms = psi.and_then(|p| p.full_stall_us).map(|us| us as f64 / 1e3);
     a.other_ms = a.psi_some_ms.map(|p| (p - a.named_ms).max(0.0));

@@ -167,6 +167,7 @@ impl Setup {
             filtered,
             swap: loader::SwapAttach::Auto,
             sample_hz: args.sample_hz,
+            mmap_lock: args.mmap_lock,
         })?;
         for (names, why) in loader::unusable_by_reason(&source.probes) {
             log::warn!("{names} unavailable: {why}");
@@ -378,6 +379,9 @@ pub(crate) fn document(d: Document) -> Recording {
         swap: attached(loader::SWAP_PROBE),
         gup_faults: gup,
         dirty: attached(loader::DIRTY_PROBE),
+        mmap_lock: attached(crate::model::catalogue::probe::MMAP_LOCK),
+        compaction: attached(crate::model::catalogue::probe::COMPACT_DIRECT)
+            && attached(crate::model::catalogue::probe::COMPACT_END),
     };
     let summary = fold.summary_samples();
     let vm = crate::model::totals::vm_totals(

@@ -381,6 +381,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         swap: loader::SwapAttach::Auto,
         // The exporter has no rmap series yet.
         sample_hz: 0,
+        mmap_lock: args.mmap_lock,
     })?;
     let mut state = State {
         fault_source: Some(source.fault_source),

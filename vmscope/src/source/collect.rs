@@ -698,6 +698,13 @@ fn proc_sample(pid: u32, comm: String, st: &ProcStats, swap_out: u64, swap_in: u
         swap_in_pages: swap_in,
         dirty_pause_ns: st.dirty_pause_ns,
         dirty_pauses: st.dirty_pauses,
+        mmap_read_wait_ns: st.mmap_read_wait_ns,
+        mmap_read_waits: st.mmap_read_waits,
+        mmap_write_wait_ns: st.mmap_write_wait_ns,
+        mmap_write_waits: st.mmap_write_waits,
+        mmap_lock_fails: st.mmap_lock_fails,
+        direct_compactions: st.direct_compactions,
+        direct_compaction_ns: st.direct_compaction_ns,
     }
 }
 

@@ -37,7 +37,13 @@ pub struct LoadOptions {
     /// Kernel-stack samples per second per CPU for the rmap figures (0: no
     /// sampling).
     pub sample_hz: u32,
+    /// Attach the mmap_lock probes (opt-in: see [`MMAP_LOCK_OFF`]).
+    pub mmap_lock: bool,
 }
+
+/// Why the mmap_lock probes are not attached unless asked for.
+pub const MMAP_LOCK_OFF: &str = "off by default: it runs on every mmap_lock acquisition and \
+     release, which costs a lock-heavy program (see docs/cost.md); turn it on with --mmap-lock";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SwapAttach {
@@ -381,6 +387,74 @@ const SPECS: &[Spec] = &[
         "classic tracepoint by design, not tp_btf: its record gives each pause in ms, the BTF \
          arguments in jiffies, whose length the kernel does not publish",
     ),
+    spec(
+        "compaction",
+        &["mm_compaction_try_to_compact_pages"],
+        &[(off::COMPACT_TRY_ORDER, "order", &[4])],
+    )
+    .classic_only(RARE_CLASSIC),
+    spec("compaction", &["mm_compaction_begin"], &[]).classic_only(RARE_CLASSIC),
+    spec(
+        "compaction",
+        &["mm_compaction_end"],
+        &[(off::COMPACT_END_STATUS, "status", &[4])],
+    )
+    .classic_only(RARE_CLASSIC),
+    spec("compaction", &["mm_compaction_deferred"], &[]).classic_only(RARE_CLASSIC),
+    spec(
+        "compaction",
+        &["mm_compaction_kcompactd_wake"],
+        &[(off::KCOMPACTD_WAKE_NID, "nid", &[4])],
+    )
+    .classic_only(RARE_CLASSIC),
+    spec(
+        "compaction",
+        &["mm_compaction_kcompactd_sleep"],
+        &[(off::KCOMPACTD_SLEEP_NID, "nid", &[4])],
+    )
+    .classic_only(RARE_CLASSIC),
+    spec("migrate", &["mm_migrate_pages_start"], &[]).classic_only(RARE_CLASSIC),
+    spec(
+        "migrate",
+        &["mm_migrate_pages"],
+        &[
+            (off::MIGRATE_SUCCEEDED, "succeeded", &[8]),
+            (off::MIGRATE_FAILED, "failed", &[8]),
+            (off::MIGRATE_REASON, "reason", &[4]),
+        ],
+    )
+    .classic_only(RARE_CLASSIC),
+    spec(
+        "huge_memory",
+        &["mm_collapse_huge_page"],
+        &[(off::COLLAPSE_STATUS, "status", &[4])],
+    )
+    .classic_only(RARE_CLASSIC),
+    spec(
+        "mmap_lock",
+        &["mmap_lock_start_locking"],
+        &[(off::MMAP_START_WRITE, "write", &[1])],
+    )
+    .classic_only(MMAP_LOCK_CLASSIC),
+    spec(
+        "mmap_lock",
+        &["mmap_lock_acquire_returned"],
+        &[
+            (off::MMAP_ACQ_WRITE, "write", &[1]),
+            (off::MMAP_ACQ_SUCCESS, "success", &[1]),
+            (off::MMAP_ACQ_MM, "mm", &[8]),
+        ],
+    )
+    .classic_only(MMAP_LOCK_CLASSIC),
+    spec(
+        "mmap_lock",
+        &["mmap_lock_released"],
+        &[
+            (off::MMAP_REL_WRITE, "write", &[1]),
+            (off::MMAP_REL_MM, "mm", &[8]),
+        ],
+    )
+    .classic_only(MMAP_LOCK_CLASSIC),
     spec("oom", &["mark_victim"], &[])
         .btf("mark_victim_btf")
         .optional(oom_fields),
@@ -388,6 +462,35 @@ const SPECS: &[Spec] = &[
         .btf("cgroup_attach_task_btf")
         .optional(attach_fields),
 ];
+
+const RARE_CLASSIC: &str = "classic tracepoint by design, not tp_btf: a rare event (a \
+     compaction run, a migration batch, a collapse), and its record's fields are found by name on \
+     every kernel while its BTF arguments moved between kernels";
+
+/// The values the compaction-end and collapse records use for success
+/// (plus one: 0 leaves the success counters unset).
+fn success_values(offsets: &mut [Option<u32>; off::COUNT]) {
+    for (idx, category, event, symbol) in [
+        (
+            off::COMPACT_SUCCESS_VALUE,
+            "compaction",
+            "mm_compaction_end",
+            "success",
+        ),
+        (
+            off::COLLAPSE_SUCCESS_VALUE,
+            "huge_memory",
+            "mm_collapse_huge_page",
+            "succeeded",
+        ),
+    ] {
+        offsets[idx] = tracefs::event_symbol(category, event, "status", symbol)
+            .and_then(|v| u32::try_from(v + 1).ok());
+    }
+}
+
+const MMAP_LOCK_CLASSIC: &str = "classic tracepoint by design, not tp_btf: its record's fields \
+     are the same on every kernel, its BTF arguments are not (older kernels pass the memcg path)";
 
 /// The `cgroup:cgroup_attach_task` fields by which a task moved into a
 /// followed cgroup is followed (`record --cgroup`); without them the
@@ -589,7 +692,9 @@ pub fn group_syscalls(probes: &[String]) -> String {
 /// reason read as one line.
 pub fn unusable_by_reason(probes: &[ProbeStatus]) -> Vec<(String, String)> {
     let mut by_reason: Vec<(&str, Vec<String>)> = Vec::new();
-    for p in probes.iter().filter(|p| !p.usable()) {
+    // Opt-in probes left off are not "unavailable".
+    let opted_out = |p: &ProbeStatus| p.reason.as_deref() == Some(MMAP_LOCK_OFF);
+    for p in probes.iter().filter(|p| !p.usable() && !opted_out(p)) {
         let why = p.reason.as_deref().unwrap_or("not attached");
         match by_reason.iter_mut().find(|(r, _)| *r == why) {
             Some((_, names)) => names.push(p.probe.clone()),
@@ -751,6 +856,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     let mut offsets: [Option<u32>; off::COUNT] = [None; off::COUNT];
     let faults = FaultPlans::new(&mut offsets, &disabled);
     let plans = plan_specs(opts, &mut offsets, &disabled);
+    success_values(&mut offsets);
     let task = task_offsets(&disabled);
     task_struct_offsets(&mut offsets, &task);
     let cgroups = cgroup_offsets(&mut offsets, &disabled);
@@ -882,7 +988,18 @@ fn plan_specs(
     let mut plans: Vec<(&Spec, Plan)> = SPECS
         .iter()
         .filter(|s| opts.filtered || !s.filtered_only)
-        .map(|s| (s, plan(s.category, s.names, s.fields, s.optional, disabled)))
+        .map(|s| {
+            if s.category == "mmap_lock" && !opts.mmap_lock {
+                let why = MMAP_LOCK_OFF.to_string();
+                let off = Plan {
+                    probe: format!("{}:{}", s.category, s.names[0]),
+                    event: Err(why.clone()),
+                    classic: Err(why),
+                };
+                return (s, off);
+            }
+            (s, plan(s.category, s.names, s.fields, s.optional, disabled))
+        })
         .collect();
     for (s, p) in &mut plans {
         if s.category == "kmem" && s.prog == "rss_stat" {

@@ -72,6 +72,7 @@ pub fn run(args: TopArgs) -> anyhow::Result<u8> {
             filtered: !args.pid.is_empty(),
             swap: loader::SwapAttach::Auto,
             sample_hz: args.sample_hz,
+            mmap_lock: args.mmap_lock,
         })?;
         for &pid in &args.pid {
             source.track(pid)?;

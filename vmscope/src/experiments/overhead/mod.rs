@@ -8,6 +8,7 @@
 //! The perf-event programs (major faults) are not part of the floor: they
 //! do not fire on the minor faults this loop takes.
 
+pub mod mmap_lock;
 pub mod sampling;
 
 use anyhow::Context as _;
@@ -25,7 +26,7 @@ use crate::{
 
 /// This thread's CPU time. Unlike wall time it leaves out time other
 /// tasks (or, in a guest, the host) took the CPU away.
-fn thread_cpu_ns() -> u128 {
+pub(super) fn thread_cpu_ns() -> u128 {
     let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     t.tv_sec as u128 * 1_000_000_000 + t.tv_nsec as u128
 }
@@ -112,6 +113,7 @@ fn attached_hooks(swap: SwapAttach) -> anyhow::Result<Vec<Hook>> {
         filtered: false,
         swap,
         sample_hz: 0,
+        mmap_lock: false,
     })?;
     Ok(probes
         .probes
@@ -183,7 +185,7 @@ const SWAP_CHOICES: [SwapAttach; 3] = [
 const BPFTRACE_PROGRAM: &str = "BEGIN { printf(\"ready\\n\"); } \
      tracepoint:exceptions:page_fault_user { @[pid] = count(); }";
 
-fn bpftrace_installed() -> bool {
+pub(super) fn bpftrace_installed() -> bool {
     std::process::Command::new("bpftrace")
         .arg("--version")
         .stdout(std::process::Stdio::null())
@@ -192,11 +194,15 @@ fn bpftrace_installed() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Runs `f` while the bpftrace one-liner is attached.
-fn with_bpftrace(f: impl FnOnce() -> anyhow::Result<f64>) -> anyhow::Result<f64> {
+/// Runs `f` while the bpftrace `program` is attached (it prints "ready" in
+/// its BEGIN block).
+pub(super) fn with_bpftrace<T>(
+    program: &str,
+    f: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     use std::io::{BufRead as _, Read as _};
     let mut child = std::process::Command::new("bpftrace")
-        .args(["-e", BPFTRACE_PROGRAM])
+        .args(["-e", program])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -243,6 +249,7 @@ fn measure(mode: Mode, hooks: &[Vec<Hook>; 3], args: &OverheadArgs) -> anyhow::R
                 filtered: false,
                 swap,
                 sample_hz: 0,
+                mmap_lock: false,
             })?;
             run()
         }
@@ -251,10 +258,11 @@ fn measure(mode: Mode, hooks: &[Vec<Hook>; 3], args: &OverheadArgs) -> anyhow::R
                 filtered: true,
                 swap: SwapAttach::Never,
                 sample_hz: 0,
+                mmap_lock: false,
             })?;
             run()
         }
-        Mode::Bpftrace => with_bpftrace(run),
+        Mode::Bpftrace => with_bpftrace(BPFTRACE_PROGRAM, run),
     }
 }
 
@@ -262,6 +270,9 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
     Privileges::current().require_bpf()?;
     if args.sampling {
         return sampling::run(args);
+    }
+    if args.mmap_lock {
+        return mmap_lock::run(args);
     }
     crate::source::kernel::tracefs::tracefs().map_err(|e| anyhow::anyhow!(e))?;
     let hooks = SWAP_CHOICES.map(attached_hooks);

@@ -141,6 +141,7 @@ impl Measured {
             filtered: false,
             swap: SwapAttach::Never,
             sample_hz: if mode == 1 { args.sample_hz } else { 0 },
+            mmap_lock: false,
         })?;
         let _floor = if mode == 2 {
             Some(floor(args.sample_hz)?)

@@ -4,6 +4,7 @@
 pub mod dirty;
 pub mod lat;
 pub mod lazyfree;
+pub mod mmap_lock;
 pub mod rmap;
 
 use anyhow::Context as _;
@@ -165,6 +166,7 @@ pub fn run(w: &Workload) -> anyhow::Result<u8> {
         Workload::Lazyfree(a) => lazyfree::run(a),
         Workload::Rmap(a) => rmap::run(a),
         Workload::Dirty(a) => dirty::run(a),
+        Workload::MmapLock(a) => mmap_lock::run(a),
     }
 }
 

@@ -92,6 +92,44 @@ impl Field {
     }
 }
 
+/// The values a format file's print format names symbolically for `field`
+/// (`__print_symbolic(REC->field, {1, "skipped"}, ...)`), as (value, name)
+/// pairs; empty when it prints the field otherwise. Never panics.
+#[must_use]
+pub fn print_symbols(text: &str, field: &str) -> Vec<(i64, String)> {
+    let Some(fmt) = text.split_once("print fmt:").map(|(_, f)| f) else {
+        return Vec::new();
+    };
+    let head = format!("__print_symbolic(REC->{field},");
+    let Some(start) = fmt.find(&head) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut rest = &fmt[start + head.len()..];
+    // Each entry is `{value, "name"}`; the list ends at the closing paren.
+    while let Some(open) = rest.find(['{', ')']) {
+        if rest.as_bytes()[open] == b')' {
+            break;
+        }
+        let Some(close) = rest[open..].find('}') else {
+            break;
+        };
+        let entry = &rest[open + 1..open + close];
+        if let Some((v, name)) = entry.split_once(',') {
+            let v = v.trim();
+            let parsed = match v.strip_prefix("0x") {
+                Some(hex) => i64::from_str_radix(hex, 16).ok(),
+                None => v.parse().ok(),
+            };
+            if let Some(v) = parsed {
+                out.push((v, name.trim().trim_matches('"').to_string()));
+            }
+        }
+        rest = &rest[open + close + 1..];
+    }
+    out
+}
+
 /// A parsed tracefs event `format` file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventFormat {
@@ -749,6 +787,25 @@ fn element_size(c_type: &str) -> Option<u32> {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn symbolic_values_are_read_from_the_print_format() {
+        let text = "name: mm_compaction_end\nformat:\n\tfield:int status;\toffset:44;\tsize:4;\tsigned:1;\n\n\
+            print fmt: \"mode=%s status=%s\", REC->sync ? \"sync\" : \"async\", \
+            __print_symbolic(REC->status, {1, \"skipped\"}, {0x8, \"success\"}, {0, \"not_suitable_zone\"})\n";
+        let syms = print_symbols(text, "status");
+        assert_eq!(
+            syms,
+            [
+                (1, "skipped".to_string()),
+                (8, "success".to_string()),
+                (0, "not_suitable_zone".to_string())
+            ]
+        );
+        assert!(print_symbols(text, "sync").is_empty());
+        assert!(print_symbols("garbage", "status").is_empty());
+        assert!(print_symbols("print fmt: __print_symbolic(REC->status, {1", "status").is_empty());
+    }
 
     macro_rules! fixture {
         ($path:literal) => {

@@ -139,6 +139,22 @@ pub fn event_format(category: &str, name: &str) -> Result<EventFormat, String> {
     EventFormat::parse(&text).map_err(|e| format!("tracepoint {category}:{name}: {e}"))
 }
 
+/// The value the event's print format names `symbol` for `field`, if it
+/// names one (see [`super::format::print_symbols`]).
+pub fn event_symbol(category: &str, name: &str, field: &str, symbol: &str) -> Option<i64> {
+    let path = tracefs()
+        .ok()?
+        .path
+        .join("events")
+        .join(category)
+        .join(name)
+        .join("format");
+    let text = std::fs::read_to_string(path).ok()?;
+    super::format::print_symbols(&text, field)
+        .into_iter()
+        .find_map(|(v, n)| (n == symbol).then_some(v))
+}
+
 /// Whether `category:name` is known to exist (see [`event_found`]).
 pub fn event_exists(category: &str, name: &str) -> bool {
     event_found(category, name).unwrap_or(false)

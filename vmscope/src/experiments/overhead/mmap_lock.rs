@@ -1,0 +1,145 @@
+//! `vmscope overhead --mmap-lock`: what the mmap_lock probes cost where
+//! they cost most. Modes, interleaved round by round: nothing attached,
+//! vmscope's default probes, vmscope with `--mmap-lock`, and, where
+//! installed, the peer's one-liner timing the same waits (bpftrace). Two
+//! figures per mode:
+//!
+//! - a lock-heavy loop: one thread calling mprotect on one page back and
+//!   forth, CPU time per call (each call takes and releases the write lock:
+//!   three probe hits), alone so that no contention blurs it;
+//! - `workload mmap-lock` beside an mprotect storm: each faulting thread's
+//!   time per fault (faults that fall back to the mmap_lock fire them too).
+
+use crate::{
+    cli::{MmapLockWork, OverheadArgs, Storm},
+    experiments::workload::mmap_lock::{Outcome, measure},
+    source::loader::{self, LoadOptions, SwapAttach},
+    stats,
+};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Nothing,
+    Default,
+    MmapLock,
+    Bpftrace,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Nothing => "nothing attached",
+            Mode::Default => "vmscope, default probes",
+            Mode::MmapLock => "vmscope --mmap-lock",
+            Mode::Bpftrace => "bpftrace wait histogram",
+        }
+    }
+}
+
+/// The peer: the same wait, as a histogram keyed by nothing.
+const BPFTRACE_PROGRAM: &str = "BEGIN { printf(\"ready\\n\"); } \
+     tracepoint:mmap_lock:mmap_lock_start_locking { @s[tid] = nsecs; } \
+     tracepoint:mmap_lock:mmap_lock_acquire_returned /@s[tid]/ \
+     { @w = hist(nsecs - @s[tid]); delete(@s[tid]); }";
+
+/// CPU nanoseconds per mprotect call, over `calls` calls on one page.
+fn mprotect_loop(calls: u32) -> anyhow::Result<f64> {
+    let page = rustix::param::page_size();
+    let map = crate::experiments::workload::AnonMap::new(2 * page)?;
+    let p = map.ptr.cast::<libc::c_void>();
+    let start = super::thread_cpu_ns();
+    for i in 0..calls {
+        let prot = if i % 2 == 0 {
+            libc::PROT_READ
+        } else {
+            libc::PROT_READ | libc::PROT_WRITE
+        };
+        // SAFETY: the first page of a mapping this function owns.
+        if unsafe { libc::mprotect(p, page, prot) } != 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+    }
+    Ok((super::thread_cpu_ns() - start) as f64 / f64::from(calls))
+}
+
+/// One mode's two figures: ns per mprotect call, µs per fault.
+fn once(mode: Mode, work: &MmapLockWork) -> anyhow::Result<(f64, Outcome)> {
+    let load = |mmap_lock| {
+        loader::load(&LoadOptions {
+            filtered: false,
+            swap: SwapAttach::Auto,
+            sample_hz: 0,
+            mmap_lock,
+        })
+    };
+    let run = || Ok((mprotect_loop(200_000)?, measure(work, Storm::Mprotect)?));
+    match mode {
+        Mode::Nothing => run(),
+        Mode::Default => {
+            let _probes = load(false)?;
+            run()
+        }
+        Mode::MmapLock => {
+            let _probes = load(true)?;
+            run()
+        }
+        Mode::Bpftrace => super::with_bpftrace(BPFTRACE_PROGRAM, run),
+    }
+}
+
+pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
+    let work = MmapLockWork {
+        threads: None,
+        faults: 200_000,
+        slice: 16 << 20,
+    };
+    let mut modes = vec![Mode::Nothing, Mode::Default, Mode::MmapLock];
+    if super::bpftrace_installed() {
+        modes.push(Mode::Bpftrace);
+    } else {
+        eprintln!("bpftrace is not installed: no peer column (apt-get install bpftrace)");
+    }
+    let mut per_call: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    let mut per_fault: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    once(Mode::Nothing, &work)?; // warm-up
+    for round in 0..args.rounds as usize {
+        for k in 0..modes.len() {
+            let i = (round + k) % modes.len();
+            let (ns, o) = once(modes[i], &work)?;
+            per_call[i].push(ns);
+            per_fault[i].push(o.us_per_fault);
+        }
+        let line: Vec<String> = per_call
+            .iter()
+            .zip(&per_fault)
+            .map(|(c, f)| format!("{:.0} ns, {:.2} us", c[round], f[round]))
+            .collect();
+        eprintln!("round {}/{}: {}", round + 1, args.rounds, line.join(" | "));
+    }
+    let pc: Vec<f64> = per_call.iter_mut().map(|t| stats::median(t)).collect();
+    let pf: Vec<f64> = per_fault.iter_mut().map(|t| stats::median(t)).collect();
+    println!(
+        "mmap_lock probe cost, {} rounds (medians): an mprotect loop (CPU per call, one \
+         thread) and workload mmap-lock --storm mprotect ({} faults per thread; time per \
+         fault per thread)",
+        args.rounds, work.faults
+    );
+    for (i, mode) in modes.iter().enumerate() {
+        println!(
+            "  {:<26} {:7.0} ns/mprotect  {:6.2} us/fault",
+            mode.name(),
+            pc[i],
+            pf[i]
+        );
+    }
+    println!("against nothing attached:");
+    for (i, mode) in modes.iter().enumerate().skip(1) {
+        println!(
+            "  {:<26} mprotect {:.3}x  fault under the storm {:.3}x",
+            mode.name(),
+            pc[i] / pc[0],
+            pf[i] / pf[0]
+        );
+    }
+    Ok(0)
+}
