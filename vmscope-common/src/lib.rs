@@ -363,12 +363,14 @@ pub mod counter {
     /// mmap_lock acquisitions that failed: a trylock that found the lock
     /// taken, or a killable wait interrupted.
     pub const MMAP_LOCK_FAILED: u32 = SWITCH_IN_UNSEEN + 1;
-    /// Direct compactions (`try_to_compact_pages` calls), those whose run
-    /// ended in success, and compaction runs in them and elsewhere
-    /// (kcompactd, proactive, `compact_memory`).
+    /// Direct compactions (`try_to_compact_pages` calls), those after
+    /// which the allocation got its page, and compaction runs in them (and
+    /// those of them that ended in success) and elsewhere (kcompactd,
+    /// proactive, `compact_memory`).
     pub const COMPACT_DIRECT: u32 = MMAP_LOCK_FAILED + 1;
     pub const COMPACT_DIRECT_SUCCESS: u32 = COMPACT_DIRECT + 1;
-    pub const COMPACT_RUNS_DIRECT: u32 = COMPACT_DIRECT_SUCCESS + 1;
+    pub const COMPACT_RUNS_DIRECT_SUCCESS: u32 = COMPACT_DIRECT_SUCCESS + 1;
+    pub const COMPACT_RUNS_DIRECT: u32 = COMPACT_RUNS_DIRECT_SUCCESS + 1;
     pub const COMPACT_RUNS_BACKGROUND: u32 = COMPACT_RUNS_DIRECT + 1;
     /// Zones skipped because compaction there was deferred.
     pub const COMPACT_DEFERRED: u32 = COMPACT_RUNS_BACKGROUND + 1;

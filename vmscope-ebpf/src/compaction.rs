@@ -8,6 +8,12 @@
 //!   (`mm_compaction_begin` → `_end`) of a marked task are direct
 //!   compaction time; the others are background (kcompactd, proactive,
 //!   `compact_memory`).
+//! - A direct compaction succeeded when the allocation got its page after
+//!   it (what vmstat counts as `compact_success`), whatever its runs ended
+//!   in: the allocator then resets the zone's deferral
+//!   (`mm_compaction_defer_reset`). `try_to_compact_pages` itself resets it
+//!   once when a run ends in success, before returning; that one is
+//!   skipped.
 //! - kcompactd's active periods, wake to sleep, per node.
 //! - Migration: pages succeeded and failed by reason, and each call's time.
 
@@ -38,13 +44,26 @@ pub fn on_try_to_compact_pages(ctx: &TracePointContext) {
     let order = int(ctx, off::COMPACT_TRY_ORDER).unwrap_or(0).max(0) as u32;
     maps::count(counter::COMPACT_DIRECT);
     maps::count(counter::COMPACT_ORDER_BASE + order.min(counter::COMPACT_ORDERS - 1));
-    maps::begin(kind::COMPACT_DIRECT, u64::from(order), 0);
+    maps::begin(
+        kind::COMPACT_DIRECT,
+        u64::from(order) | (COMPACTING << PHASE_SHIFT),
+        0,
+    );
     if maps::in_scope()
         && let Some(p) = maps::current_proc()
     {
         maps::atomic_inc(unsafe { &raw mut (*p).direct_compactions });
     }
 }
+
+/// Where a direct compaction is, in its marker's `arg0` above the order.
+const PHASE_SHIFT: u32 = 32;
+/// Compacting (or returned without a run ending in success).
+const COMPACTING: u64 = 0;
+/// A run ended in success: `try_to_compact_pages` resets the deferral next.
+const RESET_DUE: u64 = 1;
+/// That reset seen: the next one is the allocator's, after getting a page.
+const RETURNED: u64 = 2;
 
 #[inline(always)]
 fn marker() -> u64 {
@@ -77,10 +96,23 @@ pub fn on_compaction_end(ctx: &TracePointContext) {
         }
     }
     if success != 0 && status.map(|s| s as i64 + 1) == Some(success as i64) {
-        maps::count(counter::COMPACT_DIRECT_SUCCESS);
-        // Success ends the zone loop: the task is done compacting.
-        let _ = maps::INFLIGHT.remove(marker());
+        maps::count(counter::COMPACT_RUNS_DIRECT_SUCCESS);
+        unsafe { (*m).arg0 = ((*m).arg0 & 0xffff_ffff) | (RESET_DUE << PHASE_SHIFT) };
     }
+}
+
+pub fn on_defer_reset() {
+    let Some(m) = maps::INFLIGHT.get_ptr_mut(marker()) else {
+        return;
+    };
+    let phase = unsafe { (*m).arg0 } >> PHASE_SHIFT;
+    if phase == RESET_DUE {
+        unsafe { (*m).arg0 = ((*m).arg0 & 0xffff_ffff) | (RETURNED << PHASE_SHIFT) };
+        return;
+    }
+    // COMPACTING or RETURNED: the allocator's reset, after its page.
+    maps::count(counter::COMPACT_DIRECT_SUCCESS);
+    let _ = maps::INFLIGHT.remove(marker());
 }
 
 pub fn on_compaction_deferred() {

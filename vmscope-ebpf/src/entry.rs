@@ -418,6 +418,12 @@ pub fn mm_compaction_end(ctx: TracePointContext) -> u32 {
 }
 
 #[tracepoint]
+pub fn mm_compaction_defer_reset(_ctx: TracePointContext) -> u32 {
+    crate::compaction::on_defer_reset();
+    0
+}
+
+#[tracepoint]
 pub fn mm_compaction_deferred(_ctx: TracePointContext) -> u32 {
     crate::compaction::on_compaction_deferred();
     0

@@ -350,6 +350,29 @@ pub enum Workload {
     /// mapping's protection (or remaps a page of it) in a loop: mmap_lock
     /// contention; `--storm none` is the control.
     MmapLock(MmapLockArgs),
+    /// Fragments memory, takes the remaining free huge-page-sized blocks
+    /// into the hugetlb pool for the run, then faults MADV_HUGEPAGE memory:
+    /// each huge page compacts directly. Puts the pool back afterwards
+    /// (needs root).
+    Compaction(CompactionArgs),
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct CompactionArgs {
+    /// Anonymous memory filled, then half freed in holes smaller than a
+    /// huge page.
+    #[arg(long, value_name = "BYTES", default_value = "2G", value_parser = parse_bytes)]
+    pub fill: u64,
+
+    /// MADV_HUGEPAGE memory faulted afterwards: each huge page of it asks
+    /// for a compaction.
+    #[arg(long, value_name = "BYTES", default_value = "512M", value_parser = parse_bytes)]
+    pub huge: u64,
+
+    /// Free huge-page-sized blocks left outside the hugetlb pool (the
+    /// kernel keeps some it will not hand out).
+    #[arg(long, default_value_t = 64)]
+    pub margin: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

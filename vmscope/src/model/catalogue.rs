@@ -54,6 +54,8 @@ pub mod probe {
     /// Compaction runs and their outcome.
     pub const COMPACT_END: &str = "compaction:mm_compaction_end";
     pub const COMPACT_DEFERRED: &str = "compaction:mm_compaction_deferred";
+    /// A zone's deferral reset: after an allocation got its page.
+    pub const COMPACT_DEFER_RESET: &str = "compaction:mm_compaction_defer_reset";
     pub const KCOMPACTD_SLEEP: &str = "compaction:mm_compaction_kcompactd_sleep";
     pub const KCOMPACTD_WAKE: &str = "compaction:mm_compaction_kcompactd_wake";
     pub const MIGRATE: &str = "migrate:mm_migrate_pages";
@@ -407,12 +409,23 @@ pub const COUNTERS: &[Counter] = &[
     c(
         "compact_direct_success",
         counter::COMPACT_DIRECT_SUCCESS,
-        probe::COMPACT_END,
+        probe::COMPACT_DEFER_RESET,
         "compactions",
-        "Direct compactions whose run ended in success (close to vmstat compact_success).",
+        "Direct compactions after which the allocation got its page (vmstat compact_success).",
         Export::Plain(
             "vmscope_direct_compaction_successes_total",
-            "Direct compactions whose run ended in success (close to vmstat compact_success).",
+            "Direct compactions after which the allocation got its page (vmstat compact_success).",
+        ),
+    ),
+    c(
+        "compact_runs_direct_success",
+        counter::COMPACT_RUNS_DIRECT_SUCCESS,
+        probe::COMPACT_END,
+        "runs",
+        "Compaction runs inside direct compaction that ended in success (a suitable free block made).",
+        Export::Plain(
+            "vmscope_compaction_runs_direct_succeeded_total",
+            "Compaction runs inside direct compaction that ended in success (a suitable free block made).",
         ),
     ),
     c(

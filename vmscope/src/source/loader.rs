@@ -401,6 +401,7 @@ const SPECS: &[Spec] = &[
     )
     .classic_only(RARE_CLASSIC),
     spec("compaction", &["mm_compaction_deferred"], &[]).classic_only(RARE_CLASSIC),
+    spec("compaction", &["mm_compaction_defer_reset"], &[]).classic_only(RARE_CLASSIC),
     spec(
         "compaction",
         &["mm_compaction_kcompactd_wake"],

@@ -1,6 +1,7 @@
 //! `vmscope workload NAME`: built-in workloads whose work is fixed, so
 //! their runs compare. Each prints its own figures and a final JSON line.
 
+pub mod compaction;
 pub mod dirty;
 pub mod lat;
 pub mod lazyfree;
@@ -167,6 +168,7 @@ pub fn run(w: &Workload) -> anyhow::Result<u8> {
         Workload::Rmap(a) => rmap::run(a),
         Workload::Dirty(a) => dirty::run(a),
         Workload::MmapLock(a) => mmap_lock::run(a),
+        Workload::Compaction(a) => compaction::run(a),
     }
 }
 

@@ -1,0 +1,155 @@
+//! Direct compaction and page migration against the kernel's own counts:
+//! `workload compaction` recorded, its figures set against the
+//! `/proc/vmstat` deltas over the same run (the recording's, and the
+//! workload's own reading around its work).
+//!
+//! - direct compactions within 5% of `compact_stall`, those ended in
+//!   success within 5% of `compact_success`;
+//! - pages migrated within 5% of `pgmigrate_success`;
+//! - every direct compaction asked for the huge-page order, and the
+//!   workload's process took nearly all of them, with their time;
+//! - the stall account names direct compaction, with coverage in 0..=100;
+//! - the hugetlb pool is as it was.
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+use std::time::Duration;
+
+use serde_json::Value;
+use vmscope_tests::{assert_within_pct, pressure, record_to, root_or_skip, text, u64_at};
+
+fn nr_hugepages() -> String {
+    std::fs::read_to_string("/proc/sys/vm/nr_hugepages").unwrap()
+}
+
+#[test]
+fn direct_compaction_and_migration_agree_with_vmstat() {
+    const TEST: &str = "direct_compaction_and_migration_agree_with_vmstat";
+    if !root_or_skip(TEST) {
+        return;
+    }
+    // The workload takes most free memory into the hugetlb pool for a
+    // moment: nothing else may allocate meanwhile.
+    let _alone = pressure::exclusive();
+    let pool = nr_hugepages();
+    let dir = tempfile::tempdir().unwrap();
+    let me = vmscope_tests::vmscope_bin().display().to_string();
+    let (o, rec) = record_to(
+        dir.path(),
+        "compaction",
+        &[me.as_str(), "workload", "compaction"],
+        &[],
+        Duration::from_secs(300),
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(nr_hugepages(), pool, "the hugetlb pool was not put back");
+    let line = text(&o.stdout)
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .map(String::from)
+        .unwrap_or_else(|| panic!("no JSON line: {}", text(&o.stdout)));
+    let doc: Value = serde_json::from_str(&line).unwrap();
+
+    let counters = &rec["totals"]["counters"];
+    let vmstat = &rec["totals"]["vmstat"]["counters"];
+    let c = |k: &str| u64_at(counters, &format!("/{k}"));
+    let v = |k: &str| u64_at(vmstat, &format!("/{k}"));
+    let migrated: u64 = counters
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| k.starts_with("migrated_"))
+        .filter_map(|(_, n)| n.as_u64())
+        .sum();
+    eprintln!(
+        "{TEST}: direct {} vs compact_stall {} (workload's {}); success {} vs {}; migrated {} \
+         vs pgmigrate_success {}",
+        c("compact_direct"),
+        v("compact_stall"),
+        u64_at(&doc, "/vmstat/compact_stall"),
+        c("compact_direct_success"),
+        v("compact_success"),
+        migrated,
+        v("pgmigrate_success"),
+    );
+    assert!(
+        v("compact_stall") >= 50,
+        "too little compaction to judge: {doc}"
+    );
+    assert_within_pct(
+        "direct compactions vs compact_stall",
+        c("compact_direct"),
+        v("compact_stall"),
+        5.0,
+    );
+    assert_within_pct(
+        "direct compactions vs the workload's compact_stall",
+        c("compact_direct"),
+        u64_at(&doc, "/vmstat/compact_stall"),
+        5.0,
+    );
+    assert_within_pct(
+        "successes vs compact_success",
+        c("compact_direct_success"),
+        v("compact_success"),
+        5.0,
+    );
+    assert_within_pct(
+        "pages migrated vs pgmigrate_success",
+        migrated,
+        v("pgmigrate_success"),
+        5.0,
+    );
+
+    // Every one asked for a huge page.
+    let order = u64_at(&doc, "/config/huge_order");
+    assert_eq!(
+        c(&format!("compact_order_{order}")),
+        c("compact_direct"),
+        "{counters:#}"
+    );
+    // The workload's own, with their time; each run's time in the histogram.
+    let pid = u64_at(&rec, "/child/pid");
+    let row = rec["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"].as_u64() == Some(pid))
+        .unwrap_or_else(|| panic!("no row for the child {pid}"));
+    assert!(
+        u64_at(row, "/direct_compactions") * 100 >= c("compact_direct") * 95,
+        "{row}"
+    );
+    let ns = u64_at(row, "/direct_compaction_ns");
+    let hist = &rec["totals"]["histograms"]["compaction_direct"];
+    assert_eq!(u64_at(hist, "/count"), c("compact_runs_direct"), "{hist}");
+    assert!(ns > 0 && u64_at(hist, "/sum_ns") >= ns, "{ns} {hist}");
+    assert!(u64_at(&rec["totals"]["histograms"]["migrate"], "/count") > 0);
+
+    // The stall account names it.
+    let stall = &rec["totals"]["stall"];
+    let named = stall["causes_ms"]["direct compaction"].as_f64().unwrap();
+    assert!(named * 1e6 >= ns as f64 * 0.99, "{stall}");
+    if let Some(pct) = stall["coverage_pct"].as_f64() {
+        assert!((0.0..=100.0).contains(&pct), "{stall}");
+    }
+    assert!(
+        !stall["not_timed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == "direct compaction"),
+        "{stall}"
+    );
+}
+
+#[test]
+fn bad_sizes_are_refused_before_anything_changes() {
+    let o = std::process::Command::new(vmscope_tests::vmscope_bin())
+        .args(["workload", "compaction", "--fill", "4K"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(err.contains("--fill") && err.lines().count() == 1, "{err}");
+}
