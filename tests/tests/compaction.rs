@@ -153,3 +153,49 @@ fn bad_sizes_are_refused_before_anything_changes() {
     let err = text(&o.stderr);
     assert!(err.contains("--fill") && err.lines().count() == 1, "{err}");
 }
+
+/// khugepaged's collapse, made on demand: the test child faults 16 huge
+/// pages' worth of memory in small pages and collapses it with
+/// MADV_COLLAPSE (the same `collapse_huge_page`). Exactly 16 succeed, and
+/// every try is one huge-page allocation vmstat counts (`thp_collapse_alloc`
+/// and `_failed`).
+#[test]
+fn collapses_are_counted_like_thp_collapse_alloc() {
+    const TEST: &str = "collapses_are_counted_like_thp_collapse_alloc";
+    if !root_or_skip(TEST) {
+        return;
+    }
+    let _alone = pressure::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let child = vmscope_tests::testchild().display().to_string();
+    let (o, rec) = record_to(
+        dir.path(),
+        "collapse",
+        &[child.as_str(), "collapse", "16"],
+        &[],
+        Duration::from_secs(120),
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let counters = &rec["totals"]["counters"];
+    let (tried, done) = (
+        u64_at(counters, "/thp_collapses"),
+        u64_at(counters, "/thp_collapses_succeeded"),
+    );
+    let vmstat = &rec["totals"]["vmstat"]["counters"];
+    let (alloc, failed) = (
+        u64_at(vmstat, "/thp_collapse_alloc"),
+        u64_at(vmstat, "/thp_collapse_alloc_failed"),
+    );
+    eprintln!(
+        "{TEST}: {tried} collapses tried, {done} succeeded; thp_collapse_alloc {alloc}, \
+         _failed {failed}"
+    );
+    // MADV_COLLAPSE returned 0: every one of the 16 collapsed.
+    assert_eq!(done, 16, "{counters:#}");
+    // Each try allocates its huge page first (a retry allocates again).
+    assert_eq!(
+        tried,
+        alloc + failed,
+        "collapses tried vs huge pages allocated for them"
+    );
+}

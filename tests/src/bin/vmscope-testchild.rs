@@ -347,6 +347,28 @@ fn spin(millis: u64) {
     std::hint::black_box(x);
 }
 
+/// `huge` huge pages' worth of memory faulted in small pages, then
+/// collapsed into huge pages with MADV_COLLAPSE: the same collapse
+/// khugepaged makes, in this task, `huge` times.
+fn collapse(huge: usize) {
+    const MADV_COLLAPSE: libc::c_int = 25;
+    let hp = 2 << 20;
+    let len = huge * hp;
+    let raw = map(len + hp);
+    let a = ((raw as usize).next_multiple_of(hp)) as *mut u8;
+    // SAFETY: `a..a + len` lies inside the mapping; small pages first
+    // (NOHUGEPAGE), then eligible again for the collapse.
+    unsafe {
+        assert_eq!(libc::madvise(a.cast(), len, libc::MADV_NOHUGEPAGE), 0);
+        for i in (0..len).step_by(page_size()) {
+            std::ptr::write_volatile(a.add(i), 1);
+        }
+        assert_eq!(libc::madvise(a.cast(), len, libc::MADV_HUGEPAGE), 0);
+        let r = libc::madvise(a.cast(), len, MADV_COLLAPSE);
+        assert_eq!(r, 0, "MADV_COLLAPSE: {}", std::io::Error::last_os_error());
+    }
+}
+
 /// Faults through get_user_pages, which the exception tracepoints never
 /// see: populate, MAP_POPULATE (from another thread) and mlock, each over
 /// `pages` fresh pages, then `pages` ordinary faults.
@@ -486,6 +508,7 @@ fn main() {
         "forks" => forks(n),
         "spin" => spin(n),
         "populate" => populate(n as usize),
+        "collapse" => collapse(n as usize),
         "forkswap" => {
             let (Some(k), Some(mode)) = (args.get(2).and_then(|s| s.parse().ok()), args.get(3))
             else {

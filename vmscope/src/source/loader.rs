@@ -42,8 +42,8 @@ pub struct LoadOptions {
 }
 
 /// Why the mmap_lock probes are not attached unless asked for.
-pub const MMAP_LOCK_OFF: &str = "off by default: it runs on every mmap_lock acquisition and \
-     release, which costs a lock-heavy program (see docs/cost.md); turn it on with --mmap-lock";
+pub const MMAP_LOCK_OFF: &str =
+    "off by default (it costs lock-heavy programs; docs/cost.md): --mmap-lock turns it on";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SwapAttach {

@@ -97,6 +97,9 @@ fn events(c: &ProcSample) -> u64 {
         + c.direct_reclaims
         + c.memcg_reclaims
         + c.dirty_pauses
+        + c.direct_compactions
+        + c.mmap_read_waits
+        + c.mmap_write_waits
 }
 
 /// Whether cgroup `id` still has its directory at `path` below `mount`:
@@ -334,6 +337,34 @@ fn counts(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)]) {
             "Time the cgroup's writers slept in dirty throttling (balance_dirty_pages).",
             rows.iter()
                 .map(|(n, c)| (vec![("cgroup", n.clone())], secs(c.counts.dirty_pause_ns)))
+                .collect(),
+        );
+    }
+    if state.usable(probe::COMPACT_END) {
+        w.counter(
+            "vmscope_cgroup_direct_compaction_seconds_total",
+            "Time the cgroup's allocations spent compacting memory themselves.",
+            rows.iter()
+                .map(|(n, c)| {
+                    (
+                        vec![("cgroup", n.clone())],
+                        secs(c.counts.direct_compaction_ns),
+                    )
+                })
+                .collect(),
+        );
+    }
+    if state.usable(probe::MMAP_LOCK) {
+        w.counter(
+            "vmscope_cgroup_mmap_lock_wait_seconds_total",
+            "Time the cgroup's threads waited for their mmap_lock (with --mmap-lock).",
+            rows.iter()
+                .map(|(n, c)| {
+                    (
+                        vec![("cgroup", n.clone())],
+                        secs(c.counts.mmap_read_wait_ns + c.counts.mmap_write_wait_ns),
+                    )
+                })
                 .collect(),
         );
     }
