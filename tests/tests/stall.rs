@@ -2,8 +2,9 @@
 //! through a 64 MiB memory cgroup without swap, so the only memory stall it
 //! meets is memcg reclaim of the cgroup's page cache (the reads are I/O
 //! waits, which PSI does not count as memory). The recording's stall
-//! account has PSI `some`, its memcg reclaim time, and a coverage between
-//! 50% and 100%; the parts add up.
+//! account has PSI `some`, its memcg reclaim time (also weighed by the busy
+//! CPUs, as PSI weighs stall), and a coverage between 50% and 100%; the
+//! parts add up.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
 use std::time::Duration;
@@ -53,9 +54,12 @@ fn memcg_reclaim_explains_most_of_psi_memory_stall() {
         f(a, "other_ms"),
         f(a, "coverage_pct"),
     );
+    // Weighed as PSI weighs stall time: by each interval's busy CPUs.
+    let weighted = f(a, "named_weighted_ms");
     eprintln!(
-        "stall: PSI some {psi:.1} ms, memcg reclaim {memcg:.1} ms, other {other:.1} ms: \
-         {cover:.0}% explained"
+        "stall: PSI some {psi:.1} ms, memcg reclaim {memcg:.1} ms ({weighted:.1} ms weighed by \
+         {:.2} busy CPUs on average), other {other:.1} ms: {cover:.0}% explained",
+        f(a, "busy_cpus")
     );
     assert!(memcg > 0.0, "no memcg reclaim: {a:#}");
     assert!(psi > 0.0, "PSI saw no memory stall: {a:#}");
@@ -65,12 +69,14 @@ fn memcg_reclaim_explains_most_of_psi_memory_stall() {
         "memcg reclaim explains only {cover:.0}%: {a:#}"
     );
     assert!(named >= memcg, "{a:#}");
-    assert!((other - (psi - named).max(0.0)).abs() < 1e-6, "{a:#}");
+    assert!(weighted <= named + 1e-6 && weighted > 0.0, "{a:#}");
+    assert!((other - (psi - weighted).max(0.0)).abs() < 1e-6, "{a:#}");
     let not_timed: Vec<&str> = a["not_timed"]
         .as_array()
         .unwrap()
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert!(not_timed.contains(&"direct compaction"), "{a:#}");
+    assert!(!not_timed.contains(&"direct compaction"), "{a:#}");
+    assert!(a["causes_ms"]["direct compaction"].is_f64(), "{a:#}");
 }

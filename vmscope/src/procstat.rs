@@ -169,6 +169,89 @@ pub fn read() -> io::Result<Vmstat> {
     std::fs::read_to_string(VMSTAT_PATH).map(|text| parse(&text))
 }
 
+/// Path of the kernel's CPU time accounting.
+pub const STAT_PATH: &str = "/proc/stat";
+
+/// All CPUs' time from `/proc/stat`'s `cpu` line, in clock ticks: how much
+/// of it was busy (everything but `idle`; `iowait` counts as busy, as a
+/// task waiting for I/O keeps its CPU non-idle to PSI), and how many CPUs;
+/// and each CPU's busy ticks, by CPU number.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct CpuTimes {
+    pub busy_ticks: u64,
+    pub total_ticks: u64,
+    pub cpus: u32,
+    #[serde(default)]
+    pub per_cpu_busy: Vec<u64>,
+    /// Nanoseconds per tick (`sysconf(_SC_CLK_TCK)`), 0 when unknown.
+    #[serde(default)]
+    pub tick_ns: u64,
+}
+
+impl CpuTimes {
+    /// The average number of busy CPUs from `self` to `later`, if time
+    /// passed.
+    #[must_use]
+    pub fn busy_cpus(&self, later: &CpuTimes) -> Option<f64> {
+        let busy = later.busy_ticks.checked_sub(self.busy_ticks)?;
+        let total = later.total_ticks.checked_sub(self.total_ticks)?;
+        (total > 0 && later.cpus > 0).then(|| busy as f64 / (total as f64 / f64::from(later.cpus)))
+    }
+}
+
+/// (busy, total) ticks of a `cpu` line's fields: the first eight (guest
+/// time is already in user time), `idle` the fourth.
+fn busy_total(fields: &str) -> Option<(u64, u64)> {
+    let all: Vec<u64> = fields
+        .split_whitespace()
+        .take(8)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    if all.len() < 4 {
+        return None;
+    }
+    let total: u64 = all.iter().sum();
+    Some((total - all[3], total))
+}
+
+/// Parses `/proc/stat`: the `cpu` line and the `cpuN` lines.
+pub fn parse_stat(text: &str) -> Option<CpuTimes> {
+    let mut lines = text.lines();
+    let (busy_ticks, total_ticks) = busy_total(lines.next()?.strip_prefix("cpu ")?)?;
+    let mut per_cpu_busy = Vec::new();
+    let mut cpus = 0u32;
+    for l in lines.take_while(|l| l.starts_with("cpu")) {
+        let Some((n, rest)) = l[3..].split_once(' ') else {
+            continue;
+        };
+        let (Ok(n), Some((busy, _))) = (n.parse::<usize>(), busy_total(rest)) else {
+            continue;
+        };
+        if n >= 4096 {
+            continue;
+        }
+        if per_cpu_busy.len() <= n {
+            per_cpu_busy.resize(n + 1, 0);
+        }
+        per_cpu_busy[n] = busy;
+        cpus += 1;
+    }
+    Some(CpuTimes {
+        busy_ticks,
+        total_ticks,
+        cpus,
+        per_cpu_busy,
+        tick_ns: 0,
+    })
+}
+
+pub fn read_stat() -> Option<CpuTimes> {
+    let mut t = parse_stat(&std::fs::read_to_string(STAT_PATH).ok()?)?;
+    let hz = rustix::param::clock_ticks_per_second();
+    t.tick_ns = 1_000_000_000u64.checked_div(hz).unwrap_or(0);
+    Some(t)
+}
+
 /// One line of a pressure-stall file: running averages (percent of wall time)
 /// and the cumulative stall time in microseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -412,6 +495,37 @@ swap_ra 0
             avg300: 0.0,
             total_us,
         }
+    }
+
+    #[test]
+    fn cpu_times_count_iowait_as_busy_and_average_busy_cpus() {
+        let a = parse_stat(
+            "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 50 0 25 400 25 0 0 0 0 0\n\
+             cpu1 50 0 25 400 25 0 0 0 0 0\nintr 1 2\n",
+        )
+        .expect("parses");
+        assert_eq!(
+            a,
+            CpuTimes {
+                busy_ticks: 200,
+                total_ticks: 1000,
+                cpus: 2,
+                per_cpu_busy: vec![100, 100],
+                tick_ns: 0,
+            }
+        );
+        // 100 ticks of wall time per CPU; 150 of the 200 busy: 1.5 CPUs.
+        let b = CpuTimes {
+            busy_ticks: 350,
+            total_ticks: 1200,
+            cpus: 2,
+            per_cpu_busy: Vec::new(),
+            tick_ns: 0,
+        };
+        assert_eq!(a.busy_cpus(&b), Some(1.5));
+        assert_eq!(b.busy_cpus(&a), None);
+        assert!(parse_stat("garbage").is_none());
+        assert!(parse_stat("cpu  1 2\n").is_none());
     }
 
     #[test]

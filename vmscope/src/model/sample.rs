@@ -118,6 +118,15 @@ pub struct Sample {
     /// Null when PSI is unavailable (the reason is in the recording).
     #[serde(default)]
     pub psi: Option<Psi>,
+    /// All CPUs' busy and total time (`/proc/stat`), to weigh stall time
+    /// the way PSI does; absent when unreadable (and in older recordings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<crate::procstat::CpuTimes>,
+    /// The memory stalls vmscope times (`stall::MEMORY_STALLS`), summed per
+    /// CPU they ended on, cumulative ns by CPU number: with `cpu`, they are
+    /// weighed per CPU as PSI weighs stall time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stall_ns_by_cpu: Vec<u64>,
     /// Kernel-stack sampling (rmap and other CPU costs); absent when the
     /// sampler is not attached.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -29,6 +29,8 @@ pub struct Snapshot {
     pub madvise: Vec<MadviseCounts>,
     pub vmstat: Vmstat,
     pub psi: Option<Psi>,
+    pub cpu: Option<crate::procstat::CpuTimes>,
+    pub stall_ns_by_cpu: Vec<u64>,
     /// The latest stack-sampling reading (its `counts` are cumulative; its
     /// `procs` are those of that sample only).
     pub rmap: Option<RmapSample>,
@@ -66,6 +68,8 @@ impl Snapshot {
         self.madvise.clone_from(&s.madvise);
         self.vmstat.clone_from(&s.vmstat);
         self.psi = s.psi;
+        self.cpu.clone_from(&s.cpu);
+        self.stall_ns_by_cpu.clone_from(&s.stall_ns_by_cpu);
         self.rmap.clone_from(&s.rmap);
         for h in &s.hists {
             self.hists.insert(h.name.clone(), h.clone());

@@ -145,6 +145,7 @@ pub fn vm_totals(samples: &[Sample], probes: &[ProbeStatus], psi_error: Option<&
         &t.histograms,
         &t.unavailable,
         t.psi.as_ref(),
+        crate::model::stall::weighted(samples),
     ));
     t
 }

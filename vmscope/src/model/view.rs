@@ -365,7 +365,13 @@ impl<'a> Interval<'a> {
                     })
                     .sum();
                 let psi = self.per_s(|s| Some(s.psi?.some.total_us))? * 1e3;
-                crate::model::stall::coverage(named, psi)
+                // Weighed per CPU as PSI weighs it, where it can be.
+                let weighted = crate::model::stall::weigh_interval(
+                    (self.a.cpu.as_ref(), self.b.cpu.as_ref()),
+                    (&self.a.stall_ns_by_cpu, &self.b.stall_ns_by_cpu),
+                )
+                .map(|ns| ns / self.dt);
+                crate::model::stall::coverage(weighted.unwrap_or(named), psi)
             }
             RateValue::MadviseCalls => {
                 self.per_s(|s| Some(s.madvise.iter().map(|m| m.calls).sum()))

@@ -119,7 +119,7 @@ impl Collector {
         let c = |i: u32| counters.get(i as usize).copied().unwrap_or(0);
         let vmstat = procstat::read().unwrap_or_default();
         let faults = self.system_faults(&c, &vmstat);
-        let hists = self.changed_hists(probes)?;
+        let (hists, stall_ns_by_cpu) = self.changed_hists(probes)?;
         let rmap = probes.rmap.as_mut().map(|s| s.read()).transpose()?;
         let mut oom_kills = self.oom_kills(probes, &cgroup_of);
         let cgroups = self.cgroups(&procs);
@@ -134,6 +134,8 @@ impl Collector {
             hists,
             vmstat,
             psi: procstat::read_psi().ok(),
+            cpu: procstat::read_stat(),
+            stall_ns_by_cpu,
             elapsed_ns: u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX),
             timestamp: timefmt::rfc3339(SystemTime::now()),
             faults,
@@ -529,8 +531,10 @@ impl Collector {
         out.push(p);
     }
 
-    fn changed_hists(&mut self, probes: &Loaded) -> anyhow::Result<Vec<HistSample>> {
+    /// The histograms that changed, and the memory stalls' time per CPU.
+    fn changed_hists(&mut self, probes: &Loaded) -> anyhow::Result<(Vec<HistSample>, Vec<u64>)> {
         let mut out = Vec::new();
+        let mut stall_by_cpu: Vec<u64> = Vec::new();
         // Every histogram, every CPU's buckets and sum, in one batch where
         // the kernel has batched lookups; else a lookup per histogram.
         let map =
@@ -556,6 +560,16 @@ impl Collector {
             if id >= hist::COUNT {
                 continue;
             }
+            let name = crate::model::hist::name(id);
+            if crate::model::stall::MEMORY_STALLS
+                .iter()
+                .any(|(_, h)| *h == name)
+            {
+                stall_by_cpu.resize(stall_by_cpu.len().max(per_cpu.len()), 0);
+                for (sum, cpu) in stall_by_cpu.iter_mut().zip(&per_cpu) {
+                    *sum = sum.wrapping_add(cpu[vmscope_common::HIST_SUM]);
+                }
+            }
             let mut slot = [0u64; HIST_BUCKETS as usize + 1];
             for cpu in &per_cpu {
                 for (s, v) in slot.iter_mut().zip(cpu.iter()) {
@@ -567,7 +581,7 @@ impl Collector {
                 .map(|b| [u64::from(b), slot[b as usize]])
                 .collect();
             let h = HistSample {
-                name: crate::model::hist::name(id),
+                name,
                 sum_ns: slot[vmscope_common::HIST_SUM],
                 buckets,
             };
@@ -577,7 +591,7 @@ impl Collector {
             self.last_hists.insert(id, h.clone());
             out.push(h);
         }
-        Ok(out)
+        Ok((out, stall_by_cpu))
     }
 }
 

@@ -191,6 +191,8 @@ pub fn judge(c: &Console) -> KernelResult {
     ));
     checks.push(oom_check(c, "oom_global", "oomglobal", "global", None));
     checks.extend(rmap_checks(c, &kinds));
+    checks.push(mmap_lock_check(c));
+    checks.push(compaction_check(c));
     KernelResult {
         kernel: c.release.clone().unwrap_or_else(|| "unknown".into()),
         cgroup: doctor
@@ -637,6 +639,76 @@ fn oom_check(
             k["constraint"],
             k["limit_cgroup"],
             limit.unwrap_or("none")
+        ),
+    )
+}
+
+/// The workload's JSON line in a section's output.
+fn workload_line(c: &Console, name: &str) -> Option<Value> {
+    c.text(name)?
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .and_then(|l| serde_json::from_str(l).ok())
+}
+
+/// The storm's write-lock acquisitions are its calls: the process's write
+/// acquisitions beyond the control run's equal them within 20.
+fn mmap_lock_check(c: &Console) -> Check {
+    let (none, storm) = match (c.recording("mmaplock0"), c.recording("mmaplock1")) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => return check("mmap_lock", false, e),
+    };
+    let Some(calls) = workload_line(c, "mmaplock1").map(|d| u(&d, "/storm_calls")) else {
+        return check("mmap_lock", false, "no workload line in mmaplock1");
+    };
+    let writes =
+        |rec: &Value| child_row(rec, u(rec, "/child/pid")).map_or(0, |r| u(r, "/mmap_write_waits"));
+    let reads =
+        |rec: &Value| child_row(rec, u(rec, "/child/pid")).map_or(0, |r| u(r, "/mmap_read_waits"));
+    let extra = writes(&storm).saturating_sub(writes(&none));
+    check(
+        "mmap_lock",
+        calls >= 100 && extra.abs_diff(calls) <= 20,
+        format!(
+            "storm write acquisitions {extra} vs {calls} storm calls; read waits {} with the \
+             storm, {} without",
+            reads(&storm),
+            reads(&none)
+        ),
+    )
+}
+
+/// Direct compactions and migrated pages against the recording's vmstat.
+fn compaction_check(c: &Console) -> Check {
+    let rec = match c.recording("compaction") {
+        Ok(r) => r,
+        Err(e) => return check("compaction", false, e),
+    };
+    let counters = &rec["totals"]["counters"];
+    let vm = &rec["totals"]["vmstat"]["counters"];
+    let migrated: u64 = counters
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| k.starts_with("migrated_"))
+        .filter_map(|(_, v)| v.as_u64())
+        .sum();
+    let (direct, stall) = (u(counters, "/compact_direct"), u(vm, "/compact_stall"));
+    let (success, vm_success) = (
+        u(counters, "/compact_direct_success"),
+        u(vm, "/compact_success"),
+    );
+    let pgmigrate = u(vm, "/pgmigrate_success");
+    check(
+        "compaction",
+        within(direct, stall, 5.0)
+            && (success == vm_success || within(success, vm_success, 5.0))
+            && within(migrated, pgmigrate, 5.0),
+        format!(
+            "direct {direct} vs compact_stall {stall}; success {success} vs {vm_success}; \
+             migrated {migrated} vs pgmigrate_success {pgmigrate} (THP {})",
+            c.text("thp.enabled").unwrap_or("?").trim()
         ),
     )
 }

@@ -32,6 +32,12 @@ pub const OOM_MEMCG_PAGES: u64 = 32_768;
 /// guest's 2 GiB, a system-wide OOM. The child's `oom_score_adj` of 1000
 /// makes it the victim.
 pub const OOM_GLOBAL_PAGES: u64 = 1 << 20;
+/// `workload mmap-lock`: faults per thread (two threads), without and with
+/// the mprotect storm, recorded with `--mmap-lock`.
+pub const MMAP_LOCK_FAULTS: u64 = 20_000;
+/// `workload compaction` sized for the guest's 2 GiB.
+pub const COMPACTION_FILL_MIB: u64 = 256;
+pub const COMPACTION_HUGE_MIB: u64 = 32;
 
 /// The modules the guest loads for zram swap: zram itself, whose `depends=`
 /// the host follows (zsmalloc, and on 6.12 the lz4/lz4hc libraries), and
@@ -99,6 +105,11 @@ kill $SP
 wait $SP
 settle
 
+rec mmaplock0 --mmap-lock -- vmscope workload mmap-lock --storm none --threads 2 --faults {ml_faults} --slice 4M
+rec mmaplock1 --mmap-lock -- vmscope workload mmap-lock --storm mprotect --threads 2 --faults {ml_faults} --slice 4M
+show thp.enabled /sys/kernel/mm/transparent_hugepage/enabled
+rec compaction -- vmscope workload compaction --fill {compaction_fill}M --huge {compaction_huge}M
+
 for m in /mods/*.ko; do insmod $m 2>/dev/null; done
 begin swapon
 echo 1G > /sys/block/zram0/disksize && mkswap /dev/zram0 >/dev/null && swapon /dev/zram0 && echo ok
@@ -150,5 +161,8 @@ poweroff -f
         oom_limit = OOM_LIMIT_MIB,
         oom_memcg_pages = OOM_MEMCG_PAGES,
         oom_global_pages = OOM_GLOBAL_PAGES,
+        ml_faults = MMAP_LOCK_FAULTS,
+        compaction_fill = COMPACTION_FILL_MIB,
+        compaction_huge = COMPACTION_HUGE_MIB,
     )
 }

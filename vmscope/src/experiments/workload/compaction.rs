@@ -13,9 +13,11 @@
 //!    `--margin` (the kernel keeps some it will not hand out), until at most
 //!    that many are left: the rest of free memory, in big blocks, now sits
 //!    in the pool, untouched;
-//! 4. fault `--huge` of MADV_HUGEPAGE memory: each huge page finds no free
-//!    block and compacts directly (with the default `defrag` setting,
-//!    `madvise`), migrating the filled pages out of the way.
+//! 4. fault `--huge` of MADV_HUGEPAGE memory, plus a huge page for each
+//!    free block still left (on a small machine those can be most of what
+//!    THP would take): the huge pages beyond them find no free block and
+//!    compact directly (with the default `defrag` setting, `madvise`),
+//!    migrating the filled pages out of the way.
 //!
 //! Then it unmaps everything and puts `vm.nr_hugepages` back, also when
 //! interrupted (Ctrl-C is held until then). Prints a line for people and a
@@ -149,15 +151,18 @@ fn check(a: &CompactionArgs) -> anyhow::Result<u32> {
     }
     let wanted = a.fill.saturating_add(a.huge);
     let available = meminfo_bytes("MemAvailable")?;
-    if wanted.saturating_add(2 << 30) > available {
+    // Kept free beside them: an eighth of memory, at most 2 GiB.
+    let spare = (meminfo_bytes("MemTotal")? / 8).min(2 << 30);
+    if wanted.saturating_add(spare) > available {
         return Err(exit::failure(
             exit::USAGE,
             format!(
-                "--fill {} and --huge {} need {} with 2 GiB to spare, and {} is available; give \
+                "--fill {} and --huge {} need {} with {} to spare, and {} is available; give \
                  smaller values",
                 fmt_bytes(a.fill),
                 fmt_bytes(a.huge),
                 fmt_bytes(wanted),
+                fmt_bytes(spare),
                 fmt_bytes(available)
             ),
         ));
@@ -197,19 +202,26 @@ fn fragment(fill: u64) -> anyhow::Result<AnonMap> {
     Ok(map)
 }
 
+fn blocks_left(order: u32) -> anyhow::Result<u64> {
+    let info = std::fs::read_to_string("/proc/buddyinfo").context("reading /proc/buddyinfo")?;
+    Ok(free_blocks(&info, order))
+}
+
 /// Step 3: the free blocks of huge-page order into the pool, all but
-/// `margin`. Returns the pages added.
-fn pad(order: u32, margin: u64, found: u64) -> anyhow::Result<u64> {
+/// `margin`. Returns the pages added and the blocks left.
+fn pad(order: u32, margin: u64, found: u64) -> anyhow::Result<(u64, u64)> {
     for _ in 0..6 {
-        let info = std::fs::read_to_string("/proc/buddyinfo").context("reading /proc/buddyinfo")?;
-        let blocks = free_blocks(&info, order);
+        let blocks = blocks_left(order)?;
         if blocks <= margin {
             break;
         }
         let now = read_u64(NR_HUGEPAGES)?;
         write_u64(NR_HUGEPAGES, now + (blocks - margin))?;
     }
-    Ok(read_u64(NR_HUGEPAGES)?.saturating_sub(found))
+    Ok((
+        read_u64(NR_HUGEPAGES)?.saturating_sub(found),
+        blocks_left(order)?,
+    ))
 }
 
 /// Step 4: `huge` bytes of MADV_HUGEPAGE memory faulted, a byte per page.
@@ -249,13 +261,15 @@ pub fn run(a: &CompactionArgs) -> anyhow::Result<u8> {
     let filled = fragment(a.fill)?;
     let fill_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let pooled = pad(order, a.margin, found)?;
+    let (pooled, left) = pad(order, a.margin, found)?;
     let pad_s = t.elapsed().as_secs_f64();
+    let huge_page = (rustix::param::page_size() as u64) << order;
+    let huge = a.huge.saturating_add(left.saturating_mul(huge_page));
     let t = Instant::now();
     let faulted = if held.pending() {
         Ok(())
     } else {
-        fault_huge(a.huge, order)
+        fault_huge(huge, order)
     };
     let huge_s = t.elapsed().as_secs_f64();
     drop(filled);
@@ -277,10 +291,11 @@ pub fn run(a: &CompactionArgs) -> anyhow::Result<u8> {
     writeln!(
         out,
         "compaction: {} filled and half freed in {fill_s:.2} s; {pooled} huge pages pooled in \
-         {pad_s:.2} s; {} of MADV_HUGEPAGE faulted in {huge_s:.2} s: compact_stall +{}, \
+         {pad_s:.2} s ({left} free blocks left); {} of MADV_HUGEPAGE faulted in {huge_s:.2} s: \
+         compact_stall +{}, \
          compact_success +{}, pgmigrate_success +{}, thp_fault_alloc +{}, thp_fault_fallback +{}",
         fmt_bytes(a.fill),
-        fmt_bytes(a.huge),
+        fmt_bytes(huge),
         delta["compact_stall"],
         delta["compact_success"],
         delta["pgmigrate_success"],
@@ -293,6 +308,8 @@ pub fn run(a: &CompactionArgs) -> anyhow::Result<u8> {
         "fill_s": fill_s,
         "pad_s": pad_s,
         "pooled_huge_pages": pooled,
+        "free_blocks_left": left,
+        "huge_faulted_bytes": huge,
         "vmstat": delta,
         "config": {
             "fill_bytes": a.fill,
