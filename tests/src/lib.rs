@@ -161,6 +161,17 @@ pub fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
 }
 
+/// The last line of `stdout` that is a JSON object (a workload's figures).
+pub fn last_json_line(stdout: &[u8]) -> serde_json::Value {
+    let out = text(stdout);
+    let line = out
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON line in {out}"));
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"))
+}
+
 /// A JSON value at a `/`-separated pointer, as u64, with a helpful panic.
 pub fn u64_at(v: &serde_json::Value, pointer: &str) -> u64 {
     v.pointer(pointer)

@@ -14,8 +14,9 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
-use vmscope_tests::{assert_within_pct, pressure, record_to, root_or_skip, text, u64_at};
+use vmscope_tests::{
+    assert_within_pct, last_json_line, pressure, record_to, root_or_skip, text, u64_at,
+};
 
 fn nr_hugepages() -> String {
     std::fs::read_to_string("/proc/sys/vm/nr_hugepages").unwrap()
@@ -42,13 +43,7 @@ fn direct_compaction_and_migration_agree_with_vmstat() {
     );
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_eq!(nr_hugepages(), pool, "the hugetlb pool was not put back");
-    let line = text(&o.stdout)
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .map(String::from)
-        .unwrap_or_else(|| panic!("no JSON line: {}", text(&o.stdout)));
-    let doc: Value = serde_json::from_str(&line).unwrap();
+    let doc = last_json_line(&o.stdout);
 
     let counters = &rec["totals"]["counters"];
     let vmstat = &rec["totals"]["vmstat"]["counters"];

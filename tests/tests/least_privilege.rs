@@ -28,7 +28,7 @@ const CLASSIC_ONLY: &[&str] = &[
     DIRTY,
     "compaction:mm_compaction_",
     "migrate:mm_migrate_pages",
-    "huge_memory:mm_collapse_huge_page",
+    "huge_memory:mm_",
 ];
 
 fn run(c: Command) -> std::process::Output {

@@ -18,7 +18,9 @@
 use std::{path::Path, process::Command, time::Duration};
 
 use serde_json::Value;
-use vmscope_tests::{read_json, root_or_skip, run_with_timeout, text, u64_at, vmscope_bin};
+use vmscope_tests::{
+    last_json_line, read_json, root_or_skip, run_with_timeout, text, u64_at, vmscope_bin,
+};
 
 const FAULTS: u64 = 200_000;
 const THREADS: u64 = 2;
@@ -39,13 +41,7 @@ fn run(dir: &Path, storm: &str, probe: bool) -> (Value, Value, Value) {
         .args(["--faults", &FAULTS.to_string()]);
     let o = run_with_timeout(c, Duration::from_secs(120));
     assert!(o.status.success(), "{storm}: {}", text(&o.stderr));
-    let line = text(&o.stdout)
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .map(String::from)
-        .unwrap_or_else(|| panic!("{storm}: no JSON line in {}", text(&o.stdout)));
-    let doc: Value = serde_json::from_str(&line).unwrap();
+    let doc = last_json_line(&o.stdout);
     let rec = read_json(&out);
     let pid = u64_at(&rec, "/child/pid");
     let row = rec["processes"]

@@ -387,8 +387,10 @@ pub mod counter {
     /// khugepaged collapse attempts, and those that succeeded.
     pub const THP_COLLAPSES: u32 = MIGRATE_FAILED_BASE + MIGRATE_REASONS;
     pub const THP_COLLAPSE_SUCCEEDED: u32 = THP_COLLAPSES + 1;
+    /// Page tables khugepaged (or MADV_COLLAPSE) scanned for a collapse.
+    pub const KHUGEPAGED_SCANS: u32 = THP_COLLAPSE_SUCCEEDED + 1;
     /// Number of slots in the array.
-    pub const COUNT: u32 = THP_COLLAPSE_SUCCEEDED + 1;
+    pub const COUNT: u32 = KHUGEPAGED_SCANS + 1;
 }
 
 /// Fault counts of the process last seen faulting on one CPU, not yet added

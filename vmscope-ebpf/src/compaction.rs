@@ -160,6 +160,10 @@ pub fn on_migrate_pages(ctx: &TracePointContext) {
     );
 }
 
+pub fn on_khugepaged_scan_pmd() {
+    maps::count(counter::KHUGEPAGED_SCANS);
+}
+
 pub fn on_collapse_huge_page(ctx: &TracePointContext) {
     maps::count(counter::THP_COLLAPSES);
     let success = maps::offset(off::COLLAPSE_SUCCESS_VALUE);

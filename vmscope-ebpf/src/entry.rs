@@ -454,6 +454,12 @@ pub fn mm_migrate_pages(ctx: TracePointContext) -> u32 {
 }
 
 #[tracepoint]
+pub fn mm_khugepaged_scan_pmd(_ctx: TracePointContext) -> u32 {
+    crate::compaction::on_khugepaged_scan_pmd();
+    0
+}
+
+#[tracepoint]
 pub fn mm_collapse_huge_page(ctx: TracePointContext) -> u32 {
     crate::compaction::on_collapse_huge_page(&ctx);
     0

@@ -61,6 +61,7 @@ pub mod probe {
     pub const MIGRATE: &str = "migrate:mm_migrate_pages";
     pub const MIGRATE_START: &str = "migrate:mm_migrate_pages_start";
     pub const THP_COLLAPSE: &str = "huge_memory:mm_collapse_huge_page";
+    pub const KHUGEPAGED_SCAN: &str = "huge_memory:mm_khugepaged_scan_pmd";
     /// mmap_lock waits, failures and write holds (opt-in: `--mmap-lock`).
     pub const MMAP_LOCK: &str = "mmap_lock:mmap_lock_acquire_returned";
     /// Keeps processes' cgroup keys fresh after a task moves.
@@ -766,6 +767,17 @@ pub const COUNTERS: &[Counter] = &[
         Export::Plain(
             "vmscope_thp_collapses_succeeded_total",
             "khugepaged collapses that succeeded.",
+        ),
+    ),
+    c(
+        "khugepaged_scans",
+        counter::KHUGEPAGED_SCANS,
+        probe::KHUGEPAGED_SCAN,
+        "page tables",
+        "Page tables scanned for a collapse into a huge page (khugepaged, MADV_COLLAPSE).",
+        Export::Plain(
+            "vmscope_khugepaged_scans_total",
+            "Page tables scanned for a collapse into a huge page (khugepaged, MADV_COLLAPSE).",
         ),
     ),
     c(

@@ -64,6 +64,10 @@ pub struct StallAccount {
     /// null without `--mmap-lock`.
     #[serde(default)]
     pub mmap_lock_wait_ms: Option<f64>,
+    /// Time in major faults, anonymous and file (PSI counts only their
+    /// waits on refaulting pages, as "other"); null without fault timing.
+    #[serde(default)]
+    pub major_fault_ms: Option<f64>,
     /// PSI memory `some` and `full` stall time over the span; null without
     /// PSI.
     pub psi_some_ms: Option<f64>,
@@ -168,6 +172,8 @@ pub fn account(
     a.dirty_pause_ms = timed("dirty_pause").then(|| ms("dirty_pause"));
     a.mmap_lock_wait_ms = (timed("mmap_lock_wait_read") && timed("mmap_lock_wait_write"))
         .then(|| ms("mmap_lock_wait_read") + ms("mmap_lock_wait_write"));
+    a.major_fault_ms = (timed("fault_major_anon") && timed("fault_major_file"))
+        .then(|| ms("fault_major_anon") + ms("fault_major_file"));
     a.psi_some_ms = psi.and_then(|p| p.some_stall_us).map(|us| us as f64 / 1e3);
     a.psi_full_ms = psi.and_then(|p| p.full_stall_us).map(|us| us as f64 / 1e3);
     a.other_ms = a.psi_some_ms.map(|p| (p - explained).max(0.0));

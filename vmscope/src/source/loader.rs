@@ -425,6 +425,7 @@ const SPECS: &[Spec] = &[
         ],
     )
     .classic_only(RARE_CLASSIC),
+    spec("huge_memory", &["mm_khugepaged_scan_pmd"], &[]).classic_only(RARE_CLASSIC),
     spec(
         "huge_memory",
         &["mm_collapse_huge_page"],

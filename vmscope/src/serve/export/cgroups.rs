@@ -268,6 +268,39 @@ fn oom_kills(w: &mut Writer, state: &State) {
 
 type Get = fn(&ProcSample) -> u64;
 
+/// The cgroups' stall times, in seconds, each where its probe is attached.
+fn times(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)]) {
+    let fields: [(&str, &str, &str, Get); 3] = [
+        (
+            "vmscope_cgroup_dirty_pause_seconds_total",
+            "Time the cgroup's writers slept in dirty throttling (balance_dirty_pages).",
+            probe::DIRTY_THROTTLE,
+            |c| c.dirty_pause_ns,
+        ),
+        (
+            "vmscope_cgroup_direct_compaction_seconds_total",
+            "Time the cgroup's allocations spent compacting memory themselves.",
+            probe::COMPACT_END,
+            |c| c.direct_compaction_ns,
+        ),
+        (
+            "vmscope_cgroup_mmap_lock_wait_seconds_total",
+            "Time the cgroup's threads waited for their mmap_lock (with --mmap-lock).",
+            probe::MMAP_LOCK,
+            |c| c.mmap_read_wait_ns + c.mmap_write_wait_ns,
+        ),
+    ];
+    for (metric, help, probe, get) in fields {
+        if state.usable(probe) {
+            let series = rows
+                .iter()
+                .map(|(n, c)| (vec![("cgroup", n.clone())], secs(get(&c.counts))))
+                .collect();
+            w.counter(metric, help, series);
+        }
+    }
+}
+
 fn counts(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)]) {
     let fields: [(&str, &str, &str, Get); 5] = [
         (
@@ -331,43 +364,7 @@ fn counts(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)]) {
             calls,
         );
     }
-    if state.usable(probe::DIRTY_THROTTLE) {
-        w.counter(
-            "vmscope_cgroup_dirty_pause_seconds_total",
-            "Time the cgroup's writers slept in dirty throttling (balance_dirty_pages).",
-            rows.iter()
-                .map(|(n, c)| (vec![("cgroup", n.clone())], secs(c.counts.dirty_pause_ns)))
-                .collect(),
-        );
-    }
-    if state.usable(probe::COMPACT_END) {
-        w.counter(
-            "vmscope_cgroup_direct_compaction_seconds_total",
-            "Time the cgroup's allocations spent compacting memory themselves.",
-            rows.iter()
-                .map(|(n, c)| {
-                    (
-                        vec![("cgroup", n.clone())],
-                        secs(c.counts.direct_compaction_ns),
-                    )
-                })
-                .collect(),
-        );
-    }
-    if state.usable(probe::MMAP_LOCK) {
-        w.counter(
-            "vmscope_cgroup_mmap_lock_wait_seconds_total",
-            "Time the cgroup's threads waited for their mmap_lock (with --mmap-lock).",
-            rows.iter()
-                .map(|(n, c)| {
-                    (
-                        vec![("cgroup", n.clone())],
-                        secs(c.counts.mmap_read_wait_ns + c.counts.mmap_write_wait_ns),
-                    )
-                })
-                .collect(),
-        );
-    }
+    times(w, state, rows);
     let mut stall: Series = Vec::new();
     for (n, c) in rows {
         for (kind, v) in [
