@@ -172,6 +172,15 @@ pub fn last_json_line(stdout: &[u8]) -> serde_json::Value {
     serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"))
 }
 
+/// The recording's row of its wrapped command's process (`child.pid`).
+pub fn child_row(rec: &serde_json::Value) -> &serde_json::Value {
+    let pid = u64_at(rec, "/child/pid");
+    rec["processes"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["pid"].as_u64() == Some(pid)))
+        .unwrap_or_else(|| panic!("no row for the child {pid}"))
+}
+
 /// A JSON value at a `/`-separated pointer, as u64, with a helpful panic.
 pub fn u64_at(v: &serde_json::Value, pointer: &str) -> u64 {
     v.pointer(pointer)

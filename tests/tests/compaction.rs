@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use vmscope_tests::{
-    assert_within_pct, last_json_line, pressure, record_to, root_or_skip, text, u64_at,
+    assert_within_pct, child_row, last_json_line, pressure, record_to, root_or_skip, text, u64_at,
 };
 
 fn nr_hugepages() -> String {
@@ -104,13 +104,7 @@ fn direct_compaction_and_migration_agree_with_vmstat() {
         "{counters:#}"
     );
     // The workload's own, with their time; each run's time in the histogram.
-    let pid = u64_at(&rec, "/child/pid");
-    let row = rec["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["pid"].as_u64() == Some(pid))
-        .unwrap_or_else(|| panic!("no row for the child {pid}"));
+    let row = child_row(&rec);
     assert!(
         u64_at(row, "/direct_compactions") * 100 >= c("compact_direct") * 95,
         "{row}"

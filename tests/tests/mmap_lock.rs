@@ -19,7 +19,7 @@ use std::{path::Path, process::Command, time::Duration};
 
 use serde_json::Value;
 use vmscope_tests::{
-    last_json_line, read_json, root_or_skip, run_with_timeout, text, u64_at, vmscope_bin,
+    child_row, last_json_line, read_json, root_or_skip, run_with_timeout, text, u64_at, vmscope_bin,
 };
 
 const FAULTS: u64 = 200_000;
@@ -43,14 +43,7 @@ fn run(dir: &Path, storm: &str, probe: bool) -> (Value, Value, Value) {
     assert!(o.status.success(), "{storm}: {}", text(&o.stderr));
     let doc = last_json_line(&o.stdout);
     let rec = read_json(&out);
-    let pid = u64_at(&rec, "/child/pid");
-    let row = rec["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["pid"].as_u64() == Some(pid))
-        .cloned()
-        .unwrap_or_else(|| panic!("{storm}: no row for the child {pid}"));
+    let row = child_row(&rec).clone();
     (rec, doc, row)
 }
 
