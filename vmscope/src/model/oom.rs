@@ -41,17 +41,34 @@ pub struct OomKill {
     #[serde(default)]
     pub trigger_cgroup: Option<String>,
     /// `memcg` when a memory cgroup's limit was hit, `global` when the
-    /// system ran out; null when it could not be told. Read from the
-    /// cgroups' limit-hit counters on the path from `trigger_cgroup` to the
-    /// root (v2: `memory.events.local` `oom`; v1: `memory.failcnt`, which
-    /// also grows when reclaim made room, so a memcg at its limit during a
-    /// system-wide OOM is named too).
+    /// system ran out, `cpuset` or `mempolicy` when the allowed nodes did
+    /// (those two from the kernel log only); null when it could not be
+    /// told. See `limit_source`.
     #[serde(default)]
     pub constraint: Option<String>,
     /// For a memcg OOM, the cgroup whose limit was hit: `trigger_cgroup`
     /// or one of its ancestors.
     #[serde(default)]
     pub limit_cgroup: Option<String>,
+    /// Where `constraint` and `limit_cgroup` come from:
+    /// - `kernel_log`: the OOM killer's own summary line in the kernel log
+    ///   (`oom-kill:constraint=...,oom_memcg=PATH`), exact;
+    /// - `limit_counters`: the cgroups' limit-hit counters on the path from
+    ///   `trigger_cgroup` to the root, the nearest that grew (v2:
+    ///   `memory.events.local` `oom`, exact; v1: `memory.failcnt`, which
+    ///   also grows when reclaim made room, so a memcg that was at its own
+    ///   limit just before an ancestor's limit was hit is named instead).
+    ///   The constraint is still the kernel log's when its kill line was
+    ///   read. `limit_note` says why the summary was not used.
+    ///
+    /// Null when neither told.
+    #[serde(default)]
+    pub limit_source: Option<String>,
+    /// Why the limit was not taken from the kernel log's summary line: the
+    /// log unreadable (and why), or no summary printed for this kill (the
+    /// kernel rate-limits it to 10 per 5 s). Null when it was.
+    #[serde(default)]
+    pub limit_note: Option<String>,
 }
 
 impl OomKill {

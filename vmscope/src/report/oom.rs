@@ -55,7 +55,22 @@ fn limit_hit(k: &OomKill) -> String {
     match (k.constraint.as_deref(), k.limit_cgroup.as_deref()) {
         (Some("memcg"), Some(p)) => p.to_owned(),
         (Some("global"), _) => "none (system-wide OOM)".into(),
+        (Some("cpuset"), _) => "none (the cpuset's nodes ran out)".into(),
+        (Some("mempolicy"), _) => "none (the mempolicy's nodes ran out)".into(),
         _ => NULL.into(),
+    }
+}
+
+/// Where the limit hit was read, for the cell's tooltip.
+fn limit_from(k: &OomKill) -> String {
+    let from = match k.limit_source.as_deref() {
+        Some("kernel_log") => "from the kernel log's OOM summary",
+        Some("limit_counters") => "from the cgroups' limit-hit counters",
+        _ => "not told",
+    };
+    match &k.limit_note {
+        Some(n) => format!("{from}: {n}"),
+        None => from.to_owned(),
     }
 }
 
@@ -79,13 +94,14 @@ pub fn section(rec: &Recording, level: u8) -> String {
             s,
             "<tr class=\"oom-kill\"><td>{}</td><td class=\"l\">{}</td><td>{}</td>\
              <td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td>\
-             <td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+             <td class=\"l\" title=\"{}\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             secs(k.elapsed_ns),
             html_escape(&k.timestamp),
             or_null(k.pid),
             html_escape(k.comm.as_deref().unwrap_or(NULL)),
             html_escape(k.cgroup.as_deref().unwrap_or(NULL)),
             html_escape(k.trigger_cgroup.as_deref().unwrap_or(NULL)),
+            html_escape(&limit_from(k)),
             html_escape(&limit_hit(k)),
             bytes(k.rss_anon_bytes),
             bytes(k.rss_file_bytes),
@@ -97,7 +113,9 @@ pub fn section(rec: &Recording, level: u8) -> String {
         s,
         "</tbody></table><p>Time since the recording began; each kill is the red line \
          on the plots over time. Limit hit: the memory cgroup whose limit the kill \
-         answered, or none when the whole system ran out. {NULL}: the kernel's record \
+         answered, or none when the whole system ran out; its tooltip says where that \
+         was read (the kernel log's OOM summary, exact, or the cgroups' limit-hit \
+         counters). {NULL}: the kernel's record \
          lacks the field, or it could not be told.</p>"
     );
     let sub = level.saturating_add(1).min(6);

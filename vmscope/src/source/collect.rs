@@ -21,7 +21,7 @@ use crate::{
     },
     procstat,
     source::{
-        kernel::{cgroupfs, limits},
+        kernel::{cgroupfs, kmsg, limits},
         loader::Loaded,
     },
     timefmt,
@@ -123,7 +123,7 @@ impl Collector {
         let rmap = probes.rmap.as_mut().map(|s| s.read()).transpose()?;
         let mut oom_kills = self.oom_kills(probes, &cgroup_of);
         let cgroups = self.cgroups(&procs);
-        self.blame_limits(&mut oom_kills, &cgroups);
+        self.blame_limits(&mut oom_kills, &cgroups, &mut probes.kernel_log);
         Ok(Sample {
             oom_kills,
             cgroups,
@@ -335,31 +335,42 @@ impl Collector {
         kills
     }
 
-    /// Reads the limit-hit counters of the cgroups active in this sample
-    /// and of the kills' trigger cgroups (with their ancestors), then names
-    /// for each kill the limit it answered (see [`limits`]).
-    fn blame_limits(&mut self, kills: &mut [OomKill], cgroups: &[CgroupSample]) {
-        let Some(names) = self.names.as_ref() else {
-            return;
-        };
-        let h = names.hierarchy();
-        let paths = cgroups
-            .iter()
-            .filter_map(|c| c.path.as_deref())
-            .chain(kills.iter().filter_map(|k| k.trigger_cgroup.as_deref()));
-        self.limits.read(paths, |p| limits::hits(h, p));
+    /// Reads the kernel log's new lines, and the limit-hit counters of the
+    /// cgroups active in this sample and of the kills' trigger cgroups
+    /// (with their ancestors), then names for each kill the limit it
+    /// answered: from the log's summary line, else from the counters (see
+    /// [`limits`] and [`kmsg`]).
+    fn blame_limits(
+        &mut self,
+        kills: &mut [OomKill],
+        cgroups: &[CgroupSample],
+        log: &mut Result<kmsg::KernelLog, String>,
+    ) {
+        if let Ok(l) = log.as_mut() {
+            l.drain();
+        }
+        if let Some(names) = self.names.as_ref() {
+            let h = names.hierarchy();
+            let paths = cgroups
+                .iter()
+                .filter_map(|c| c.path.as_deref())
+                .chain(kills.iter().filter_map(|k| k.trigger_cgroup.as_deref()));
+            self.limits.read(paths, |p| limits::hits(h, p));
+        }
         for k in kills {
-            let Some(trigger) = k.trigger_cgroup.as_deref() else {
-                continue;
+            let verdict = match (&self.names, k.trigger_cgroup.as_deref()) {
+                (Some(_), Some(trigger)) => self.limits.blame(trigger),
+                _ => None,
             };
-            match self.limits.blame(trigger) {
-                Some(limits::Verdict::Memcg(path)) => {
-                    k.constraint = Some("memcg".into());
-                    k.limit_cgroup = Some(path);
-                }
-                Some(limits::Verdict::Global) => k.constraint = Some("global".into()),
-                None => {}
-            }
+            let logged = match log.as_mut() {
+                Ok(l) => Ok(k.pid.and_then(|p| l.take(p))),
+                Err(why) => Err(why.as_str()),
+            };
+            let d = limits::decide(logged, verdict);
+            k.constraint = d.constraint;
+            k.limit_cgroup = d.limit_cgroup;
+            k.limit_source = d.source.map(Into::into);
+            k.limit_note = d.note;
         }
     }
 
@@ -777,6 +788,8 @@ fn oom_kill(v: &OomVictim, clock: &Clock) -> OomKill {
         trigger_cgroup: None,
         constraint: None,
         limit_cgroup: None,
+        limit_source: None,
+        limit_note: None,
     }
 }
 

@@ -14,7 +14,7 @@ use aya::{
 
 use vmscope_common::{FaultCache, MmSwap, ProcStats, off};
 
-use crate::source::kernel::{cgroupfs, format::EventFormat, tracefs};
+use crate::source::kernel::{cgroupfs, format::EventFormat, kmsg, tracefs};
 
 /// The eBPF object built by build.rs (empty when built with AYA_BUILD_SKIP=1).
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/vmscope"));
@@ -86,6 +86,9 @@ pub struct Loaded {
     /// OOM victims' records (`OomVictim`), filled by the classic
     /// `oom:mark_victim` program.
     pub oom_victims: Option<RingBuf<MapData>>,
+    /// The kernel log, which names the limit each OOM kill answered
+    /// (`kmsg`), or why it cannot be read. Opened with the OOM probe.
+    pub kernel_log: Result<kmsg::KernelLog, String>,
     /// The hierarchy processes are keyed by (see `cgroup_offsets`), or why
     /// there is no cgroup attribution.
     pub cgroups: Result<cgroupfs::Hierarchy, String>,
@@ -888,6 +891,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         rmap,
     )?;
     loaded.cgroups = cgroups;
+    loaded.kernel_log = kernel_log(loaded.oom_victims.is_some(), &disabled);
     Ok(loaded)
 }
 
@@ -927,6 +931,23 @@ fn cgroup_offsets(
     }
     offsets[off::CGROUP_HIERARCHY] = u32::try_from(h.id + 1).ok();
     Ok(h)
+}
+
+/// The name the kernel log's reading goes by in `VMSCOPE_DISABLE_PROBES`.
+pub const KERNEL_LOG: &str = "kernel log";
+
+/// The kernel log, opened at its end, for the OOM kills' limits: only
+/// with the OOM kill records it is joined to.
+fn kernel_log(oom_records: bool, disabled: &[String]) -> Result<kmsg::KernelLog, String> {
+    if disabled.iter().any(|d| d == KERNEL_LOG) {
+        return Err(format!(
+            "reading the kernel log is disabled with {DISABLE_ENV}={KERNEL_LOG}"
+        ));
+    }
+    if !oom_records {
+        return Err("no OOM kill records to join the kernel log to".into());
+    }
+    kmsg::KernelLog::open()
 }
 
 /// The name per-cgroup attribution goes by in the probe list and in
@@ -1338,6 +1359,7 @@ impl Loaded {
             .transpose()?;
         Ok(Self {
             oom_victims,
+            kernel_log: Err("not opened".into()),
             cgroups: Err("not set up".into()),
             scope_cgroups,
             _ebpf: ebpf,

@@ -152,6 +152,8 @@ fn oom_text(o: &OomSeen) -> Option<String> {
             match (k.constraint.as_deref(), k.limit_cgroup.as_deref()) {
                 (Some("memcg"), Some(l)) => format!(" (limit of {l})"),
                 (Some("global"), _) => " (system-wide)".into(),
+                (Some("cpuset"), _) => " (its cpuset's nodes)".into(),
+                (Some("mempolicy"), _) => " (its mempolicy's nodes)".into(),
                 _ => String::new(),
             },
             fmt_bytes(k.rss_bytes()),

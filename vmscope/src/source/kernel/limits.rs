@@ -10,6 +10,9 @@
 //!   It also grows when reclaim then made room, so on v1 a memcg that was
 //!   at its limit while the whole system ran out is named too.
 //!
+//! The kernel log names it exactly ([`super::kmsg`]); these counters are
+//! what is left when the log cannot be read or printed no summary.
+//!
 //! The nearest cgroup on that path whose counter grew since two reads
 //! before the last one (a kill can reach user space one read after its
 //! count) is the one that hit its limit; that growth then counts as used. When every cgroup on the path was
@@ -158,9 +161,127 @@ impl LimitWatch {
     }
 }
 
+/// What a kill answered, and where that was read (the model's
+/// `constraint`, `limit_cgroup`, `limit_source`, `limit_note`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Decision {
+    pub constraint: Option<String>,
+    pub limit_cgroup: Option<String>,
+    pub source: Option<&'static str>,
+    pub note: Option<String>,
+}
+
+/// Puts together the kernel log's word on a kill (`logged`; `Err`: why the
+/// log could not be read) and the counters' verdict: the log's summary
+/// line when there is one, else the counters for the limit, with the log's
+/// kill line still telling memcg from global.
+pub fn decide(
+    logged: Result<Option<super::kmsg::LogKill>, &str>,
+    verdict: Option<Verdict>,
+) -> Decision {
+    let (line, note) = match logged {
+        Ok(Some(k)) if k.summary => {
+            return Decision {
+                constraint: k.constraint,
+                limit_cgroup: k.limit_cgroup,
+                source: Some("kernel_log"),
+                note: None,
+            };
+        }
+        Ok(Some(k)) => (
+            k.constraint,
+            "the kernel log printed no summary for this kill (the kernel rate-limits it: 10 per 5 s)"
+                .to_owned(),
+        ),
+        Ok(None) => (None, "the kernel log had no line for this kill".to_owned()),
+        Err(why) => (None, why.to_owned()),
+    };
+    let (mut constraint, mut limit) = match verdict {
+        Some(Verdict::Memcg(p)) => (Some("memcg".to_owned()), Some(p)),
+        Some(Verdict::Global) => (Some("global".to_owned()), None),
+        None => (None, None),
+    };
+    if let Some(c) = line {
+        // The log's kill line is exact on memcg against global.
+        if c != "memcg" {
+            limit = None;
+        }
+        constraint = Some(c);
+    }
+    let source = (constraint.is_some() || limit.is_some()).then_some("limit_counters");
+    Decision {
+        constraint,
+        limit_cgroup: limit,
+        source,
+        note: Some(note),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::kernel::kmsg::LogKill;
+
+    fn logged(constraint: &str, limit: Option<&str>, summary: bool) -> LogKill {
+        LogKill {
+            pid: 1,
+            constraint: Some(constraint.into()),
+            limit_cgroup: limit.map(Into::into),
+            summary,
+        }
+    }
+
+    #[test]
+    fn the_kernel_logs_summary_wins_over_the_counters() {
+        let d = decide(
+            Ok(Some(logged("memcg", Some("/p"), true))),
+            Some(Verdict::Memcg("/p/c".into())),
+        );
+        assert_eq!(
+            d,
+            Decision {
+                constraint: Some("memcg".into()),
+                limit_cgroup: Some("/p".into()),
+                source: Some("kernel_log"),
+                note: None,
+            }
+        );
+    }
+
+    #[test]
+    fn without_a_summary_the_counters_name_the_limit() {
+        let d = decide(
+            Ok(Some(logged("memcg", None, false))),
+            Some(Verdict::Memcg("/p".into())),
+        );
+        assert_eq!(
+            (d.constraint.as_deref(), d.limit_cgroup.as_deref(), d.source),
+            (Some("memcg"), Some("/p"), Some("limit_counters"))
+        );
+        assert!(d.note.unwrap().contains("rate-limits"));
+        // The kill line says global: a memcg at its limit meanwhile is not
+        // the one the kill answered.
+        let d = decide(
+            Ok(Some(logged("global", None, false))),
+            Some(Verdict::Memcg("/p".into())),
+        );
+        assert_eq!(
+            (d.constraint.as_deref(), d.limit_cgroup),
+            (Some("global"), None)
+        );
+        let d = decide(Err("unreadable: EPERM"), Some(Verdict::Global));
+        assert_eq!(
+            (d.constraint.as_deref(), d.source, d.note.as_deref()),
+            (
+                Some("global"),
+                Some("limit_counters"),
+                Some("unreadable: EPERM")
+            )
+        );
+        let d = decide(Ok(None), None);
+        assert_eq!((d.constraint, d.source), (None, None));
+        assert!(d.note.is_some());
+    }
 
     #[test]
     fn lineage_runs_from_the_cgroup_up_without_the_root() {

@@ -7,6 +7,7 @@ pub mod cgroupfs;
 pub mod errors;
 pub mod format;
 pub mod hooks;
+pub mod kmsg;
 pub mod limits;
 pub mod privdrop;
 pub mod system;
