@@ -123,6 +123,17 @@ fn doctor_tells_the_truth_about_tracefs_and_lists_what_runs() {
     let adds = tracefs_gap["would_add"].as_str().unwrap();
     assert!(adds.contains("raw sys_enter/sys_exit"), "{adds}");
     assert!(!adds.contains("lru_shrink_inactive"), "{adds}");
+    // The kernel log, which names each OOM kill's memcg, needs CAP_SYSLOG
+    // while dmesg_restrict is 1.
+    let restricted =
+        std::fs::read_to_string("/proc/sys/kernel/dmesg_restrict").is_ok_and(|v| v.trim() == "1");
+    let log_gap = gaps
+        .iter()
+        .find(|g| g["would_add"].as_str().unwrap().contains("OOM summaries"));
+    assert_eq!(log_gap.is_some(), restricted, "{gaps:#?}");
+    if let Some(g) = log_gap {
+        assert!(g["needs"].as_str().unwrap().contains("CAP_SYSLOG"), "{g}");
+    }
 
     // The text report says the same in its privileges section.
     let mut c = u.as_nobody(&u.capped);

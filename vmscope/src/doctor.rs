@@ -228,6 +228,18 @@ fn privilege_gaps(p: &Privileges, tracefs: &TracefsReport) -> Vec<PrivilegeGap> 
                 .into(),
         });
     }
+    if let Err(why) = crate::source::kernel::kmsg::KernelLog::open() {
+        gaps.push(PrivilegeGap {
+            needs: if why.contains("CAP_SYSLOG") {
+                "CAP_SYSLOG (kernel.dmesg_restrict is 1)".into()
+            } else {
+                why
+            },
+            would_add: "the kernel log's OOM summaries: the memcg each OOM kill answered, \
+                        exactly (without them, from the cgroups' limit-hit counters)"
+                .into(),
+        });
+    }
     gaps
 }
 

@@ -603,7 +603,8 @@ fn cgroup_swap_check(c: &Console) -> Check {
 
 /// A run whose child the OOM killer killed: `record` exits 137 with the
 /// recording written. The kill of the child names the limit it answered:
-/// `constraint`, and for a memcg OOM the cgroup whose limit was hit.
+/// `constraint`, and for a memcg OOM the cgroup whose limit was hit, both
+/// read from the kernel log's OOM summary.
 fn oom_check(
     c: &Console,
     name: &'static str,
@@ -632,13 +633,14 @@ fn oom_check(
     let got = (k["constraint"].as_str(), k["limit_cgroup"].as_str());
     check(
         name,
-        rc == Some(137) && got == (Some(constraint), limit),
+        rc == Some(137) && got == (Some(constraint), limit) && k["limit_source"] == "kernel_log",
         format!(
-            "child killed in {}: {} OOM, limit of {} (want {constraint}, {})",
+            "child killed in {}: {} OOM, limit of {} (want {constraint}, {}), from {}",
             k["cgroup"],
             k["constraint"],
             k["limit_cgroup"],
-            limit.unwrap_or("none")
+            limit.unwrap_or("none"),
+            k["limit_source"]
         ),
     )
 }
