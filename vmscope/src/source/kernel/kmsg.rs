@@ -97,10 +97,9 @@ fn summary(s: &str) -> Option<Line> {
     };
     let (before_pid, pid) = s.rsplit_once(",pid=")?;
     let pid = pid.split(',').next()?.parse().ok()?;
-    let limit_cgroup = match before_pid.split_once(",oom_memcg=") {
-        Some((_, rest)) => Some(rest.split_once(",task_memcg=").map_or(rest, |(p, _)| p)),
-        None => None,
-    };
+    let limit_cgroup = before_pid
+        .split_once(",oom_memcg=")
+        .map(|(_, rest)| rest.split_once(",task_memcg=").map_or(rest, |(p, _)| p));
     Some(Line::Summary {
         pid,
         constraint: constraint.to_owned(),
@@ -210,6 +209,7 @@ impl KernelLog {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "tests fail loudly")]
 mod tests {
     use super::*;
 

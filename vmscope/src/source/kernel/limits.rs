@@ -258,7 +258,7 @@ mod tests {
             (d.constraint.as_deref(), d.limit_cgroup.as_deref(), d.source),
             (Some("memcg"), Some("/p"), Some("limit_counters"))
         );
-        assert!(d.note.unwrap().contains("rate-limits"));
+        assert!(d.note.is_some_and(|n| n.contains("rate-limits")));
         // The kill line says global: a memcg at its limit meanwhile is not
         // the one the kill answered.
         let d = decide(
