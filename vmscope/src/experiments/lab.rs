@@ -62,15 +62,59 @@ struct Variant {
 /// A row of the evidence table: a label and the metric that backs it.
 struct Evidence {
     label: &'static str,
-    metric: String,
+    metric: &'static str,
 }
 
-fn ev(label: &'static str, metric: &str) -> Evidence {
-    Evidence {
-        label,
-        metric: metric.into(),
-    }
+const fn ev(label: &'static str, metric: &'static str) -> Evidence {
+    Evidence { label, metric }
 }
+
+/// `lab lazyfree`'s evidence.
+const LAZYFREE_EVIDENCE: &[Evidence] = &[
+    ev("lazyfree records/s", "lazyfree/records_per_sec"),
+    ev("madvise(DONTNEED) calls", "madvise_dontneed_calls"),
+    ev("madvise(FREE) calls", "madvise_free_calls"),
+    ev("madvise(DONTNEED) p50", "madvise_dontneed.p50"),
+    ev("madvise(DONTNEED) p99", "madvise_dontneed.p99"),
+    ev("madvise(FREE) p50", "madvise_free.p50"),
+    ev("madvise(FREE) p99", "madvise_free.p99"),
+    ev("user faults per record", "user_faults_per_record"),
+    ev("TLB shootdown IPIs", "tlb_shootdown_ipis"),
+    ev("pglazyfree", "pglazyfree"),
+    ev("pglazyfreed", "pglazyfreed"),
+    ev("sys time", "sys"),
+];
+
+/// `lab mmap-lock`'s evidence.
+const MMAP_LOCK_EVIDENCE: &[Evidence] = &[
+    ev("faults/s", "mmap-lock/faults_per_sec"),
+    ev("us per fault per thread", "mmap-lock/us_per_fault"),
+    ev("storm calls", "mmap-lock/storm_calls"),
+    ev("mmap_lock wait", "mmap_lock_wait"),
+    ev("read wait p50", "mmap_lock_wait_read.p50"),
+    ev("read wait p99", "mmap_lock_wait_read.p99"),
+    ev("write wait p99", "mmap_lock_wait_write.p99"),
+    ev("write hold p99", "mmap_lock_write_hold.p99"),
+    ev("failed trylocks", "mmap_lock_failed"),
+    ev("sys time", "sys"),
+];
+
+/// `lab rmap`'s evidence.
+const RMAP_EVIDENCE: &[Evidence] = &[
+    ev("reclaim time per page", "rmap/reclaim_per_page_ns"),
+    ev("pages reclaimed", "rmap/reclaimed_pages"),
+    ev("rmap walk CPU (sampled)", "rmap_walk_cpu"),
+    ev("rmap walk share of CPU", "rmap_walk_share"),
+    ev("rmap maintenance CPU", "rmap_maint_cpu"),
+    ev("memcg reclaim p50", "reclaim_memcg.p50"),
+    ev("memcg reclaim p99", "reclaim_memcg.p99"),
+    ev("reclaim stall", "reclaim_stall"),
+    ev("pages swapped out", "pswpout"),
+    ev("TLB shootdown IPIs", "tlb_shootdown_ipis"),
+    ev("fork per sharer", "rmap/fork_per_sharer_us"),
+    ev("exit per sharer", "rmap/exit_per_sharer_us"),
+    ev("sys time", "sys"),
+];
 
 /// The signals a lab holds off and turns into a clean exit.
 const STOP: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
@@ -283,27 +327,13 @@ fn lazyfree(a: &LazyfreeLabArgs) -> anyhow::Result<u8> {
         name: free.into(),
         args: [common.clone(), vec!["--free".into(), free.into()]].concat(),
     };
-    let evidence = vec![
-        ev("lazyfree records/s", "lazyfree/records_per_sec"),
-        ev("madvise(DONTNEED) calls", "madvise_dontneed_calls"),
-        ev("madvise(FREE) calls", "madvise_free_calls"),
-        ev("madvise(DONTNEED) p50", "madvise_dontneed.p50"),
-        ev("madvise(DONTNEED) p99", "madvise_dontneed.p99"),
-        ev("madvise(FREE) p50", "madvise_free.p50"),
-        ev("madvise(FREE) p99", "madvise_free.p99"),
-        ev("user faults per record", "user_faults_per_record"),
-        ev("TLB shootdown IPIs", "tlb_shootdown_ipis"),
-        ev("pglazyfree", "pglazyfree"),
-        ev("pglazyfreed", "pglazyfreed"),
-        ev("sys time", "sys"),
-    ];
     experiment(
         "lazyfree",
         &a.common,
         variant("dontneed"),
         variant("free"),
         Needs::default(),
-        &evidence,
+        LAZYFREE_EVIDENCE,
     )
 }
 
@@ -324,18 +354,6 @@ fn mmap_lock(a: &MmapLockLabArgs) -> anyhow::Result<u8> {
         name: format!("storm-{}", storm.name()),
         args: [common.clone(), vec!["--storm".into(), storm.name().into()]].concat(),
     };
-    let evidence = vec![
-        ev("faults/s", "mmap-lock/faults_per_sec"),
-        ev("us per fault per thread", "mmap-lock/us_per_fault"),
-        ev("storm calls", "mmap-lock/storm_calls"),
-        ev("mmap_lock wait", "mmap_lock_wait"),
-        ev("read wait p50", "mmap_lock_wait_read.p50"),
-        ev("read wait p99", "mmap_lock_wait_read.p99"),
-        ev("write wait p99", "mmap_lock_wait_write.p99"),
-        ev("write hold p99", "mmap_lock_write_hold.p99"),
-        ev("failed trylocks", "mmap_lock_failed"),
-        ev("sys time", "sys"),
-    ];
     experiment(
         "mmap-lock",
         &a.common,
@@ -345,7 +363,7 @@ fn mmap_lock(a: &MmapLockLabArgs) -> anyhow::Result<u8> {
             root: false,
             mmap_lock: true,
         },
-        &evidence,
+        MMAP_LOCK_EVIDENCE,
     )
 }
 
@@ -386,21 +404,6 @@ fn rmap(a: &RmapLabArgs) -> anyhow::Result<u8> {
         name: format!("sharers-{n}"),
         args: [common.clone(), vec!["--sharers".into(), n.to_string()]].concat(),
     };
-    let evidence = vec![
-        ev("reclaim time per page", "rmap/reclaim_per_page_ns"),
-        ev("pages reclaimed", "rmap/reclaimed_pages"),
-        ev("rmap walk CPU (sampled)", "rmap_walk_cpu"),
-        ev("rmap walk share of CPU", "rmap_walk_share"),
-        ev("rmap maintenance CPU", "rmap_maint_cpu"),
-        ev("memcg reclaim p50", "reclaim_memcg.p50"),
-        ev("memcg reclaim p99", "reclaim_memcg.p99"),
-        ev("reclaim stall", "reclaim_stall"),
-        ev("pages swapped out", "pswpout"),
-        ev("TLB shootdown IPIs", "tlb_shootdown_ipis"),
-        ev("fork per sharer", "rmap/fork_per_sharer_us"),
-        ev("exit per sharer", "rmap/exit_per_sharer_us"),
-        ev("sys time", "sys"),
-    ];
     experiment(
         "rmap",
         &a.common,
@@ -410,7 +413,7 @@ fn rmap(a: &RmapLabArgs) -> anyhow::Result<u8> {
             root: true,
             mmap_lock: false,
         },
-        &evidence,
+        RMAP_EVIDENCE,
     )
 }
 
@@ -687,7 +690,7 @@ fn evidence_text(r: &Report, evidence: &[Evidence], format: CompareFormat) -> St
         let _ = writeln!(s, "{:<28} {:>16} {:>16}", "", bn, nn);
     }
     for e in evidence {
-        let (b, n) = (cell(&e.metric, false), cell(&e.metric, true));
+        let (b, n) = (cell(e.metric, false), cell(e.metric, true));
         if md {
             let _ = writeln!(s, "| {} | {b} | {n} |", e.label);
         } else {
@@ -700,6 +703,38 @@ fn evidence_text(r: &Report, evidence: &[Evidence], format: CompareFormat) -> St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every evidence row names a figure the comparison has: a run row, a
+    /// histogram's percentile, or the lab's workload's own figure. (A name
+    /// it lacks shows as "-" on both sides, whatever the runs measured.)
+    #[test]
+    fn every_evidence_figure_is_one_the_comparison_makes() {
+        use crate::model::catalogue;
+        let hists: Vec<String> = (0..vmscope_common::hist::COUNT)
+            .map(catalogue::hist_name)
+            .collect();
+        let known = |m: &str, lab: &str| {
+            catalogue::RUN_ROWS.iter().any(|r| r.name == m)
+                || m.strip_prefix(lab).is_some_and(|r| r.starts_with('/'))
+                || m.rsplit_once('.').is_some_and(|(h, q)| {
+                    catalogue::QUANTILES.contains(&q) && hists.iter().any(|n| n == h)
+                })
+        };
+        for (lab, evidence) in [
+            ("lazyfree", LAZYFREE_EVIDENCE),
+            ("mmap-lock", MMAP_LOCK_EVIDENCE),
+            ("rmap", RMAP_EVIDENCE),
+        ] {
+            for e in evidence {
+                assert!(
+                    known(e.metric, lab),
+                    "lab {lab}: {} ({})",
+                    e.label,
+                    e.metric
+                );
+            }
+        }
+    }
 
     #[test]
     fn the_parent_is_read_past_the_command_name() {

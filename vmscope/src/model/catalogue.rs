@@ -1740,6 +1740,15 @@ pub const RUN_ROWS: &[RunRow] = &[
         |r| hist_sum_ms(r, &["mmap_lock_wait_read", "mmap_lock_wait_write"]),
     ),
     row(
+        "mmap_lock_failed",
+        "failures",
+        Lower,
+        Before,
+        false,
+        "Failed mmap_lock trylocks and interrupted killable waits (with --mmap-lock).",
+        |r| vm_counter(r, "mmap_lock_failed"),
+    ),
+    row(
         "pgscan_direct",
         "pages",
         Lower,
