@@ -26,6 +26,53 @@ pub fn exclusive() -> MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Waits until the kernel's rate limit on its OOM reports (10 per 5 s) has
+/// started over since the last OOM kill in its log, so that the next kills
+/// get their `oom-kill:` summary lines (which name the memcg whose limit
+/// was hit). Reads `/dev/kmsg` (root); returns at once when it cannot.
+pub fn oom_reports_ready() {
+    use std::{io::Read as _, os::unix::fs::OpenOptionsExt as _};
+    let Ok(mut log) = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open("/dev/kmsg")
+    else {
+        return;
+    };
+    let mut buf = vec![0u8; 16 << 10];
+    let mut last_us = None;
+    loop {
+        match log.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let rec = String::from_utf8_lossy(&buf[..n]);
+                let Some((head, msg)) = rec.split_once(';') else {
+                    continue;
+                };
+                if msg.starts_with("oom-kill:") || msg.contains(": Killed process ") {
+                    last_us = head.split(',').nth(2).and_then(|t| t.parse::<u64>().ok());
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => {}
+            Err(_) => break,
+        }
+    }
+    let Some(last_us) = last_us else { return };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime fills the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let now_us = ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1000;
+    // The window began at or before the last kill; 6 s leaves a margin
+    // between the log's clock and this one.
+    let wait_us = (last_us + 6_000_000).saturating_sub(now_us);
+    if wait_us > 0 {
+        std::thread::sleep(std::time::Duration::from_micros(wait_us.min(6_000_000)));
+    }
+}
+
 /// `/proc/vmstat` as name → value.
 pub fn vmstat() -> BTreeMap<String, u64> {
     pressure::vmstat().unwrap_or_else(|e| panic!("{e:#}"))

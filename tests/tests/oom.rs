@@ -153,6 +153,9 @@ fn oom_kills_match_the_kernels_books() {
             Some(("VMSCOPE_DISABLE_PROBES", "classic:oom:mark_victim")),
         ),
     ] {
+        if method == "tracepoint" {
+            pressure::oom_reports_ready();
+        }
         let (cg_before, before) = (cgroup_oom_kills(&cg), vmstat_oom_kills());
         let env: Vec<(&str, &str)> = env.into_iter().collect();
         let (o, killed) = record(dir.path(), method, &touch_in(&cg, TOUCHED), &env);
@@ -248,6 +251,7 @@ fn a_kill_names_the_memcg_whose_limit_was_hit() {
     let dir = tempfile::tempdir().unwrap();
     let parent = pressure::MemCgroup::no_swap(LIMIT);
     let inner = parent.nested("inner");
+    pressure::oom_reports_ready();
     let (o, rec) = record(dir.path(), "nested", &touch_in(&inner, TOUCHED), &[]);
     assert_eq!(o.status.code(), Some(137), "{}", text(&o.stderr));
     let mount = rec["cgroup_scheme"]["mount"].as_str().unwrap().to_owned();
@@ -331,6 +335,9 @@ fn the_kernel_log_names_the_limit_a_child_at_its_own_limit_did_not_hit() {
     ] {
         let env: Vec<(&str, &str)> = env.into_iter().collect();
         let _ = std::fs::remove_file(report.with_extension("held"));
+        if run == "log" {
+            pressure::oom_reports_ready();
+        }
         let before = vmstat_oom_kills();
         let (o, rec) = record(dir.path(), run, &argv, &env);
         assert_eq!(o.status.code(), Some(137), "{run}: {}", text(&o.stderr));
@@ -398,6 +405,74 @@ fn the_kernel_log_names_the_limit_a_child_at_its_own_limit_did_not_hit() {
         }
     }
     drop((churn, holder));
+}
+
+/// A burst of kills: 16 children of 32 MiB each in one 64 MiB memcg. The
+/// kernel rate-limits its OOM summary (10 per 5 s), so the kills past the
+/// burst have none. Every kill is listed and is a memcg OOM (the kill line
+/// is not rate-limited); those with a summary name the cgroup from the
+/// log; the others say why not, and name the cgroup from its counters or
+/// nothing, never another cgroup.
+#[test]
+fn a_burst_of_kills_past_the_kernels_rate_limit_stays_honest() {
+    if !root_or_skip("a_burst_of_kills_past_the_kernels_rate_limit_stays_honest") {
+        return;
+    }
+    let _lock = pressure::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let cg = pressure::MemCgroup::no_swap(LIMIT);
+    let child = testchild();
+    pressure::oom_reports_ready();
+    let script = "echo $$ > \"$1\" || exit 3; \
+        for i in $(seq 16); do \"$0\" touch \"$2\" & done; wait; exit 0";
+    let argv = [
+        "sh".to_string(),
+        "-c".into(),
+        script.into(),
+        path_str(&child).into(),
+        path_str(&cg.path().join("cgroup.procs")).into(),
+        pages(32 << 20),
+    ];
+    let before = vmstat_oom_kills();
+    let (o, rec) = record(dir.path(), "burst", &argv, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let books = vmstat_oom_kills() - before;
+    let kills = kill_list(&rec);
+    assert_eq!(kills.len() as u64, books, "{kills:#?}");
+    assert!(books >= 8, "only {books} kills");
+    let mount = rec["cgroup_scheme"]["mount"].as_str().unwrap().to_owned();
+    let name = format!("/{}", cg.path().strip_prefix(&mount).unwrap().display());
+    let (mut logged, mut counted, mut unknown) = (0, 0, 0);
+    for k in kills {
+        assert_eq!(k["constraint"], "memcg", "{k}");
+        assert_eq!(k["cgroup"].as_str(), Some(name.as_str()), "{k}");
+        match k["limit_source"].as_str() {
+            Some("kernel_log") => {
+                logged += 1;
+                assert_eq!(k["limit_cgroup"].as_str(), Some(name.as_str()), "{k}");
+            }
+            _ => {
+                let note = k["limit_note"].as_str().unwrap_or_default();
+                assert!(note.contains("rate-limits"), "{k}");
+                match k["limit_cgroup"].as_str() {
+                    Some(c) => {
+                        assert_eq!(c, name, "{k}");
+                        counted += 1;
+                    }
+                    None => unknown += 1,
+                }
+            }
+        }
+    }
+    eprintln!(
+        "burst: {books} kills; limit from the log {logged}, from the counters {counted}, \
+         unknown {unknown}"
+    );
+    assert!((1..=10).contains(&logged), "{logged} summaries: {kills:#?}");
+    assert!(
+        counted + unknown >= books.saturating_sub(10),
+        "{books} kills, {logged} with a summary"
+    );
 }
 
 #[test]

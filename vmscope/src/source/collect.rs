@@ -101,6 +101,7 @@ impl Collector {
         {
             self.names = Some(cgroupfs::Names::new(h.clone()));
             let all = cgroupfs::below(h, "/");
+            self.limits.one_per_kill = h.kind == cgroupfs::Kind::V2;
             self.limits
                 .seed(all.iter().map(|(_, p)| p.as_str()), |p| limits::hits(h, p));
         }
@@ -358,13 +359,23 @@ impl Collector {
             self.limits.read(paths, |p| limits::hits(h, p));
         }
         for k in kills {
-            let verdict = match (&self.names, k.trigger_cgroup.as_deref()) {
-                (Some(_), Some(trigger)) => self.limits.blame(trigger),
-                _ => None,
-            };
             let logged = match log.as_mut() {
                 Ok(l) => Ok(k.pid.and_then(|p| l.take(p))),
                 Err(why) => Err(why.as_str()),
+            };
+            let verdict = match (&logged, &self.names, k.trigger_cgroup.as_deref()) {
+                // The log's summary names the limit: the counters are not
+                // asked, only told.
+                (Ok(Some(l)), _, _) if l.summary => {
+                    if let Some(path) = &l.limit_cgroup {
+                        self.limits.used_by_kill(path);
+                    }
+                    None
+                }
+                (_, Some(_), Some(trigger)) => {
+                    self.limits.blame(trigger, matches!(logged, Ok(Some(_))))
+                }
+                _ => None,
             };
             let d = limits::decide(logged, verdict);
             k.constraint = d.constraint;

@@ -15,8 +15,10 @@
 //!
 //! The nearest cgroup on that path whose counter grew since two reads
 //! before the last one (a kill can reach user space one read after its
-//! count) is the one that hit its limit; that growth then counts as used. When every cgroup on the path was
-//! read before and none grew, the OOM was system-wide.
+//! count) is the one that hit its limit; that growth then counts as used
+//! (on v2 one unit per kill, as `oom` counts one per OOM; on v1 all of
+//! it). When every cgroup on the path was read before and none grew, the
+//! OOM was system-wide.
 
 use std::collections::HashMap;
 
@@ -66,6 +68,8 @@ struct Reads {
     old: Option<u64>,
     before: Option<u64>,
     last: Option<u64>,
+    /// The value up to which growth was blamed for kills already.
+    used: Option<u64>,
 }
 
 impl Reads {
@@ -87,6 +91,10 @@ pub struct LimitWatch {
     /// Whether every cgroup there was at the start was read then: one
     /// first seen later was created since, its counter from 0.
     seeded: bool,
+    /// Whether the counter grows by one per OOM (v2 `oom`), so that each
+    /// kill uses one unit of growth and a burst of kills is blamed kill by
+    /// kill; otherwise (v1 `failcnt`, many per OOM) a kill uses all of it.
+    pub one_per_kill: bool,
 }
 
 impl LimitWatch {
@@ -138,18 +146,45 @@ impl LimitWatch {
         }
     }
 
+    /// A kill the kernel log blamed on cgroup `path`'s limit: on v2 it
+    /// takes its unit of that counter's growth, which a later kill without
+    /// a summary must not blame again. (On v1 the growth of a limit's
+    /// episode is left to the kills after it, which answered the same
+    /// limit unless the log's kill line says otherwise.)
+    pub fn used_by_kill(&mut self, path: &str) {
+        if !self.one_per_kill {
+            return;
+        }
+        if let Some(r) = self.reads.get_mut(path)
+            && let (Some(b), Some(l)) = (r.base(), r.last)
+        {
+            let from = r.used.map_or(b, |u| u.max(b));
+            if l > from {
+                r.used = Some(from + 1);
+            }
+        }
+    }
+
     /// The verdict for a kill invoked from cgroup `trigger`, from the
     /// reads so far (the last one after the kill). The growth it is
-    /// based on counts once: a later kill looks for new growth.
-    pub fn blame(&mut self, trigger: &str) -> Option<Verdict> {
+    /// based on counts once: a later kill looks for new growth; on v1,
+    /// with `keep` (the log's kill line tells memcg from global for each
+    /// kill, so a later system-wide kill cannot be blamed on it), the
+    /// growth is left to the next kills of the same episode.
+    pub fn blame(&mut self, trigger: &str, keep: bool) -> Option<Verdict> {
         let levels = lineage(trigger);
         let mut known = true;
         for level in &levels {
             let r = self.reads.get(level).copied().unwrap_or_default();
-            match (r.base(), r.last) {
-                (Some(b), Some(l)) if l > b => {
+            let from = r.base().map(|b| r.used.map_or(b, |u| u.max(b)));
+            match (from, r.last) {
+                (Some(from), Some(l)) if l > from => {
                     if let Some(r) = self.reads.get_mut(level) {
-                        (r.old, r.before) = (r.last, r.last);
+                        if self.one_per_kill {
+                            r.used = Some(from + 1);
+                        } else if !keep {
+                            r.used = Some(l);
+                        }
                     }
                     return Some(Verdict::Memcg(level.clone()));
                 }
@@ -283,6 +318,23 @@ mod tests {
         assert!(d.note.is_some());
     }
 
+    impl LimitWatch {
+        fn blame_used(&mut self, trigger: &str) -> Option<Verdict> {
+            self.blame(trigger, false)
+        }
+    }
+
+    #[test]
+    fn on_v1_with_the_kill_line_read_a_burst_is_blamed_kill_by_kill() {
+        let mut w = LimitWatch::default();
+        w.read(["/a"], watch(&[("/a", 3)]));
+        w.read(["/a"], watch(&[("/a", 900)]));
+        assert_eq!(w.blame("/a", true), Some(Verdict::Memcg("/a".into())));
+        assert_eq!(w.blame("/a", true), Some(Verdict::Memcg("/a".into())));
+        assert_eq!(w.blame("/a", false), Some(Verdict::Memcg("/a".into())));
+        assert_eq!(w.blame("/a", true), Some(Verdict::Global));
+    }
+
     #[test]
     fn lineage_runs_from_the_cgroup_up_without_the_root() {
         assert_eq!(lineage("/a/b/c"), ["/a/b/c", "/a/b", "/a"]);
@@ -299,15 +351,47 @@ mod tests {
         let mut w = LimitWatch::default();
         w.read(["/p/c"], watch(&[("/p/c", 0), ("/p", 4)]));
         w.read(["/p/c"], watch(&[("/p/c", 0), ("/p", 4)]));
-        assert_eq!(w.blame("/p/c"), Some(Verdict::Global));
+        assert_eq!(w.blame_used("/p/c"), Some(Verdict::Global));
         // The parent's limit was hit: its child's was not.
         w.read(["/p/c"], watch(&[("/p/c", 0), ("/p", 5)]));
-        assert_eq!(w.blame("/p/c"), Some(Verdict::Memcg("/p".into())));
+        assert_eq!(w.blame_used("/p/c"), Some(Verdict::Memcg("/p".into())));
         // That growth counted once; no new hit: system-wide.
-        assert_eq!(w.blame("/p/c"), Some(Verdict::Global));
+        assert_eq!(w.blame_used("/p/c"), Some(Verdict::Global));
         // Both grew: the nearer one caused the kill.
         w.read(["/p/c"], watch(&[("/p/c", 1), ("/p", 6)]));
-        assert_eq!(w.blame("/p/c"), Some(Verdict::Memcg("/p/c".into())));
+        assert_eq!(w.blame_used("/p/c"), Some(Verdict::Memcg("/p/c".into())));
+    }
+
+    #[test]
+    fn with_one_count_per_oom_each_kill_of_a_burst_uses_one() {
+        let mut w = LimitWatch {
+            one_per_kill: true,
+            ..LimitWatch::default()
+        };
+        w.read(["/a"], watch(&[("/a", 3)]));
+        w.read(["/a"], watch(&[("/a", 5)]));
+        assert_eq!(w.blame_used("/a"), Some(Verdict::Memcg("/a".into())));
+        assert_eq!(w.blame_used("/a"), Some(Verdict::Memcg("/a".into())));
+        assert_eq!(w.blame_used("/a"), Some(Verdict::Global));
+        // What was used stays used as the reads move on.
+        w.read(["/a"], watch(&[("/a", 5)]));
+        w.read(["/a"], watch(&[("/a", 6)]));
+        assert_eq!(w.blame_used("/a"), Some(Verdict::Memcg("/a".into())));
+        assert_eq!(w.blame_used("/a"), Some(Verdict::Global));
+        // A kill the log named takes its unit too.
+        w.read(["/a"], watch(&[("/a", 8)]));
+        w.used_by_kill("/a");
+        assert_eq!(w.blame_used("/a"), Some(Verdict::Memcg("/a".into())));
+        assert_eq!(w.blame_used("/a"), Some(Verdict::Global));
+    }
+
+    #[test]
+    fn on_v1_a_kill_the_log_named_leaves_the_growth_to_the_next() {
+        let mut w = LimitWatch::default();
+        w.read(["/a"], watch(&[("/a", 3)]));
+        w.read(["/a"], watch(&[("/a", 900)]));
+        w.used_by_kill("/a");
+        assert_eq!(w.blame_used("/a"), Some(Verdict::Memcg("/a".into())));
     }
 
     #[test]
@@ -317,17 +401,17 @@ mod tests {
         w.read(["/a"], watch(&[("/a", 1)]));
         // The kill reaches user space at the next read.
         w.read(["/a"], watch(&[("/a", 1)]));
-        assert_eq!(w.blame("/a"), Some(Verdict::Memcg("/a".into())));
+        assert_eq!(w.blame_used("/a"), Some(Verdict::Memcg("/a".into())));
     }
 
     #[test]
     fn unknown_when_a_level_was_never_read_before() {
         let mut w = LimitWatch::default();
         w.read(["/a/b"], watch(&[("/a/b", 0), ("/a", 0)]));
-        assert_eq!(w.blame("/a/b"), None);
+        assert_eq!(w.blame_used("/a/b"), None);
         w.read(["/a/b"], watch(&[("/a/b", 0)]));
-        assert_eq!(w.blame("/a/b"), None, "/a unreadable");
-        assert_eq!(LimitWatch::default().blame("/"), Some(Verdict::Global));
+        assert_eq!(w.blame_used("/a/b"), None, "/a unreadable");
+        assert_eq!(LimitWatch::default().blame_used("/"), Some(Verdict::Global));
     }
 
     #[test]
@@ -336,7 +420,7 @@ mod tests {
         w.seed(["/", "/old"], watch(&[("/old", 7)]));
         // Both read for the first time after a kill.
         w.read(["/new", "/old"], watch(&[("/new", 1), ("/old", 7)]));
-        assert_eq!(w.blame("/new"), Some(Verdict::Memcg("/new".into())));
-        assert_eq!(w.blame("/old"), Some(Verdict::Global));
+        assert_eq!(w.blame_used("/new"), Some(Verdict::Memcg("/new".into())));
+        assert_eq!(w.blame_used("/old"), Some(Verdict::Global));
     }
 }
