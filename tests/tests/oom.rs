@@ -81,6 +81,14 @@ fn kill_list(rec: &Value) -> &Vec<Value> {
         .unwrap_or_else(|| panic!("no oom_kills list: {rec:#}"))
 }
 
+/// The kill of `pid` in a recording.
+fn kill_of<'a>(rec: &'a Value, pid: &Value) -> &'a Value {
+    kill_list(rec)
+        .iter()
+        .find(|k| &k["pid"] == pid)
+        .unwrap_or_else(|| panic!("no kill of {pid}: {:#}", rec["oom_kills"]))
+}
+
 /// Each listed kill against the kernel's books and the child: `books`
 /// entries, the child's pid (the shell execs it: same pid) and name
 /// (truncated to 15 bytes), its anonymous RSS between half the limit and
@@ -91,10 +99,7 @@ fn check_listed(rec: &Value, books: u64, cg: &pressure::MemCgroup) {
     let kills = kill_list(rec);
     assert_eq!(kills.len() as u64, books, "{kills:#?}");
     let pid = &rec["child"]["pid"];
-    let k = kills
-        .iter()
-        .find(|k| &k["pid"] == pid)
-        .unwrap_or_else(|| panic!("no kill of the child {pid}: {kills:#?}"));
+    let k = kill_of(rec, pid);
     assert_eq!(k["comm"], "vmscope-testchi", "{k}");
     let anon = k["rss_anon_bytes"].as_u64().unwrap();
     assert!(
@@ -256,11 +261,7 @@ fn a_kill_names_the_memcg_whose_limit_was_hit() {
     assert_eq!(o.status.code(), Some(137), "{}", text(&o.stderr));
     let mount = rec["cgroup_scheme"]["mount"].as_str().unwrap().to_owned();
     let rel = |p: &Path| format!("/{}", p.strip_prefix(&mount).unwrap().display());
-    let pid = &rec["child"]["pid"];
-    let k = kill_list(&rec)
-        .iter()
-        .find(|k| &k["pid"] == pid)
-        .unwrap_or_else(|| panic!("no kill of the child {pid}: {:#}", rec["oom_kills"]));
+    let k = kill_of(&rec, &rec["child"]["pid"]);
     eprintln!(
         "nested: victim in {}, trigger {}, {} OOM, limit of {}",
         k["cgroup"], k["trigger_cgroup"], k["constraint"], k["limit_cgroup"]
@@ -279,14 +280,6 @@ fn a_kill_names_the_memcg_whose_limit_was_hit() {
     );
     assert_eq!(k["limit_source"], "kernel_log", "{k}");
     drop(inner);
-}
-
-/// The kill of the child's pid in a recording.
-fn kill_of<'a>(rec: &'a Value, pid: &Value) -> &'a Value {
-    kill_list(rec)
-        .iter()
-        .find(|k| &k["pid"] == pid)
-        .unwrap_or_else(|| panic!("no kill of {pid}: {:#}", rec["oom_kills"]))
 }
 
 /// A memcg that hit its own limit just before its parent's limit was hit
