@@ -169,7 +169,8 @@ fn oom_text(o: &OomSeen) -> Option<String> {
 fn rates_table(rates: &[Rate], spark_width: usize) -> Table<'static> {
     let rows = rates.iter().map(|r| {
         let value = match (&r.unavailable, r.value) {
-            (Some(_), _) => "n/a".to_string(),
+            // No figure, no unit (the stall share with no stall to share).
+            (Some(_), _) | (None, None) => "n/a".to_string(),
             (None, v) => format!("{} {}", fmt_rate(v), r.unit),
         };
         let style = if r.name == "TLB shootdown IPIs" && r.value.unwrap_or(0.0) > 0.0 {
@@ -606,9 +607,10 @@ pub fn snapshot_text(app: &App, cgroups: bool) -> String {
     }
     if let Some(v) = &app.view {
         for r in &v.rates {
-            let value = match &r.unavailable {
-                Some(why) => format!("n/a ({why})"),
-                None => format!("{} {}", fmt_rate(r.value), r.unit),
+            let value = match (&r.unavailable, r.value) {
+                (Some(why), _) => format!("n/a ({why})"),
+                (None, None) => "n/a".to_string(),
+                (None, v) => format!("{} {}", fmt_rate(v), r.unit),
             };
             let detail = r
                 .detail
