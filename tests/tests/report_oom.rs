@@ -125,6 +125,7 @@ fn check_page(page: &str, rec: &Value, cgroup: &str) {
     assert_eq!(row[5], cgroup, "trigger cgroup: {row:?}");
     let limit = match (kill["constraint"].as_str(), kill["limit_cgroup"].as_str()) {
         (Some("memcg"), Some(l)) => l.to_string(),
+        (Some("memcg"), None) => "a memory cgroup's (which one is unknown)".into(),
         (Some("global"), _) => "none (system-wide OOM)".into(),
         _ => NULL.into(),
     };

@@ -54,6 +54,7 @@ pub fn marks(rec: &Recording) -> Vec<Mark> {
 fn limit_hit(k: &OomKill) -> String {
     match (k.constraint.as_deref(), k.limit_cgroup.as_deref()) {
         (Some("memcg"), Some(p)) => p.to_owned(),
+        (Some("memcg"), None) => "a memory cgroup's (which one is unknown)".into(),
         (Some("global"), _) => "none (system-wide OOM)".into(),
         (Some("cpuset"), _) => "none (the cpuset's nodes ran out)".into(),
         (Some("mempolicy"), _) => "none (the mempolicy's nodes ran out)".into(),

@@ -151,6 +151,7 @@ fn oom_text(o: &OomSeen) -> Option<String> {
                 .unwrap_or_default(),
             match (k.constraint.as_deref(), k.limit_cgroup.as_deref()) {
                 (Some("memcg"), Some(l)) => format!(" (limit of {l})"),
+                (Some("memcg"), None) => " (a memcg limit)".into(),
                 (Some("global"), _) => " (system-wide)".into(),
                 (Some("cpuset"), _) => " (its cpuset's nodes)".into(),
                 (Some("mempolicy"), _) => " (its mempolicy's nodes)".into(),
