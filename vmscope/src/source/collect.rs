@@ -377,7 +377,12 @@ impl Collector {
                 }
                 _ => None,
             };
-            let d = limits::decide(logged, verdict);
+            let mut d = limits::decide(logged, verdict);
+            if d.source == Some("kernel_log") {
+                d.limit_cgroup = d
+                    .limit_cgroup
+                    .map(|l| limits::in_view(&l, k.trigger_cgroup.as_deref()));
+            }
             k.constraint = d.constraint;
             k.limit_cgroup = d.limit_cgroup;
             k.limit_source = d.source.map(Into::into);

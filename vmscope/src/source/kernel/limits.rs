@@ -206,6 +206,30 @@ pub struct Decision {
     pub note: Option<String>,
 }
 
+/// The kernel log's path of the memcg whose limit was hit, in this view
+/// of the hierarchy. The kernel prints it from the hierarchy's root, while
+/// vmscope names cgroups from its own mount, which in a cgroup namespace
+/// (a container's) is a subtree: `/pod/ctr/app` there is `/app` here. The
+/// log's path is cut to the longest tail that is `trigger` or one of its
+/// ancestors; when none is (the limit is above this view, or the trigger
+/// is unknown), it is kept as the kernel printed it.
+pub fn in_view(logged: &str, trigger: Option<&str>) -> String {
+    let Some(trigger) = trigger else {
+        return logged.to_owned();
+    };
+    let lineage = lineage(trigger);
+    let mut tail = logged.trim_end_matches('/');
+    loop {
+        if lineage.iter().any(|l| l == tail) {
+            return tail.to_owned();
+        }
+        match tail.get(1..).and_then(|t| t.find('/')) {
+            Some(i) => tail = &tail[i + 1..],
+            None => return logged.to_owned(),
+        }
+    }
+}
+
 /// Puts together the kernel log's word on a kill (`logged`; `Err`: why the
 /// log could not be read) and the counters' verdict: the log's summary
 /// line when there is one, else the counters for the limit, with the log's
@@ -264,6 +288,22 @@ mod tests {
             limit_cgroup: limit.map(Into::into),
             summary,
         }
+    }
+
+    #[test]
+    fn the_logs_path_is_put_in_this_view_of_the_hierarchy() {
+        // Same view: as printed.
+        assert_eq!(in_view("/p", Some("/p/c")), "/p");
+        assert_eq!(in_view("/p/c", Some("/p/c")), "/p/c");
+        // A cgroup namespace rooted at /pod/ctr.
+        assert_eq!(in_view("/pod/ctr/app", Some("/app/w")), "/app");
+        assert_eq!(in_view("/pod/ctr/app/w", Some("/app/w")), "/app/w");
+        // The limit is above the view (the pod's): kept as printed.
+        assert_eq!(in_view("/pod", Some("/app/w")), "/pod");
+        assert_eq!(in_view("/pod/ctr", Some("/app/w")), "/pod/ctr");
+        assert_eq!(in_view("/x", None), "/x");
+        // A path that only looks like a tail is not cut mid-name.
+        assert_eq!(in_view("/a/bc", Some("/c")), "/a/bc");
     }
 
     #[test]
