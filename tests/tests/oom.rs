@@ -400,6 +400,59 @@ fn the_kernel_log_names_the_limit_a_child_at_its_own_limit_did_not_hit() {
     drop((churn, holder));
 }
 
+/// vmscope in a cgroup namespace, as in a container: its names start at
+/// the namespace's root, while the kernel log prints the memcg from the
+/// hierarchy's. The namespace's root R (no tight limit) holds `app` (64
+/// MiB), where the child touches 256 MiB: the kill names `/app` as its
+/// cgroup, trigger and limit, the limit read from the log and put in the
+/// namespace's view.
+#[test]
+fn in_a_cgroup_namespace_the_limit_is_named_as_seen_from_inside() {
+    if !root_or_skip("in_a_cgroup_namespace_the_limit_is_named_as_seen_from_inside") {
+        return;
+    }
+    let _lock = pressure::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let root = pressure::MemCgroup::no_swap(1 << 30);
+    let app = root.nested("app");
+    app.set_limit(LIMIT);
+    pressure::oom_reports_ready();
+    // A new mount namespace with the hierarchy mounted again from inside
+    // the new cgroup namespace: rooted at R.
+    let mount = if root.version() == 1 {
+        "mount -t tmpfs none /sys/fs/cgroup && mkdir /sys/fs/cgroup/memory && \
+         mount -t cgroup -o memory none /sys/fs/cgroup/memory && \
+         procs=/sys/fs/cgroup/memory/app/cgroup.procs"
+    } else {
+        "mount -t cgroup2 none /sys/fs/cgroup && procs=/sys/fs/cgroup/app/cgroup.procs"
+    };
+    let out = dir.path().join("ns.json");
+    let inner = format!(
+        "{mount} && exec \"$0\" record -i 250ms -o \"$1\" -- sh -c \
+         'echo $$ > \"$1\" && exec \"$0\" touch \"$2\"' \"$2\" \"$procs\" \"$3\""
+    );
+    let mut c = root.command("unshare");
+    c.args(["-C", "-m", "sh", "-c", &inner])
+        .arg(vmscope_bin())
+        .arg(&out)
+        .arg(testchild())
+        .arg(pages(TOUCHED));
+    let o = run_with_timeout(c, Duration::from_secs(120));
+    assert_eq!(o.status.code(), Some(137), "{}", text(&o.stderr));
+    let rec = vmscope_tests::read_json(&out);
+    let k = kill_of(&rec, &rec["child"]["pid"]);
+    eprintln!(
+        "cgroup namespace: victim in {}, trigger {}, limit of {} ({})",
+        k["cgroup"], k["trigger_cgroup"], k["limit_cgroup"], k["limit_source"]
+    );
+    for f in ["cgroup", "trigger_cgroup", "limit_cgroup"] {
+        assert_eq!(k[f], "/app", "{f}: {k}");
+    }
+    assert_eq!(k["limit_source"], "kernel_log", "{k}");
+    assert_eq!(k["limit_note"], Value::Null, "{k}");
+    drop(app);
+}
+
 /// A burst of kills: 16 children of 32 MiB each in one 64 MiB memcg. The
 /// kernel rate-limits its OOM summary (10 per 5 s), so the kills past the
 /// burst have none. Every kill is listed and is a memcg OOM (the kill line

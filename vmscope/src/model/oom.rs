@@ -66,7 +66,9 @@ pub struct OomKill {
     pub limit_source: Option<String>,
     /// Why the limit was not taken from the kernel log's summary line: the
     /// log unreadable (and why), or no summary printed for this kill (the
-    /// kernel rate-limits it to 10 per 5 s). Null when it was.
+    /// kernel rate-limits it to 10 per 5 s). When it was, null, unless its
+    /// path lies outside vmscope's view of the hierarchy (the root of a
+    /// cgroup namespace vmscope runs in, or above it), which it says.
     #[serde(default)]
     pub limit_note: Option<String>,
 }

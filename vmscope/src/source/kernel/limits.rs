@@ -211,21 +211,22 @@ pub struct Decision {
 /// vmscope names cgroups from its own mount, which in a cgroup namespace
 /// (a container's) is a subtree: `/pod/ctr/app` there is `/app` here. The
 /// log's path is cut to the longest tail that is `trigger` or one of its
-/// ancestors; when none is (the limit is above this view, or the trigger
-/// is unknown), it is kept as the kernel printed it.
-pub fn in_view(logged: &str, trigger: Option<&str>) -> String {
+/// ancestors; when none is (the limit is on this view's root or above
+/// it), it is kept as the kernel printed it, as the error. An unknown
+/// trigger keeps it too.
+pub fn in_view(logged: &str, trigger: Option<&str>) -> Result<String, String> {
     let Some(trigger) = trigger else {
-        return logged.to_owned();
+        return Ok(logged.to_owned());
     };
     let lineage = lineage(trigger);
     let mut tail = logged.trim_end_matches('/');
     loop {
         if lineage.iter().any(|l| l == tail) {
-            return tail.to_owned();
+            return Ok(tail.to_owned());
         }
         match tail.get(1..).and_then(|t| t.find('/')) {
             Some(i) => tail = &tail[i + 1..],
-            None => return logged.to_owned(),
+            None => return Err(logged.to_owned()),
         }
     }
 }
@@ -293,17 +294,19 @@ mod tests {
     #[test]
     fn the_logs_path_is_put_in_this_view_of_the_hierarchy() {
         // Same view: as printed.
-        assert_eq!(in_view("/p", Some("/p/c")), "/p");
-        assert_eq!(in_view("/p/c", Some("/p/c")), "/p/c");
+        let ok = |s: &str| Ok(s.to_owned());
+        let kept = |s: &str| Err(s.to_owned());
+        assert_eq!(in_view("/p", Some("/p/c")), ok("/p"));
+        assert_eq!(in_view("/p/c", Some("/p/c")), ok("/p/c"));
         // A cgroup namespace rooted at /pod/ctr.
-        assert_eq!(in_view("/pod/ctr/app", Some("/app/w")), "/app");
-        assert_eq!(in_view("/pod/ctr/app/w", Some("/app/w")), "/app/w");
-        // The limit is above the view (the pod's): kept as printed.
-        assert_eq!(in_view("/pod", Some("/app/w")), "/pod");
-        assert_eq!(in_view("/pod/ctr", Some("/app/w")), "/pod/ctr");
-        assert_eq!(in_view("/x", None), "/x");
+        assert_eq!(in_view("/pod/ctr/app", Some("/app/w")), ok("/app"));
+        assert_eq!(in_view("/pod/ctr/app/w", Some("/app/w")), ok("/app/w"));
+        // The limit is the view's root or above it: kept as printed.
+        assert_eq!(in_view("/pod", Some("/app/w")), kept("/pod"));
+        assert_eq!(in_view("/pod/ctr", Some("/app/w")), kept("/pod/ctr"));
+        assert_eq!(in_view("/x", None), ok("/x"));
         // A path that only looks like a tail is not cut mid-name.
-        assert_eq!(in_view("/a/bc", Some("/c")), "/a/bc");
+        assert_eq!(in_view("/a/bc", Some("/c")), kept("/a/bc"));
     }
 
     #[test]
