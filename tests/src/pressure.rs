@@ -32,10 +32,11 @@ pub fn exclusive() -> MutexGuard<'static, ()> {
 /// was hit). Reads `/dev/kmsg` (root); returns at once when it cannot.
 pub fn oom_reports_ready() {
     use std::{io::Read as _, os::unix::fs::OpenOptionsExt as _};
+    use vmscope::source::kernel::kmsg;
     let Ok(mut log) = std::fs::File::options()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
-        .open("/dev/kmsg")
+        .open(kmsg::PATH)
     else {
         return;
     };
@@ -46,11 +47,9 @@ pub fn oom_reports_ready() {
             Ok(0) => break,
             Ok(n) => {
                 let rec = String::from_utf8_lossy(&buf[..n]);
-                let Some((head, msg)) = rec.split_once(';') else {
-                    continue;
-                };
-                if msg.starts_with("oom-kill:") || msg.contains(": Killed process ") {
-                    last_us = head.split(',').nth(2).and_then(|t| t.parse::<u64>().ok());
+                if kmsg::message(&rec).and_then(kmsg::parse).is_some() {
+                    // `PRIO,SEQ,USEC,...;`: the record's time.
+                    last_us = rec.split(',').nth(2).and_then(|t| t.parse::<u64>().ok());
                 }
             }
             Err(e) if e.raw_os_error() == Some(libc::EPIPE) => {}

@@ -201,3 +201,34 @@ fn lead_up_html(k: &OomKill, l: &LeadUp, n: usize, level: u8) -> String {
     let _ = writeln!(s, "</tbody></table></div>");
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limit_cell_says_what_is_known_of_the_limit() {
+        let kill = |constraint: Option<&str>, limit: Option<&str>| OomKill {
+            constraint: constraint.map(Into::into),
+            limit_cgroup: limit.map(Into::into),
+            ..OomKill::default()
+        };
+        assert_eq!(limit_hit(&kill(Some("memcg"), Some("/p"))), "/p");
+        assert_eq!(
+            limit_hit(&kill(Some("memcg"), None)),
+            "a memory cgroup's (which one is unknown)"
+        );
+        assert_eq!(
+            limit_hit(&kill(Some("global"), None)),
+            "none (system-wide OOM)"
+        );
+        assert_eq!(limit_hit(&kill(None, None)), NULL);
+        let mut k = kill(Some("memcg"), Some("/p"));
+        k.limit_source = Some("limit_counters".into());
+        k.limit_note = Some("rate-limited".into());
+        assert_eq!(
+            limit_from(&k),
+            "from the cgroups' limit-hit counters: rate-limited"
+        );
+    }
+}

@@ -377,21 +377,7 @@ impl Collector {
                 }
                 _ => None,
             };
-            let mut d = limits::decide(logged, verdict);
-            if d.source == Some("kernel_log")
-                && let Some(l) = d.limit_cgroup.take()
-            {
-                d.limit_cgroup = Some(match limits::in_view(&l, k.trigger_cgroup.as_deref()) {
-                    Ok(path) => path,
-                    Err(printed) => {
-                        d.note = Some(format!(
-                            "{printed} is the kernel's path from the hierarchy's root: this \
-                             cgroup namespace's root or above it, outside vmscope's view"
-                        ));
-                        printed
-                    }
-                });
-            }
+            let d = limits::decide(logged, verdict, k.trigger_cgroup.as_deref());
             k.constraint = d.constraint;
             k.limit_cgroup = d.limit_cgroup;
             k.limit_source = d.source.map(Into::into);

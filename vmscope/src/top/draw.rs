@@ -1099,6 +1099,26 @@ mod tests {
     }
 
     #[test]
+    fn a_rate_without_a_figure_shows_no_unit() {
+        let mut a = app();
+        let mut view = a.view.clone().expect("view");
+        let r = view.rates.first_mut().expect("a rate");
+        (r.value, r.unavailable) = (None, None);
+        let (name, unit) = (r.name, r.unit);
+        a.update(view);
+        let screen = render(&a, 120, 40);
+        let text = snapshot_text(&a, false);
+        for out in [&screen, &text] {
+            let line = out
+                .lines()
+                .find(|l| l.contains(name))
+                .unwrap_or_else(|| panic!("no {name} row: {out}"));
+            assert!(line.contains("n/a"), "{line}");
+            assert!(!line.contains(&format!("n/a {unit}")), "{line}");
+        }
+    }
+
+    #[test]
     fn without_attribution_the_cgroup_view_says_why() {
         use crossterm::event::KeyCode;
         let mut a = app();

@@ -233,19 +233,32 @@ pub fn in_view(logged: &str, trigger: Option<&str>) -> Result<String, String> {
 
 /// Puts together the kernel log's word on a kill (`logged`; `Err`: why the
 /// log could not be read) and the counters' verdict: the log's summary
-/// line when there is one, else the counters for the limit, with the log's
-/// kill line still telling memcg from global.
+/// line when there is one (its path put in this view, see [`in_view`],
+/// from the kill's `trigger` cgroup), else the counters for the limit,
+/// with the log's kill line still telling memcg from global.
 pub fn decide(
     logged: Result<Option<super::kmsg::LogKill>, &str>,
     verdict: Option<Verdict>,
+    trigger: Option<&str>,
 ) -> Decision {
     let (line, note) = match logged {
         Ok(Some(k)) if k.summary => {
+            let (limit_cgroup, note) = match k.limit_cgroup.map(|l| in_view(&l, trigger)) {
+                Some(Ok(path)) => (Some(path), None),
+                Some(Err(printed)) => {
+                    let note = format!(
+                        "{printed} is the kernel's path from the hierarchy's root: this \
+                         cgroup namespace's root or above it, outside vmscope's view"
+                    );
+                    (Some(printed), Some(note))
+                }
+                None => (None, None),
+            };
             return Decision {
                 constraint: k.constraint,
-                limit_cgroup: k.limit_cgroup,
+                limit_cgroup,
                 source: Some("kernel_log"),
-                note: None,
+                note,
             };
         }
         Ok(Some(k)) => (
@@ -314,6 +327,7 @@ mod tests {
         let d = decide(
             Ok(Some(logged("memcg", Some("/p"), true))),
             Some(Verdict::Memcg("/p/c".into())),
+            Some("/p/c"),
         );
         assert_eq!(
             d,
@@ -327,10 +341,28 @@ mod tests {
     }
 
     #[test]
+    fn a_limit_outside_this_view_keeps_the_kernels_path_and_says_so() {
+        let d = decide(
+            Ok(Some(logged("memcg", Some("/pod/ctr"), true))),
+            None,
+            Some("/app"),
+        );
+        assert_eq!(d.limit_cgroup.as_deref(), Some("/pod/ctr"));
+        assert!(d.note.is_some_and(|n| n.contains("outside vmscope's view")));
+        let d = decide(
+            Ok(Some(logged("memcg", Some("/pod/ctr/app"), true))),
+            None,
+            Some("/app"),
+        );
+        assert_eq!((d.limit_cgroup.as_deref(), d.note), (Some("/app"), None));
+    }
+
+    #[test]
     fn without_a_summary_the_counters_name_the_limit() {
         let d = decide(
             Ok(Some(logged("memcg", None, false))),
             Some(Verdict::Memcg("/p".into())),
+            Some("/p"),
         );
         assert_eq!(
             (d.constraint.as_deref(), d.limit_cgroup.as_deref(), d.source),
@@ -342,12 +374,13 @@ mod tests {
         let d = decide(
             Ok(Some(logged("global", None, false))),
             Some(Verdict::Memcg("/p".into())),
+            Some("/p"),
         );
         assert_eq!(
             (d.constraint.as_deref(), d.limit_cgroup),
             (Some("global"), None)
         );
-        let d = decide(Err("unreadable: EPERM"), Some(Verdict::Global));
+        let d = decide(Err("unreadable: EPERM"), Some(Verdict::Global), None);
         assert_eq!(
             (d.constraint.as_deref(), d.source, d.note.as_deref()),
             (
@@ -356,7 +389,7 @@ mod tests {
                 Some("unreadable: EPERM")
             )
         );
-        let d = decide(Ok(None), None);
+        let d = decide(Ok(None), None, None);
         assert_eq!((d.constraint, d.source), (None, None));
         assert!(d.note.is_some());
     }
