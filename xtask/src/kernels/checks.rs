@@ -702,11 +702,14 @@ fn compaction_check(c: &Console) -> Check {
         u(vm, "/compact_success"),
     );
     let pgmigrate = u(vm, "/pgmigrate_success");
+    // Direct compaction must have run (`within` wants a count above 0);
+    // its successes and the pages it migrated may be none, when every run
+    // failed (a 6.1 guest once made 70 direct compactions, none of which
+    // migrated a page): then vmscope's 0 must be the kernel's 0.
+    let agree = |got: u64, want: u64| got == want || within(got, want, 5.0);
     check(
         "compaction",
-        within(direct, stall, 5.0)
-            && (success == vm_success || within(success, vm_success, 5.0))
-            && within(migrated, pgmigrate, 5.0),
+        within(direct, stall, 5.0) && agree(success, vm_success) && agree(migrated, pgmigrate),
         format!(
             "direct {direct} vs compact_stall {stall}; success {success} vs {vm_success}; \
              migrated {migrated} vs pgmigrate_success {pgmigrate} (THP {})",
