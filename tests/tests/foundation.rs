@@ -361,6 +361,31 @@ fn usage_errors_exit_2() {
     assert_eq!(o.status.code(), Some(2));
 }
 
+/// Durations too large for the clock, or outside an argument's range, are
+/// one usage error naming the argument and the range (they were a panic,
+/// exit 101, or accepted: `-i 1ns`).
+#[test]
+fn out_of_range_durations_are_usage_errors() {
+    let cases: [(&[&str], &str, &str); 5] = [
+        (&["record", "-d", "1e20"], "--duration", "0 to 365days"),
+        (&["serve", "--history", "1e20"], "--history", "1s to 1h"),
+        (&["top", "-i", "1e30"], "--interval", "10ms to 1h"),
+        (&["record", "-i", "1ns"], "--interval", "10ms to 1h"),
+        (&["serve", "-i", "9ms"], "--interval", "10ms to 1h"),
+    ];
+    for (args, arg, range) in cases {
+        let o = vmscope(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        let first = err.lines().next().unwrap_or_default();
+        assert!(first.contains(arg), "{args:?}: {err}");
+        assert!(
+            first.contains(&format!("allowed is {range}")),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 /// Runs vmscope as an unprivileged user (nobody) when we are root, or as
 /// ourselves when we are not.
 fn run_unprivileged(args: &[&str]) -> std::process::Output {

@@ -4,7 +4,7 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::timefmt::parse_duration;
+use crate::timefmt::{parse_history, parse_interval, parse_run_length};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -131,8 +131,8 @@ pub struct RmapLabArgs {
 
 #[derive(Debug, Args)]
 pub struct TopArgs {
-    /// Refresh interval (`+`/`-` change it while running).
-    #[arg(short, long, default_value = "1s", value_parser = parse_duration)]
+    /// Refresh interval, 10ms to 1h (`+`/`-` change it while running).
+    #[arg(short, long, default_value = "1s", value_parser = parse_interval)]
     pub interval: Duration,
 
     /// Restrict per-process figures to these pids and their descendants.
@@ -154,7 +154,7 @@ pub struct TopArgs {
 
     /// Keep the last DUR of samples in memory (e.g. 5m; off by default; at
     /// most 1h), for --on-oom.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_history)]
     pub history: Option<Duration>,
 
     /// At each OOM kill, write the --history window as a recording to
@@ -181,8 +181,8 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:9464")]
     pub listen: std::net::SocketAddr,
 
-    /// How often the metrics are refreshed.
-    #[arg(short, long, default_value = "1s", value_parser = parse_duration)]
+    /// How often the metrics are refreshed (10ms to 1h).
+    #[arg(short, long, default_value = "1s", value_parser = parse_interval)]
     pub interval: Duration,
 
     /// Also export per-process series for the N processes with the most
@@ -204,7 +204,7 @@ pub struct ServeArgs {
 
     /// Keep the last DUR of samples in memory (the flight recorder; off by
     /// default; at most 1h), for --on-oom.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = parse_history)]
     pub history: Option<Duration>,
 
     /// At each OOM kill, write the --history window as a recording to
@@ -285,8 +285,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "NAME=REGEX")]
     pub metric: Vec<crate::model::metrics::MetricSpec>,
 
-    /// Sampling interval of each run's recording.
-    #[arg(short, long, default_value = "1s", value_parser = parse_duration)]
+    /// Sampling interval of each run's recording (10ms to 1h).
+    #[arg(short, long, default_value = "1s", value_parser = parse_interval)]
     pub interval: Duration,
 
     /// Run the command as root even when vmscope was started by sudo.
@@ -624,13 +624,13 @@ pub struct RecordArgs {
     #[arg(short, long, default_value = "vmscope.json")]
     pub output: PathBuf,
 
-    /// Stop after this long (a bare number means seconds). Without a command
-    /// and without this, recording runs until Ctrl-C.
-    #[arg(short, long, value_parser = parse_duration)]
+    /// Stop after this long (a bare number means seconds; at most 365 days).
+    /// Without a command and without this, recording runs until Ctrl-C.
+    #[arg(short, long, value_parser = parse_run_length)]
     pub duration: Option<Duration>,
 
-    /// Sampling interval for the time series.
-    #[arg(short, long, default_value = "1s", value_parser = parse_duration)]
+    /// Sampling interval for the time series (10ms to 1h).
+    #[arg(short, long, default_value = "1s", value_parser = parse_interval)]
     pub interval: Duration,
 
     /// Restrict per-process figures to these pids and their descendants.
@@ -718,5 +718,42 @@ mod tests {
     fn bad_pid_is_a_usage_error() {
         let e = Cli::try_parse_from(["vmscope", "record", "-p", "x"]).expect_err("rejects");
         assert_eq!(e.exit_code(), 2);
+    }
+
+    /// Every duration argument: a value too large for a `Duration`, or
+    /// outside its range, is a usage error naming the argument and the
+    /// range, never a panic.
+    #[test]
+    fn out_of_range_durations_are_usage_errors() {
+        let cases: [&[&str]; 9] = [
+            &["record", "-d", "1e20"],
+            &["record", "-i", "1ns"],
+            &["record", "-i", "1e30"],
+            &["serve", "--history", "1e20"],
+            &["serve", "-i", "1ns"],
+            &["top", "-i", "1e30"],
+            &["top", "--history", "1e20"],
+            &["bench", "-i", "1ns", "--", "true"],
+            &["serve", "--history", "2h"],
+        ];
+        for args in cases {
+            let argv = std::iter::once("vmscope").chain(args.iter().copied());
+            let e = Cli::try_parse_from(argv).expect_err(&args.join(" "));
+            assert_eq!(e.exit_code(), 2, "{args:?}");
+            let text = e.to_string();
+            assert!(text.contains(args[1]), "{args:?}: {text}");
+            assert!(
+                text.contains("out of range: allowed is"),
+                "{args:?}: {text}"
+            );
+        }
+    }
+
+    #[test]
+    fn history_range_is_what_the_flight_recorder_keeps() {
+        assert_eq!(
+            crate::timefmt::HISTORY.max,
+            crate::record::flight::MAX_WINDOW
+        );
     }
 }
