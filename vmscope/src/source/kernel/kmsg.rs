@@ -60,9 +60,19 @@ pub enum Line {
 }
 
 /// The text of a `/dev/kmsg` record: `PRIO,SEQ,USEC,FLAGS;TEXT\n` then
-/// optional ` KEY=VALUE` lines.
+/// optional ` KEY=VALUE` lines; `None` unless the kernel itself wrote it.
+///
+/// PRIO is `facility << 3 | level`. Anyone who may open `/dev/kmsg` for
+/// writing can add a record, but the kernel gives every such record a
+/// facility other than 0 (`devkmsg_write` turns a facility of 0, or
+/// none, into LOG_USER), so facility 0 (PRIO below 8) is the kernel's
+/// own: a line a process wrote cannot pose as the OOM killer's.
 pub fn message(record: &str) -> Option<&str> {
-    let (_, rest) = record.split_once(';')?;
+    let (head, rest) = record.split_once(';')?;
+    let prio: u32 = head.split(',').next()?.parse().ok()?;
+    if prio >> 3 != 0 {
+        return None;
+    }
     Some(rest.split('\n').next().unwrap_or(rest))
 }
 
@@ -278,6 +288,31 @@ mod tests {
             assert_eq!(parse(s), None, "{s}");
         }
         assert_eq!(message("no separator"), None);
+    }
+
+    /// What `echo 'oom-kill:...' > /dev/kmsg` leaves in the log: the
+    /// kernel gives it LOG_USER (facility 1) whatever prefix was written,
+    /// so it reads back as `12,...` (`<12>`, `<14>` with `<6>` written:
+    /// `devkmsg_write` forces facility 0 to 1); it is never a kill.
+    #[test]
+    fn lines_written_by_processes_are_not_the_kernels() {
+        let text = "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,\
+                    mems_allowed=0,oom_memcg=/victim,task_memcg=/victim,task=sshd,\
+                    pid=1,uid=0";
+        let killed = "Memory cgroup out of memory: Killed process 1 (sshd) total-vm:1kB";
+        for prio in ["12", "14", "11", "8", "190", "x", ""] {
+            for t in [text, killed] {
+                let rec = format!("{prio},4711,28876539932,-;{t}\n");
+                assert_eq!(message(&rec), None, "{rec}");
+            }
+        }
+        // The same lines with the kernel's facility (0) and any level.
+        for prio in ["0", "3", "4", "6", "7"] {
+            let rec = format!("{prio},4711,28876539932,-;{text}\n");
+            assert!(message(&rec).and_then(parse).is_some(), "{rec}");
+            let rec = format!("{prio},4712,28876539969,c;{killed}\n SUBSYSTEM=x\n");
+            assert!(message(&rec).and_then(parse).is_some(), "{rec}");
+        }
     }
 
     fn log() -> KernelLog {
