@@ -109,6 +109,18 @@ fn esc(v: &str) -> String {
         .replace('\n', r"\n")
 }
 
+/// Escapes HELP text. Both formats escape backslash and line feed; in
+/// OpenMetrics HELP is an escaped string like a label value, where a bare
+/// double quote is not allowed, while Prometheus 0.0.4 knows no `\"` in
+/// HELP (a reader would keep the backslash), so quotes stay as they are.
+fn help_text(format: Format, help: &str) -> String {
+    let s = help.replace('\\', r"\\").replace('\n', r"\n");
+    match format {
+        Format::OpenMetrics => s.replace('"', "\\\""),
+        Format::Prometheus => s,
+    }
+}
+
 fn labels(pairs: &[(&str, &str)]) -> String {
     if pairs.is_empty() {
         return String::new();
@@ -146,6 +158,7 @@ impl Writer {
             (Format::OpenMetrics, true) => name.strip_suffix("_total").unwrap_or(name),
             _ => name,
         };
+        let help = help_text(self.format, help);
         let _ = writeln!(self.out, "# HELP {family} {help}");
         let _ = writeln!(self.out, "# TYPE {family} {kind}");
         for (ls, value) in series {
@@ -172,6 +185,7 @@ impl Writer {
         if hists.is_empty() {
             return;
         }
+        let help = help_text(self.format, help);
         let _ = writeln!(self.out, "# HELP {name} {help}");
         let _ = writeln!(self.out, "# TYPE {name} histogram");
         for (ls, h) in hists {

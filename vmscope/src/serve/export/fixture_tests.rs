@@ -174,3 +174,90 @@ fn per_process_series_of_the_recording_are_bounded() {
     assert_eq!(series, 2, "{text}");
     assert!(text.ends_with("# EOF\n"));
 }
+
+/// Whether `help` is valid HELP text of `format`: in OpenMetrics an
+/// escaped string (`\\`, `\n`, `\"`, no bare quote), in Prometheus 0.0.4
+/// text where a backslash starts `\\` or `\n`.
+fn help_is_valid(format: Format, help: &str) -> bool {
+    let escapes: &[char] = match format {
+        Format::OpenMetrics => &['\\', 'n', '"'],
+        Format::Prometheus => &['\\', 'n'],
+    };
+    let mut chars = help.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            // An escape consumes the character after the backslash.
+            '\\' if !chars.next().is_some_and(|n| escapes.contains(&n)) => return false,
+            '"' if format == Format::OpenMetrics => return false,
+            '\n' => return false,
+            _ => {}
+        }
+    }
+    true
+}
+
+/// Every family the exporter writes, over the fixture with per-process
+/// series and an OOM kill by cgroup: its HELP is valid in both formats,
+/// quotes and backslashes included.
+#[test]
+fn every_help_line_is_valid_in_both_formats() {
+    let (mut state, _, _) = replayed();
+    let kill = |cg: &str| crate::model::oom::OomKill {
+        cgroup: Some(cg.to_string()),
+        ..Default::default()
+    };
+    state.cgroups.count_kills(&[kill("/a"), kill("/b")], 1);
+    let oom = crate::model::catalogue::probe::OOM_VICTIM;
+    state.probes.retain(|p| p.probe != oom);
+    state.probes.push(ProbeStatus::tracepoint(oom, true));
+    for format in [Format::OpenMetrics, Format::Prometheus] {
+        let text = render(&state, format, 5);
+        let helps: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# HELP "))
+            .collect();
+        let types = text.lines().filter(|l| l.starts_with("# TYPE ")).count();
+        assert_eq!(helps.len(), types, "a HELP for every family:\n{text}");
+        assert!(
+            helps.len() >= 30,
+            "the fixture exports most families:\n{text}"
+        );
+        for h in &helps {
+            let (_, help) = h.split_once(' ').expect("HELP NAME TEXT");
+            assert!(help_is_valid(format, help), "{format:?}: {h}");
+        }
+        // The families whose help quotes a label value.
+        let quoted = match format {
+            Format::OpenMetrics => "mode=\\\"gup\\\"",
+            Format::Prometheus => "mode=\"gup\"",
+        };
+        assert!(
+            helps
+                .iter()
+                .any(|h| h.starts_with("vmscope_page_faults") && h.contains(quoted)),
+            "{format:?}: {helps:#?}"
+        );
+        let unknown = match format {
+            Format::OpenMetrics => "\\\"unknown\\\"",
+            Format::Prometheus => "\"unknown\"",
+        };
+        assert!(
+            helps
+                .iter()
+                .any(|h| h.starts_with("vmscope_cgroup_oom_kills") && h.contains(unknown)),
+            "{format:?}: {helps:#?}"
+        );
+    }
+}
+
+#[test]
+fn help_escapes_backslash_newline_and_quote() {
+    assert_eq!(
+        help_text(Format::OpenMetrics, "a \"b\" c\\d\ne"),
+        "a \\\"b\\\" c\\\\d\\ne"
+    );
+    assert_eq!(
+        help_text(Format::Prometheus, "a \"b\" c\\d\ne"),
+        "a \"b\" c\\\\d\\ne"
+    );
+}
