@@ -186,9 +186,10 @@ pub struct ServeArgs {
     pub interval: Duration,
 
     /// Also export per-process series for the N processes with the most
-    /// faults (0: none, which keeps label cardinality fixed).
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub per_process: usize,
+    /// faults (0: none, which keeps label cardinality fixed; at most 1000).
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u16).range(0..=1000))]
+    pub per_process: u16,
 
     /// Also export per-cgroup series for the N most active cgroups (0:
     /// none; at most 1000). See docs/serve.md for the ranking and ageing.
@@ -745,6 +746,26 @@ mod tests {
             assert!(
                 text.contains("out of range: allowed is"),
                 "{args:?}: {text}"
+            );
+        }
+    }
+
+    /// Per-process series are bounded like per-cgroup ones: label
+    /// cardinality stays within what a Prometheus can take.
+    #[test]
+    fn per_process_is_bounded() {
+        let parse = |n: &str| Cli::try_parse_from(["vmscope", "serve", "--per-process", n]);
+        let Command::Serve(s) = parse("1000").expect("1000 is allowed").command else {
+            panic!("not serve")
+        };
+        assert_eq!(s.per_process, 1000);
+        for n in ["1001", "100000000"] {
+            let e = parse(n).expect_err(n);
+            assert_eq!(e.exit_code(), 2);
+            let text = e.to_string();
+            assert!(
+                text.contains("--per-process") && text.contains("0..=1000"),
+                "{text}"
             );
         }
     }

@@ -394,7 +394,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         .map(|c| std::path::PathBuf::from(&c.mount));
     let mut exporter = Exporter {
         state,
-        per_process: args.per_process,
+        per_process: usize::from(args.per_process),
         interval: args.interval,
         failures: Burst::default(),
         flight: args.history.map(|h| {
