@@ -256,3 +256,34 @@ fn bad_input_is_refused_with_one_line_and_exit_2() {
     let missing = p("missing.json");
     refused(&rec, &missing, &missing, "missing file");
 }
+
+/// An input past 1 GiB is refused by its size, before it is read, in one
+/// line naming the file and the limit, by `compare` and by `report` (the
+/// file is sparse: it takes no room).
+#[test]
+fn oversized_inputs_are_refused_before_they_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.json");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len((1 << 30) + 1).unwrap();
+    for args in [
+        vec!["compare", s(&big), s(&big)],
+        vec!["report", s(&big)],
+        vec!["report", s(&big), s(&big)],
+    ] {
+        let started = std::time::Instant::now();
+        let o = vmscope_within(&args, Duration::from_secs(60));
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: not one line: {err}");
+        assert!(
+            err.contains(s(&big)) && err.contains("larger than the 1024 MiB"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{args:?}: took {:?}",
+            started.elapsed()
+        );
+    }
+}

@@ -175,11 +175,50 @@ pub fn not_a(path: &Path, what: &str, e: &anyhow::Error) -> anyhow::Error {
     ))
 }
 
+/// The largest input `compare` and `report` read: a day's recording at a
+/// 1 s interval is tens of MB, so a bigger file is a mistake, and its
+/// text and parsed form would take several times its size in memory.
+pub const MAX_INPUT_BYTES: u64 = 1 << 30;
+
+/// Reads the text of an input file of at most [`MAX_INPUT_BYTES`], refusing
+/// a larger one in one line before reading it (a regular file by its size,
+/// anything else, a pipe say, once that much has been read).
+pub fn read_input(path: &Path) -> anyhow::Result<String> {
+    read_capped(path, MAX_INPUT_BYTES)
+}
+
+fn read_capped(path: &Path, limit: u64) -> anyhow::Result<String> {
+    use std::io::Read as _;
+    let shown = path.display();
+    let cannot = |e: std::io::Error| bad_input(format!("cannot read {shown}: {e}"));
+    let too_big = || {
+        bad_input(format!(
+            "{shown} is larger than the {} MiB vmscope reads; give a recording or a bench file",
+            limit >> 20
+        ))
+    };
+    let f = std::fs::File::open(path).map_err(cannot)?;
+    let meta = f.metadata().map_err(cannot)?;
+    if meta.is_file() && meta.len() > limit {
+        return Err(too_big());
+    }
+    let mut bytes = Vec::new();
+    f.take(limit + 1).read_to_end(&mut bytes).map_err(cannot)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_big());
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        cannot(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not UTF-8 text ({e})"),
+        ))
+    })
+}
+
 /// Reads a recording (JSON or jsonl) or a bench file, telling them apart by
 /// the bench file's `"kind": "vmscope-bench"`.
 pub fn load(path: &Path) -> anyhow::Result<Input> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| bad_input(format!("cannot read {}: {e}", path.display())))?;
+    let text = read_input(path)?;
     parse(path, &text)
 }
 
@@ -902,6 +941,38 @@ pub fn json(r: &Report) -> anyhow::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file past the limit is refused by its size, before it is read (a
+    /// sparse file of 1 GiB + 1 byte takes no room); a stream that never
+    /// ends by what was read; both in one line naming the file and limit.
+    #[test]
+    fn inputs_larger_than_the_limit_are_refused_before_they_are_read() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let huge = dir.path().join("huge.json");
+        let f = std::fs::File::create(&huge).expect("create");
+        f.set_len(MAX_INPUT_BYTES + 1).expect("sparse file");
+        let t = std::time::Instant::now();
+        let e = format!("{:#}", read_input(&huge).expect_err("too big"));
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(1),
+            "it was read"
+        );
+        assert!(
+            e.contains(&huge.display().to_string()) && e.contains("1024 MiB"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "{e}");
+        // At the limit: read.
+        f.set_len(10).expect("shrink");
+        assert_eq!(read_capped(&huge, 10).expect("at the limit").len(), 10);
+        assert!(read_capped(&huge, 9).is_err());
+        // Not a regular file, no size: refused once past the limit.
+        let e = format!(
+            "{:#}",
+            read_capped(Path::new("/dev/zero"), 4096).expect_err("zero")
+        );
+        assert!(e.contains("/dev/zero is larger than"), "{e}");
+    }
 
     fn vals(better: Better, values: &[f64]) -> Values {
         Values {

@@ -56,9 +56,7 @@ fn is_compare(text: &str) -> bool {
 /// Reads one file: compare's JSON, or whatever `compare` reads (a
 /// recording or a bench file), with `compare`'s one-line errors.
 fn load(path: &Path) -> anyhow::Result<Source> {
-    let shown = path.display();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| crate::compare::bad_input(format!("cannot read {shown}: {e}")))?;
+    let text = crate::compare::read_input(path)?;
     parse(path, &text)
 }
 
@@ -86,7 +84,7 @@ fn load_pair(base: &Path, new: &Path, threshold: f64) -> anyhow::Result<Source> 
     // A compare output is one side of nothing: say so rather than call it a
     // broken recording.
     for p in [base, new] {
-        if std::fs::read_to_string(p).is_ok_and(|t| is_compare(&t)) {
+        if is_compare(&crate::compare::read_input(p)?) {
             return Err(crate::compare::bad_input(format!(
                 "{} is a compare output; give it alone, or BASE and NEW as two recordings or \
                  two bench files",
