@@ -572,3 +572,71 @@ fn a_page_on_a_closed_pipe_is_no_panic() {
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(o.status.code(), Some(0), "{err}");
 }
+
+/// `mkfifo PATH`.
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path_str(path)).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+/// A FIFO that no process reads at an output path: refused at once in a
+/// line that says so, never waited on (the writer blocked forever in
+/// open(2)). `report -o` needs no privilege; `record -o`, JSON and
+/// jsonl, runs as root.
+#[test]
+fn a_fifo_nobody_reads_at_an_output_path_is_refused_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("out");
+    mkfifo(&fifo);
+    let bench_file = fixture("dontneed.json");
+    let mut runs: Vec<Vec<&str>> =
+        vec![vec!["report", path_str(&bench_file), "-o", path_str(&fifo)]];
+    if root_or_skip("a_fifo_nobody_reads_at_an_output_path_is_refused_not_waited_on (record)") {
+        runs.push(vec![
+            "record",
+            "-d",
+            "1",
+            "-i",
+            "200ms",
+            "-o",
+            path_str(&fifo),
+        ]);
+        runs.push(vec![
+            "record",
+            "-d",
+            "1",
+            "-i",
+            "200ms",
+            "--format",
+            "jsonl",
+            "-o",
+            path_str(&fifo),
+        ]);
+    }
+    for args in runs {
+        let started = std::time::Instant::now();
+        let o = vmscope(&args);
+        let err = text(&o.stderr);
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{args:?}: took {:?} (timed out: {:?}): {err}",
+            started.elapsed(),
+            o.status
+        );
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "refusing to write {}: it is a FIFO that no process is reading",
+                fifo.display()
+            )),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(
+        std::os::unix::fs::FileTypeExt::is_fifo(
+            &std::fs::symlink_metadata(&fifo).unwrap().file_type()
+        ),
+        "the FIFO is left as it was"
+    );
+}

@@ -36,7 +36,8 @@ impl JsonlWriter {
     /// The path is opened without following a symbolic link (one planted
     /// there is refused with one line, its target untouched). A regular file
     /// is truncated, as before, unless it has other hard links; a device or
-    /// FIFO (`/dev/null`) is written as it is. Under sudo the file belongs
+    /// FIFO (`/dev/null`) is written as it is, but a FIFO no process reads
+    /// is refused at once (never waited on). Under sudo the file belongs
     /// to the invoking user.
     pub fn create(output: &Output) -> anyhow::Result<Self> {
         Ok(match output {
@@ -103,7 +104,7 @@ fn open_stream(path: &Path) -> anyhow::Result<std::fs::File> {
         .write(true)
         .create(true)
         .mode(0o666)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_NONBLOCK)
         .open(path);
     let f = match f {
         Ok(f) => f,
@@ -113,8 +114,11 @@ fn open_stream(path: &Path) -> anyhow::Result<std::fs::File> {
                 path.display()
             );
         }
-        Err(e) => return Err(e).with_context(|| format!("creating {}", path.display())),
+        Err(e) => {
+            return Err(no_reader(path, e)).with_context(|| format!("creating {}", path.display()));
+        }
     };
+    blocking(&f).with_context(|| format!("opening {}", path.display()))?;
     let meta = f
         .metadata()
         .with_context(|| format!("examining {}", path.display()))?;
@@ -242,8 +246,31 @@ impl Output {
 /// directory, filled, flushed, synced, given to the invoking user under
 /// sudo, and renamed over `path` (a symbolic link there is replaced, its
 /// target untouched). On any failure the temporary file is removed.
+///
+/// A character device (`/dev/null`) or a FIFO already at `path` is written
+/// as it is, opened without blocking: a FIFO nobody reads is refused at
+/// once rather than waited on forever.
 pub fn write_atomic(
     path: &Path,
+    fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    write_file(path, true, fill)
+}
+
+/// [`write_atomic`] for a file only vmscope names, in a directory others
+/// may write to (the flight recorder's): anything but a regular file or a
+/// symbolic link at `path` (a FIFO, a device, a socket) is refused, never
+/// written to, so no one can make the writer wait.
+pub fn write_atomic_regular(
+    path: &Path,
+    fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    write_file(path, false, fill)
+}
+
+fn write_file(
+    path: &Path,
+    special: bool,
     fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
@@ -265,8 +292,13 @@ pub fn write_atomic(
                 }
             }
             // `/dev/null`, a FIFO: written as they are.
-            Ok(t) if t.is_char_device() || t.is_fifo() => return write_special(path, fill),
-            Ok(t) if t.is_block_device() || t.is_socket() => {
+            Ok(t) if special && (t.is_char_device() || t.is_fifo()) => {
+                return write_special(path, fill);
+            }
+            Ok(t) if !special && t.is_fifo() => {
+                anyhow::bail!("refusing to write {}: it is a FIFO", path.display())
+            }
+            Ok(t) if !t.is_file() && !t.is_symlink() => {
                 anyhow::bail!("refusing to write {}: not a regular file", path.display())
             }
             _ => {}
@@ -317,8 +349,9 @@ fn write_special(
     use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
     let f = std::fs::OpenOptions::new()
         .write(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_NONBLOCK)
         .open(path)
+        .map_err(|e| no_reader(path, e))
         .with_context(|| format!("opening {}", path.display()))?;
     let t = f.metadata().context("examining it")?.file_type();
     anyhow::ensure!(
@@ -326,9 +359,33 @@ fn write_special(
         "{} changed while being opened",
         path.display()
     );
+    blocking(&f).with_context(|| format!("opening {}", path.display()))?;
     let mut w = std::io::BufWriter::new(f);
     fill(&mut w)?;
     w.into_inner().context("flushing")?;
+    Ok(())
+}
+
+/// Opening a FIFO for writing without blocking fails with ENXIO when no
+/// one has it open for reading: said in words.
+fn no_reader(path: &Path, e: std::io::Error) -> anyhow::Error {
+    if e.raw_os_error() == Some(libc::ENXIO) {
+        anyhow::anyhow!(
+            "refusing to write {}: it is a FIFO that no process is reading, so writing would \
+             wait forever; start its reader first or choose another path",
+            path.display()
+        )
+    } else {
+        e.into()
+    }
+}
+
+/// Writes to a file opened with `O_NONBLOCK` (so that the open could not
+/// hang) block again, as for any output.
+fn blocking(f: &std::fs::File) -> std::io::Result<()> {
+    use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
+    let flags = fcntl_getfl(f)?;
+    fcntl_setfl(f, flags - OFlags::NONBLOCK)?;
     Ok(())
 }
 
@@ -420,6 +477,89 @@ pub fn header(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn mkfifo(path: &Path) {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .expect("mkfifo");
+    }
+
+    /// `f` on another thread; its result, or `None` if it has not returned
+    /// within 5 s (it would block forever).
+    fn within_5s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(5)).ok()
+    }
+
+    fn write_hello(w: &mut std::io::BufWriter<std::fs::File>) -> anyhow::Result<()> {
+        w.write_all(b"hello\n")?;
+        Ok(())
+    }
+
+    /// A FIFO nobody reads at an output path: refused at once, by the
+    /// atomic writer, the jsonl stream and the flight recorder's writer,
+    /// never waited on.
+    #[test]
+    fn a_fifo_without_a_reader_is_refused_not_waited_on() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fifo = dir.path().join("out.json");
+        mkfifo(&fifo);
+        let p = fifo.clone();
+        let e = within_5s(move || write_atomic(&p, write_hello).map_err(|e| format!("{e:#}")))
+            .expect("write_atomic waited for a reader")
+            .expect_err("written to a FIFO nobody reads");
+        assert!(e.contains("no process is reading"), "{e}");
+        let p = fifo.clone();
+        let e = within_5s(move || {
+            JsonlWriter::create(&Output::File(p))
+                .map(|_| ())
+                .map_err(|e| format!("{e:#}"))
+        })
+        .expect("the jsonl stream waited for a reader")
+        .expect_err("a jsonl stream into a FIFO nobody reads");
+        assert!(e.contains("no process is reading"), "{e}");
+        let p = fifo.clone();
+        let e =
+            within_5s(move || write_atomic_regular(&p, write_hello).map_err(|e| format!("{e:#}")))
+                .expect("the flight recorder's writer waited for a reader")
+                .expect_err("an OOM recording into a FIFO");
+        assert!(e.contains("it is a FIFO"), "{e}");
+        assert!(fifo.exists(), "left as it was");
+    }
+
+    /// With a reader, the FIFO of `-o` is written; the flight recorder
+    /// still never writes into one (its reader may never read).
+    #[test]
+    fn a_read_fifo_is_written_but_never_by_the_flight_recorder() {
+        use std::io::Read as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fifo = dir.path().join("out.json");
+        mkfifo(&fifo);
+        let mut reader = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .expect("reader");
+        let e = write_atomic_regular(&fifo, write_hello).expect_err("into a FIFO");
+        assert!(format!("{e:#}").contains("it is a FIFO"), "{e:#}");
+        write_atomic(&fifo, write_hello).expect("written to the FIFO");
+        let mut got = String::new();
+        let _ = reader.read_to_string(&mut got);
+        assert_eq!(got, "hello\n");
+        // A device other than a FIFO is not the flight recorder's either.
+        let e = write_atomic_regular(Path::new("/dev/null"), write_hello).expect_err("device");
+        assert!(format!("{e:#}").contains("not a regular file"), "{e:#}");
+        write_atomic(Path::new("/dev/null"), write_hello).expect("-o /dev/null");
+    }
 
     #[test]
     fn reader_rejects_other_versions_and_non_recordings() {

@@ -268,7 +268,7 @@ impl Recorder {
 /// Writes one recording; the line that says how it went.
 fn write(job: &Job) -> String {
     let t = Instant::now();
-    let r = record::write_atomic(&job.path, |w| {
+    let r = record::write_atomic_regular(&job.path, |w| {
         serde_json::to_writer(&mut *w, &*job.rec)?;
         writeln!(w)?;
         Ok(())
