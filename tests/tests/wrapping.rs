@@ -625,3 +625,33 @@ fn duration_escalates_to_sigkill_for_a_command_that_ignores_sigterm() {
         "the recording",
     );
 }
+
+/// Under sudo the command runs as the caller with the caller's HOME, USER
+/// and LOGNAME, not root's (sudo leaves root's; vmscope drops to the
+/// caller): nobody's from its passwd entry; a uid without one gets
+/// SUDO_USER's name and no HOME.
+#[test]
+fn the_command_gets_the_callers_home_user_and_logname() {
+    if !root_or_skip("the_command_gets_the_callers_home_user_and_logname") {
+        return;
+    }
+    let dir = root_dir("vmscope-home");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let rec = dir.path().join("r.json");
+    let probe = "echo \"${HOME-unset} ${USER-unset} ${LOGNAME-unset}\"; id -u";
+    for (uid, want) in [
+        ("65534", "/nonexistent nobody nobody\n65534\n"),
+        ("4000007", "unset someone someone\n4000007\n"),
+    ] {
+        let mut c = vmscope_cmd(&["record", "-o", path_str(&rec), "--", "sh", "-c", probe]);
+        c.env("SUDO_UID", uid)
+            .env("SUDO_GID", uid)
+            .env("SUDO_USER", "someone")
+            .env("HOME", "/root")
+            .env("USER", "root")
+            .env("LOGNAME", "root");
+        let o = run_with_timeout(c, Duration::from_secs(60));
+        vmscope_tests::ok(&o, &format!("record under sudo from uid {uid}"));
+        assert_eq!(text(&o.stdout), want, "uid {uid}");
+    }
+}

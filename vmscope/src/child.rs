@@ -2,7 +2,7 @@
 //! follow its pid, then release it, wait with rusage, and pass on signals.
 
 use std::{
-    ffi::CString,
+    ffi::{CString, OsString},
     os::{
         fd::{AsRawFd as _, OwnedFd},
         unix::ffi::OsStrExt as _,
@@ -264,7 +264,12 @@ impl ExecPlan {
             .map(|a| CString::new(a.as_bytes()))
             .collect::<Result<_, _>>()
             .context("command argument has a NUL byte")?;
-        let c_env: Vec<CString> = std::env::vars_os()
+        let env = match run_as {
+            Some((uid, _)) => caller_env(std::env::vars_os().collect(), user_of(uid)),
+            None => std::env::vars_os().collect(),
+        };
+        let c_env: Vec<CString> = env
+            .into_iter()
             .filter_map(|(k, v)| {
                 let mut kv = k.as_bytes().to_vec();
                 kv.push(b'=');
@@ -515,6 +520,66 @@ pub fn save_original_limits() {
     });
 }
 
+/// A user's name and home directory, from the passwd database.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct User {
+    pub name: OsString,
+    pub home: OsString,
+}
+
+/// `uid`'s passwd entry, if it has one.
+pub fn user_of(uid: u32) -> Option<User> {
+    let mut buf = vec![0 as libc::c_char; 16 << 10];
+    // SAFETY: zeroed passwd is a valid value for getpwuid_r to fill.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: valid pointers to locals; buf outlives the use of pw's fields.
+    let r = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut found) };
+    if r != 0 || found.is_null() || pw.pw_name.is_null() || pw.pw_dir.is_null() {
+        return None;
+    }
+    // SAFETY: NUL-terminated strings in buf, which is alive here.
+    let (name, home) = unsafe {
+        (
+            std::ffi::CStr::from_ptr(pw.pw_name),
+            std::ffi::CStr::from_ptr(pw.pw_dir),
+        )
+    };
+    Some(User {
+        name: std::ffi::OsStr::from_bytes(name.to_bytes()).to_owned(),
+        home: std::ffi::OsStr::from_bytes(home.to_bytes()).to_owned(),
+    })
+}
+
+/// The environment of a command run as the sudo caller: sudo left root's
+/// `HOME`, `USER` and `LOGNAME` (sudo's defaults), so they are set to the
+/// caller's, as a login would set them. A caller with no passwd entry gets
+/// `USER` and `LOGNAME` from `SUDO_USER` (which sudo sets), and no `HOME`
+/// rather than root's.
+pub fn caller_env(env: Vec<(OsString, OsString)>, user: Option<User>) -> Vec<(OsString, OsString)> {
+    const SET: [&str; 3] = ["HOME", "USER", "LOGNAME"];
+    let sudo_user = env
+        .iter()
+        .find(|(k, _)| k == "SUDO_USER")
+        .map(|(_, v)| v.clone());
+    let mut out: Vec<(OsString, OsString)> = env
+        .into_iter()
+        .filter(|(k, _)| !SET.iter().any(|s| k == s))
+        .collect();
+    let (name, home) = match user {
+        Some(u) => (Some(u.name), Some(u.home)),
+        None => (sudo_user, None),
+    };
+    if let Some(home) = home {
+        out.push(("HOME".into(), home));
+    }
+    if let Some(name) = name {
+        out.push(("USER".into(), name.clone()));
+        out.push(("LOGNAME".into(), name));
+    }
+    out
+}
+
 /// The groups `uid` has at login (its supplementary groups and `gid`), as
 /// `initgroups` would set them; just `gid` for a uid with no passwd entry.
 pub fn groups_of(uid: u32, gid: u32) -> Vec<libc::gid_t> {
@@ -679,6 +744,59 @@ pub fn run_as_from_sudo(as_root: bool) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect()
+    }
+
+    /// Under sudo the command had root's HOME, USER and LOGNAME: they are
+    /// the caller's, the rest of the environment as it was.
+    #[test]
+    fn the_callers_home_user_and_logname_replace_roots() {
+        let root = env(&[
+            ("PATH", "/usr/bin:/bin"),
+            ("HOME", "/root"),
+            ("USER", "root"),
+            ("LOGNAME", "root"),
+            ("SUDO_USER", "alice"),
+        ]);
+        let alice = User {
+            name: "alice".into(),
+            home: "/home/alice".into(),
+        };
+        let mut got = caller_env(root.clone(), Some(alice));
+        got.sort();
+        let mut want = env(&[
+            ("PATH", "/usr/bin:/bin"),
+            ("HOME", "/home/alice"),
+            ("USER", "alice"),
+            ("LOGNAME", "alice"),
+            ("SUDO_USER", "alice"),
+        ]);
+        want.sort();
+        assert_eq!(got, want);
+        // No passwd entry: SUDO_USER's name, and no HOME rather than root's.
+        let mut got = caller_env(root, None);
+        got.sort();
+        let mut want = env(&[
+            ("PATH", "/usr/bin:/bin"),
+            ("USER", "alice"),
+            ("LOGNAME", "alice"),
+            ("SUDO_USER", "alice"),
+        ]);
+        want.sort();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn users_come_from_the_passwd_database() {
+        let root = user_of(0).expect("root has a passwd entry");
+        assert_eq!(root.name, "root");
+        assert_eq!(user_of(u32::MAX - 7), None);
+    }
 
     #[test]
     fn missing_command_exits_127() {
