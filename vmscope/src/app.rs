@@ -9,6 +9,7 @@ use crate::{
 /// Runs vmscope and returns its exit code.
 pub fn run(cli: Cli) -> u8 {
     init_logging(cli.verbose);
+    guard_stack_dump();
     let (result, default_code) = match cli.command {
         Command::Doctor(args) => (crate::doctor::run(&args), exit::FAILURE),
         Command::Overhead(args) => (crate::experiments::overhead::run(&args), exit::FAILURE),
@@ -36,6 +37,24 @@ pub fn run(cli: Cli) -> u8 {
             eprintln!("vmscope: {}", exit::message_of(&e));
             exit::code_of(&e, default_code)
         }
+    }
+}
+
+/// `VMSCOPE_DUMP_STACKS` is dropped, in one warning line, when dumping
+/// would leak kernel addresses or write through a symbolic link (see
+/// [`crate::source::kernel::caps::stack_dump_refusal`]).
+fn guard_stack_dump() {
+    use crate::source::{kernel::caps, rmap::sampler::DUMP_ENV};
+    let Some(path) = std::env::var_os(DUMP_ENV) else {
+        return;
+    };
+    let refusal =
+        caps::stack_dump_refusal(&caps::Privileges::current(), std::path::Path::new(&path));
+    if let Some(why) = refusal {
+        log::warn!("{why}");
+        // SAFETY: called from `run` before any thread is started, so no
+        // other thread reads the environment.
+        unsafe { std::env::remove_var(DUMP_ENV) };
     }
 }
 

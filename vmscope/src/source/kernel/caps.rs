@@ -18,6 +18,28 @@ pub struct Privileges {
     pub cap_syslog: bool,
 }
 
+/// Why `VMSCOPE_DUMP_STACKS=path` must be ignored, if it must. Without
+/// CAP_SYSLOG /proc/kallsyms shows no addresses, so every kernel frame of
+/// the dump would be a raw address (KASLR's secret, in a file whoever runs
+/// vmscope, a setcap binary, may read). A symbolic link already at `path`
+/// is not written through.
+pub fn stack_dump_refusal(p: &Privileges, path: &std::path::Path) -> Option<String> {
+    let env = crate::source::rmap::sampler::DUMP_ENV;
+    if !p.cap_syslog {
+        return Some(format!(
+            "{env} ignored: dumping kernel stacks needs CAP_SYSLOG (without it they would be \
+             raw kernel addresses)"
+        ));
+    }
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Some(format!(
+            "{env} ignored: {} is a symbolic link; give a new file",
+            path.display()
+        ));
+    }
+    None
+}
+
 impl Privileges {
     pub fn current() -> Self {
         let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -87,6 +109,21 @@ fn parse_cap_eff(status: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stacks_are_dumped_only_with_cap_syslog_and_never_through_a_link() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("stacks.txt");
+        let with = |eff: u64| Privileges::from_status(&format!("CapEff:\t{eff:016x}\n"), 1000);
+        let setcap = with((1 << CAP_BPF) | (1 << CAP_PERFMON));
+        let e = stack_dump_refusal(&setcap, &file).expect("refused without CAP_SYSLOG");
+        assert!(e.contains("needs CAP_SYSLOG") && !e.contains('\n'), "{e}");
+        let syslog = with((1 << CAP_BPF) | (1 << CAP_PERFMON) | (1 << CAP_SYSLOG));
+        assert_eq!(stack_dump_refusal(&syslog, &file), None);
+        std::os::unix::fs::symlink("/etc/passwd", &file).expect("symlink");
+        let e = stack_dump_refusal(&syslog, &file).expect("a link is refused");
+        assert!(e.contains("symbolic link"), "{e}");
+    }
 
     #[test]
     fn full_root_can_load() {
