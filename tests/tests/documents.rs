@@ -272,13 +272,16 @@ fn jsonl_stream_interrupted_by_sigint_still_ends_with_the_summary() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out = path(dir.path(), "int.jsonl");
-    let child = Command::new(vmscope_bin())
-        .args(["record", "-i", "100ms", "--format", "jsonl", "-o"])
+    // The test relies on SIGINT's default disposition, which a suite
+    // started from a background job would not pass on (it inherits SIGINT
+    // ignored; see the next test for that case).
+    let mut c = Command::new(vmscope_bin());
+    c.args(["record", "-i", "100ms", "--format", "jsonl", "-o"])
         .arg(&out)
         .args(["--", "sleep", "30"])
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        .stderr(std::process::Stdio::piped());
+    with_sigint(&mut c, libc::SIG_DFL);
+    let child = c.spawn().unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     // While it runs, the stream already holds the header and samples.
     let partial = std::fs::read_to_string(&out).unwrap();
@@ -299,6 +302,56 @@ fn jsonl_stream_interrupted_by_sigint_still_ends_with_the_summary() {
     assert_eq!(last["type"], "recording");
     assert_eq!(last["interrupted_by"], "SIGINT");
     assert_eq!(last["child"]["signal"], 2);
+}
+
+/// Starts the command with SIGINT's disposition set to `how` (SIG_DFL or
+/// SIG_IGN), whatever the test itself inherited.
+fn with_sigint(c: &mut Command, how: libc::sighandler_t) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: signal(2) is async-signal-safe; nothing else runs in pre_exec.
+    unsafe {
+        c.pre_exec(move || {
+            if libc::signal(libc::SIGINT, how) == libc::SIG_ERR {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Started with SIGINT ignored (a background job of a non-interactive
+/// shell), `record` still takes SIGINT itself and forwards it, but the
+/// command keeps the disposition it inherited: it ignores the SIGINT and
+/// the recording ends when the command does, with its exit code, the
+/// summary saying SIGINT came (docs/record.md).
+#[test]
+fn inherited_ignored_sigint_is_forwarded_but_the_command_keeps_ignoring_it() {
+    if !root_or_skip("inherited_ignored_sigint_is_forwarded_but_the_command_keeps_ignoring_it") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = path(dir.path(), "ign.jsonl");
+    let mut c = Command::new(vmscope_bin());
+    c.args(["record", "-i", "100ms", "--format", "jsonl", "-o"])
+        .arg(&out)
+        .args(["--", "sh", "-c", "sleep 3; echo done"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    with_sigint(&mut c, libc::SIG_IGN);
+    let child = c.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "done\n", "{err}");
+    let text = std::fs::read_to_string(&out).unwrap();
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["interrupted_by"], "SIGINT");
+    assert_eq!(last["child"]["exit_code"], 0, "{:#}", last["child"]);
+    assert_eq!(last["child"]["signals_sent"][0]["signal"], "SIGINT");
+    assert_eq!(last["child"]["signals_sent"][0]["reason"], "forwarded");
 }
 
 /// The swap probe fires on every RSS change, so it waits for a swap device.
