@@ -389,8 +389,20 @@ pub mod counter {
     pub const THP_COLLAPSE_SUCCEEDED: u32 = THP_COLLAPSES + 1;
     /// Page tables khugepaged (or MADV_COLLAPSE) scanned for a collapse.
     pub const KHUGEPAGED_SCANS: u32 = THP_COLLAPSE_SUCCEEDED + 1;
+    /// `handle_mm_fault` calls that returned VM_FAULT_RETRY (a first
+    /// attempt that dropped the mmap lock to wait, or a per-VMA-lock
+    /// attempt falling back to mmap_lock): never in the task's faults; in
+    /// pgfault on kernels that count every attempt (6.1), not on those that
+    /// count completed ones (6.12).
+    pub const FAULT_RETRIES: u32 = KHUGEPAGED_SCANS + 1;
+    /// `handle_mm_fault` returns whose start was not found (the fault began
+    /// before attach, or its sleeping record was evicted): not timed.
+    pub const FAULT_UNTIMED: u32 = FAULT_RETRIES + 1;
+    /// `handle_mm_fault` calls timed into the fault latency histograms:
+    /// with the two above, every call, each counted where pgfault is.
+    pub const FAULT_TIMED: u32 = FAULT_UNTIMED + 1;
     /// Number of slots in the array.
-    pub const COUNT: u32 = KHUGEPAGED_SCANS + 1;
+    pub const COUNT: u32 = FAULT_TIMED + 1;
 }
 
 /// Fault counts of the process last seen faulting on one CPU, not yet added

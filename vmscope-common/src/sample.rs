@@ -43,11 +43,26 @@ pub mod stat {
 pub mod timing {
     /// Program slots (`rmap_fentry_N`/`rmap_fexit_N`).
     pub const SLOTS: u32 = 24;
-    /// Slot of `RMAP_NS` holding the time in outermost rmap walks (a walk
-    /// called inside another is not counted twice).
-    pub const OUTER_NS: u32 = SLOTS;
-    /// `INFLIGHT` kinds (low byte of the key): 64 + slot for a call's start,
-    /// 63 for the outermost walk's start and the nesting depth.
-    pub const KIND_BASE: u64 = 64;
+    /// The last slot is the calibration's: loaded on a function of known,
+    /// tiny cost (`getppid`'s syscall function) to learn what timing one
+    /// call adds.
+    pub const CALIBRATION_SLOT: u32 = SLOTS - 1;
+    /// Fields of `RMAP_STATS`, each `SLOTS` wide: `field * SLOTS + slot`.
+    /// Every call, nested ones included.
+    pub const CALLS: u32 = 0;
+    /// Outermost calls that returned: the timed ones.
+    pub const OUTER: u32 = 1;
+    /// Nanoseconds in this slot's outermost calls.
+    pub const NS: u32 = 2;
+    /// Calls of any timed function made inside this slot's outermost calls
+    /// (their time is in `NS`, with their instrumentation's).
+    pub const NESTED: u32 = 3;
+    pub const FIELDS: u32 = 4;
+    /// `INFLIGHT` kind (low byte of the key) of a thread's outermost timed
+    /// call: its start, the nesting depth (`arg0`) and its slot (`arg1`).
     pub const KIND_OUTER: u64 = 63;
+    /// An outermost call older than this when another begins on the same
+    /// thread was left open (its fexit missed, at attach or detach): it is
+    /// replaced, not nested into.
+    pub const STALE_NS: u64 = 10_000_000_000;
 }

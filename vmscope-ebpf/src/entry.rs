@@ -84,9 +84,10 @@ pub fn cpu_clock_sample(ctx: PerfEventContext) -> u32 {
 }
 
 // Direct timing of rmap functions (see `timing.rs`): slot N is loaded for
-// the Nth function the loader plans, where the kernel allows fentry.
+// the Nth function the loader plans, where the kernel allows fentry; the
+// last slot is the calibration's.
 macro_rules! rmap_slots {
-    ($($slot:literal $entry:ident $exit:ident $count:ident),* $(,)?) => {
+    ($($slot:literal $entry:ident $exit:ident),* $(,)?) => {
         $(
             #[fentry]
             pub fn $entry(_ctx: FEntryContext) -> u32 {
@@ -94,16 +95,9 @@ macro_rules! rmap_slots {
                 0
             }
 
-            /// Counts calls only (rmap maintenance: no fexit).
-            #[fentry]
-            pub fn $count(_ctx: FEntryContext) -> u32 {
-                crate::timing::count($slot);
-                0
-            }
-
             #[fexit]
             pub fn $exit(_ctx: FExitContext) -> u32 {
-                crate::timing::exit($slot);
+                crate::timing::exit();
                 0
             }
         )*
@@ -111,30 +105,30 @@ macro_rules! rmap_slots {
 }
 
 rmap_slots!(
-    0 rmap_fentry_0 rmap_fexit_0 rmap_count_0,
-    1 rmap_fentry_1 rmap_fexit_1 rmap_count_1,
-    2 rmap_fentry_2 rmap_fexit_2 rmap_count_2,
-    3 rmap_fentry_3 rmap_fexit_3 rmap_count_3,
-    4 rmap_fentry_4 rmap_fexit_4 rmap_count_4,
-    5 rmap_fentry_5 rmap_fexit_5 rmap_count_5,
-    6 rmap_fentry_6 rmap_fexit_6 rmap_count_6,
-    7 rmap_fentry_7 rmap_fexit_7 rmap_count_7,
-    8 rmap_fentry_8 rmap_fexit_8 rmap_count_8,
-    9 rmap_fentry_9 rmap_fexit_9 rmap_count_9,
-    10 rmap_fentry_10 rmap_fexit_10 rmap_count_10,
-    11 rmap_fentry_11 rmap_fexit_11 rmap_count_11,
-    12 rmap_fentry_12 rmap_fexit_12 rmap_count_12,
-    13 rmap_fentry_13 rmap_fexit_13 rmap_count_13,
-    14 rmap_fentry_14 rmap_fexit_14 rmap_count_14,
-    15 rmap_fentry_15 rmap_fexit_15 rmap_count_15,
-    16 rmap_fentry_16 rmap_fexit_16 rmap_count_16,
-    17 rmap_fentry_17 rmap_fexit_17 rmap_count_17,
-    18 rmap_fentry_18 rmap_fexit_18 rmap_count_18,
-    19 rmap_fentry_19 rmap_fexit_19 rmap_count_19,
-    20 rmap_fentry_20 rmap_fexit_20 rmap_count_20,
-    21 rmap_fentry_21 rmap_fexit_21 rmap_count_21,
-    22 rmap_fentry_22 rmap_fexit_22 rmap_count_22,
-    23 rmap_fentry_23 rmap_fexit_23 rmap_count_23,
+    0 rmap_fentry_0 rmap_fexit_0,
+    1 rmap_fentry_1 rmap_fexit_1,
+    2 rmap_fentry_2 rmap_fexit_2,
+    3 rmap_fentry_3 rmap_fexit_3,
+    4 rmap_fentry_4 rmap_fexit_4,
+    5 rmap_fentry_5 rmap_fexit_5,
+    6 rmap_fentry_6 rmap_fexit_6,
+    7 rmap_fentry_7 rmap_fexit_7,
+    8 rmap_fentry_8 rmap_fexit_8,
+    9 rmap_fentry_9 rmap_fexit_9,
+    10 rmap_fentry_10 rmap_fexit_10,
+    11 rmap_fentry_11 rmap_fexit_11,
+    12 rmap_fentry_12 rmap_fexit_12,
+    13 rmap_fentry_13 rmap_fexit_13,
+    14 rmap_fentry_14 rmap_fexit_14,
+    15 rmap_fentry_15 rmap_fexit_15,
+    16 rmap_fentry_16 rmap_fexit_16,
+    17 rmap_fentry_17 rmap_fexit_17,
+    18 rmap_fentry_18 rmap_fexit_18,
+    19 rmap_fentry_19 rmap_fexit_19,
+    20 rmap_fentry_20 rmap_fexit_20,
+    21 rmap_fentry_21 rmap_fexit_21,
+    22 rmap_fentry_22 rmap_fexit_22,
+    23 rmap_fentry_23 rmap_fexit_23,
 );
 
 /// Swap attribution (see `swap.rs`).

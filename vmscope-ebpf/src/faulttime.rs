@@ -12,7 +12,7 @@ use aya_ebpf::{
     macros::map,
     maps::{LruHashMap, PerCpuArray},
 };
-use vmscope_common::{FaultTiming, hist, off};
+use vmscope_common::{FaultTiming, counter, hist, off};
 
 use crate::maps;
 
@@ -61,6 +61,7 @@ pub fn exit(vma: u64, flags: u32, ret: u32) {
         } else {
             let tid = maps::current_tid();
             let Some(&start) = FAULT_SLEEPING.get(tid) else {
+                maps::count(counter::FAULT_UNTIMED);
                 return;
             };
             let _ = FAULT_SLEEPING.remove(tid);
@@ -70,6 +71,7 @@ pub fn exit(vma: u64, flags: u32, ret: u32) {
     // A fault to be retried is timed once, when the retry completes, from
     // this first attempt's start; the kernel counts it once, as major.
     if ret & VM_FAULT_RETRY != 0 {
+        maps::count(counter::FAULT_RETRIES);
         let tid = maps::current_tid();
         // SAFETY: a lookup whose value is only tested for presence.
         if unsafe { FAULT_RETRYING.get(tid) }.is_none() {
@@ -95,6 +97,7 @@ pub fn exit(vma: u64, flags: u32, ret: u32) {
     // SAFETY: the vma's file pointer; the helper checks the read.
     let file = unsafe { bpf_probe_read_kernel((vma + at) as *const u64) }.is_ok_and(|f| f != 0);
     let id = hist::FAULT_BASE + 2 * u32::from(major) + u32::from(file);
+    maps::count(counter::FAULT_TIMED);
     maps::observe(id, maps::now().saturating_sub(start));
 }
 

@@ -1,78 +1,85 @@
-//! Direct timing of rmap functions: fentry counts a call (and notes its
-//! start), fexit records its latency; maintenance functions get a
-//! count-only fentry. The loader loads slot N for the Nth planned function.
-//! Walks nested in walks (try_to_unmap -> rmap_walk -> page_vma_mapped_walk)
-//! each get their own histogram; `OUTER_NS` adds up only the outermost.
+//! Direct timing of rmap functions: fentry counts a call and, when no other
+//! timed call is open on the thread, notes its start; fexit of that
+//! outermost call records its latency. Calls nested inside it (rmap_walk
+//! under folio_referenced, a maintenance call under a walk) are counted
+//! against the outermost one's slot and not timed on their own: their time
+//! is already in it, and user space subtracts what their instrumentation
+//! added (the calibration slot measures that on the running kernel).
+//!
+//! One `INFLIGHT` entry per thread (the outermost call), so a timed call
+//! costs one hash insert and one delete however deep the nesting.
 
 use aya_ebpf::{macros::map, maps::PerCpuArray};
 use vmscope_common::{
     HIST_BUCKETS, hist_bucket,
-    sample::timing::{KIND_BASE, KIND_OUTER, OUTER_NS, SLOTS},
+    sample::timing::{CALLS, FIELDS, KIND_OUTER, NESTED, NS, OUTER, SLOTS, STALE_NS},
 };
 
-use crate::maps::{INFLIGHT, begin_keyed, current_tid, end_keyed};
+use crate::maps::{INFLIGHT, begin_keyed, current_tid, now};
 
-/// Calls per slot.
+/// Per slot, `timing::FIELDS` counters: `field * SLOTS + slot`.
 #[map]
-pub static RMAP_CALLS: PerCpuArray<u64> = PerCpuArray::with_max_entries(SLOTS, 0);
+pub static RMAP_STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(SLOTS * FIELDS, 0);
 
-/// Nanoseconds per slot, then the outermost walks' total at `OUTER_NS`.
-#[map]
-pub static RMAP_NS: PerCpuArray<u64> = PerCpuArray::with_max_entries(SLOTS + 1, 0);
-
-/// Log2-ns latency histogram per slot.
+/// Log2-ns latency histogram of each slot's outermost calls.
 #[map]
 pub static RMAP_HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(SLOTS * HIST_BUCKETS, 0);
 
 #[inline(always)]
-fn add(arr: &PerCpuArray<u64>, idx: u32, n: u64) {
-    if let Some(p) = arr.get_ptr_mut(idx) {
+fn add(field: u32, slot: u32, n: u64) {
+    if let Some(p) = RMAP_STATS.get_ptr_mut(field * SLOTS + slot) {
         // Per-CPU slot: a plain add is safe.
         unsafe { *p += n };
     }
 }
 
 #[inline(always)]
-fn key(kind: u64) -> u64 {
-    (u64::from(current_tid()) << 8) | kind
-}
-
-/// A call of a counted-only function.
-#[inline(always)]
-pub fn count(slot: u32) {
-    add(&RMAP_CALLS, slot, 1);
+fn key() -> u64 {
+    (u64::from(current_tid()) << 8) | KIND_OUTER
 }
 
 /// A call of a timed function (its fexit is attached too).
 #[inline(always)]
 pub fn enter(slot: u32) {
-    add(&RMAP_CALLS, slot, 1);
-    begin_keyed(key(KIND_BASE + u64::from(slot)), 0, 0);
-    let outer = key(KIND_OUTER);
-    match INFLIGHT.get_ptr_mut(outer) {
-        // Already inside a walk: one level deeper.
-        Some(p) => unsafe { (*p).arg0 += 1 },
-        None => begin_keyed(outer, 1, 0),
+    add(CALLS, slot, 1);
+    let k = key();
+    if let Some(p) = INFLIGHT.get_ptr_mut(k) {
+        // SAFETY: the entry's fields are plain integers.
+        unsafe {
+            if now().saturating_sub((*p).start_ns) < STALE_NS {
+                (*p).arg0 += 1;
+                add(NESTED, ((*p).arg1 as u32) % SLOTS, 1);
+                return;
+            }
+        }
     }
+    // The start is read last, so that as little of this program as
+    // possible falls inside the measured span.
+    begin_keyed(k, 1, u64::from(slot));
 }
 
 #[inline(always)]
-pub fn exit(slot: u32) {
-    if let Some((_, ns)) = end_keyed(key(KIND_BASE + u64::from(slot))) {
-        add(&RMAP_HIST, slot * HIST_BUCKETS + hist_bucket(ns), 1);
-        add(&RMAP_NS, slot, ns);
-    }
-    let outer = key(KIND_OUTER);
-    let depth = match INFLIGHT.get_ptr_mut(outer) {
-        Some(p) => unsafe {
-            (*p).arg0 = (*p).arg0.saturating_sub(1);
-            (*p).arg0
-        },
-        None => return,
+pub fn exit() {
+    // Read first, for the same reason as the start in `enter`.
+    let t = now();
+    let k = key();
+    let Some(p) = INFLIGHT.get_ptr_mut(k) else {
+        return;
     };
-    if depth == 0
-        && let Some((_, ns)) = end_keyed(outer)
-    {
-        add(&RMAP_NS, OUTER_NS, ns);
+    // SAFETY: as above; the values are copied before the entry goes.
+    let (start, slot) = unsafe {
+        let rec = *p;
+        if rec.arg0 > 1 {
+            (*p).arg0 = rec.arg0 - 1;
+            return;
+        }
+        (rec.start_ns, (rec.arg1 as u32) % SLOTS)
+    };
+    let ns = t.saturating_sub(start);
+    let _ = INFLIGHT.remove(k);
+    add(OUTER, slot, 1);
+    add(NS, slot, ns);
+    if let Some(h) = RMAP_HIST.get_ptr_mut(slot * HIST_BUCKETS + hist_bucket(ns)) {
+        unsafe { *h += 1 };
     }
 }

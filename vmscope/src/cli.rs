@@ -676,6 +676,12 @@ pub struct RecordArgs {
           value_parser = clap::value_parser!(u32).range(0..=10000))]
     pub sample_hz: u32,
 
+    /// Where rmap functions are timed directly (fentry), time the rmap
+    /// maintenance functions too (adding and removing entries on fault,
+    /// fork and unmap). Off by default: they run on every page fault.
+    #[arg(long)]
+    pub rmap_maintenance: bool,
+
     /// The command to run and observe (after `--`).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,

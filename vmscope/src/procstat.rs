@@ -169,6 +169,29 @@ pub fn read() -> io::Result<Vmstat> {
     std::fs::read_to_string(VMSTAT_PATH).map(|text| parse(&text))
 }
 
+/// `/proc/vmstat` read into `buf`, which the caller keeps (and has
+/// touched), so that the read itself allocates nothing and takes no page
+/// fault: a sampler that reads its own fault counters just before can set
+/// them beside pgfault exactly.
+pub fn read_into(buf: &mut [u8]) -> io::Result<Vmstat> {
+    use std::io::Read as _;
+    let mut f = std::fs::File::open(VMSTAT_PATH)?;
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    if n == buf.len() {
+        return Err(io::Error::other(format!(
+            "{VMSTAT_PATH} is larger than {} bytes",
+            buf.len()
+        )));
+    }
+    Ok(parse(&String::from_utf8_lossy(&buf[..n])))
+}
+
 /// Path of the kernel's CPU time accounting.
 pub const STAT_PATH: &str = "/proc/stat";
 

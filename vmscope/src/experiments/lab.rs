@@ -103,8 +103,9 @@ const MMAP_LOCK_EVIDENCE: &[Evidence] = &[
 const RMAP_EVIDENCE: &[Evidence] = &[
     ev("reclaim time per page", "rmap/reclaim_per_page_ns"),
     ev("pages reclaimed", "rmap/reclaimed_pages"),
-    ev("rmap walk CPU (sampled)", "rmap_walk_cpu"),
+    ev("rmap walk CPU", "rmap_walk_cpu"),
     ev("rmap walk share of CPU", "rmap_walk_share"),
+    ev("rmap walk share, sampled", "rmap_walk_share_sampled"),
     ev("rmap maintenance CPU", "rmap_maint_cpu"),
     ev("memcg reclaim p50", "reclaim_memcg.p50"),
     ev("memcg reclaim p99", "reclaim_memcg.p99"),

@@ -781,6 +781,39 @@ pub const COUNTERS: &[Counter] = &[
         ),
     ),
     c(
+        "fault_retries",
+        counter::FAULT_RETRIES,
+        probe::FAULT_TIMING,
+        "attempts",
+        "Fault attempts handle_mm_fault returned for a retry (VM_FAULT_RETRY, per-VMA-lock fallbacks): not timed, never in the task's faults; in pgfault on older kernels (6.1), not on newer ones (6.12).",
+        Export::Plain(
+            "vmscope_fault_retries_total",
+            "Fault attempts handle_mm_fault returned for a retry: not timed, never in the task's faults.",
+        ),
+    ),
+    c(
+        "fault_timed",
+        counter::FAULT_TIMED,
+        probe::FAULT_TIMING,
+        "faults",
+        "handle_mm_fault calls timed into the fault latency histograms; with fault_retries and fault_untimed, every call pgfault counts.",
+        Export::Plain(
+            "vmscope_fault_timed_total",
+            "handle_mm_fault calls timed into the fault latency histograms.",
+        ),
+    ),
+    c(
+        "fault_untimed",
+        counter::FAULT_UNTIMED,
+        probe::FAULT_TIMING,
+        "faults",
+        "Faults whose handling ended without a recorded start (begun before attach, or the record evicted): not timed.",
+        Export::Plain(
+            "vmscope_fault_untimed_total",
+            "Faults whose handling ended without a recorded start: not timed.",
+        ),
+    ),
+    c(
         "mmap_lock_failed",
         counter::MMAP_LOCK_FAILED,
         probe::MMAP_LOCK,
@@ -1884,6 +1917,20 @@ pub const RUN_ROWS: &[RunRow] = &[
         false,
         "Share of CPU time in reverse-mapping walks.",
         |r| rmap(r).map(|x| 100.0 * x.rmap_walk.share),
+    ),
+    row(
+        "rmap_walk_share_sampled",
+        "%",
+        Lower,
+        Rest,
+        false,
+        "Share of CPU time inside reverse-mapping walks by the stack sampler running beside direct timing (a walk anywhere on the stack), to set beside rmap_walk_share.",
+        |r| {
+            rmap(r)?
+                .sampled
+                .as_ref()
+                .map(|s| 100.0 * s.inside_walk.share)
+        },
     ),
     row(
         "rmap_maint_cpu",

@@ -168,6 +168,7 @@ impl Setup {
             swap: loader::SwapAttach::Auto,
             sample_hz: args.sample_hz,
             mmap_lock: args.mmap_lock,
+            rmap_maintenance: args.rmap_maintenance,
         })?;
         for (names, why) in loader::unusable_by_reason(&source.probes) {
             log::warn!("{names} unavailable: {why}");
@@ -316,6 +317,20 @@ impl Book {
             incomplete: failure.as_ref().map(|e| format!("{e:#}")),
             child: child_report.clone(),
         });
+        // Two methods that disagree are said in words, not only in JSON.
+        if let Some(a) = rec
+            .totals
+            .vm
+            .rmap
+            .as_ref()
+            .and_then(|r| r.agreement.as_ref())
+        {
+            if a.agree {
+                log::info!("{}", a.summary);
+            } else {
+                log::warn!("{}", a.summary);
+            }
+        }
         let written = match stream.as_mut() {
             Some(w) => {
                 let mut rec = rec;

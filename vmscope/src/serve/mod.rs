@@ -382,6 +382,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         // The exporter has no rmap series yet.
         sample_hz: 0,
         mmap_lock: args.mmap_lock,
+        rmap_maintenance: false,
     })?;
     let mut state = State {
         fault_source: Some(source.fault_source),

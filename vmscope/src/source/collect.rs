@@ -34,6 +34,8 @@ use crate::model::sample::{
 
 /// Reads samples from loaded probes.
 pub struct Collector {
+    /// Where `/proc/vmstat` is read (see `sample`).
+    vmstat_buf: Vec<u8>,
     start: Instant,
     page_size: u64,
     last: HashMap<u32, ProcSample>,
@@ -67,9 +69,13 @@ pub struct Collector {
     doomed_mms: Vec<u64>,
 }
 
+/// Room for `/proc/vmstat` (about 5 KiB on 6.18).
+const VMSTAT_BUF: usize = 64 * 1024;
+
 impl Collector {
     pub fn new(start: Instant) -> Self {
         Self {
+            vmstat_buf: Vec::new(),
             start,
             page_size: page_size(),
             last: HashMap::new(),
@@ -94,7 +100,15 @@ impl Collector {
     /// afterwards. (The stack sampler's counts are drained as they are
     /// read: draining is how that map is read.)
     pub fn sample(&mut self, probes: &mut Loaded) -> anyhow::Result<Sample> {
+        // The counters and /proc/vmstat back to back, with nothing between
+        // that could fault (the buffers were used once before), so the
+        // fault-timing counters and pgfault describe one instant.
+        if self.vmstat_buf.is_empty() {
+            self.vmstat_buf = vec![b' '; VMSTAT_BUF];
+            let _ = read_counters(probes)?;
+        }
         let counters = read_counters(probes)?;
+        let vmstat = procstat::read_into(&mut self.vmstat_buf).unwrap_or_default();
         let (table, entries, cached) = read_procs(probes)?;
         if self.names.is_none()
             && let Ok(h) = &probes.cgroups
@@ -118,7 +132,6 @@ impl Collector {
             s.forget(&exited);
         }
         let c = |i: u32| counters.get(i as usize).copied().unwrap_or(0);
-        let vmstat = procstat::read().unwrap_or_default();
         let faults = self.system_faults(&c, &vmstat);
         let (hists, stall_ns_by_cpu) = self.changed_hists(probes)?;
         let rmap = probes.rmap.as_mut().map(|s| s.read()).transpose()?;

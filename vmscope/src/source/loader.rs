@@ -39,6 +39,9 @@ pub struct LoadOptions {
     pub sample_hz: u32,
     /// Attach the mmap_lock probes (opt-in: see [`MMAP_LOCK_OFF`]).
     pub mmap_lock: bool,
+    /// Where rmap functions are timed directly, time the maintenance
+    /// functions too (they run on every fault, fork and unmap).
+    pub rmap_maintenance: bool,
 }
 
 /// Why the mmap_lock probes are not attached unless asked for.
@@ -878,8 +881,9 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     let pending_swap = attach_tracepoints(&mut ebpf, plans, &raw, &btf, opts.swap, &mut probes);
     probes.push(attach_major_faults(&mut ebpf, &disabled));
     attach_fault_books(&mut ebpf, task, &disabled, &mut probes);
-    let (rmap, status) = crate::source::rmap::attach(&mut ebpf, opts.sample_hz, &disabled);
-    probes.push(status);
+    let (rmap, statuses) =
+        crate::source::rmap::attach(&mut ebpf, opts.sample_hz, opts.rmap_maintenance, &disabled);
+    probes.extend(statuses);
     probes.push(cgroup_status(&cgroups));
     let mut loaded = Loaded::new(
         ebpf,

@@ -73,6 +73,7 @@ pub fn run(args: TopArgs) -> anyhow::Result<u8> {
             swap: loader::SwapAttach::Auto,
             sample_hz: args.sample_hz,
             mmap_lock: args.mmap_lock,
+            rmap_maintenance: false,
         })?;
         for &pid in &args.pid {
             source.track(pid)?;

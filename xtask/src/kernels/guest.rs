@@ -131,6 +131,9 @@ show cgb.ru /tmp/cgb.ru
 rec rmap64 -- vmscope workload rmap --sharers {rmap_sharers} --size {rmap_size}M
 rec rmap1 -- vmscope workload rmap --sharers 1 --size {rmap_size}M
 (export VMSCOPE_DISABLE_PROBES=fentry:rmap; rec rmap64s -- vmscope workload rmap --sharers {rmap_sharers} --size {rmap_size}M)
+# The lab: both variants, interleaved, recorded with both methods.
+section labrmap vmscope lab rmap -r 2 --sharers {rmap_sharers} --size {rmap_size}M --format json -o /tmp/labrmap
+settle
 
 # OOM kills last: a memcg OOM at a parent's limit, then a system-wide one.
 mkdir -p /sys/fs/cgroup/o /sys/fs/cgroup/g

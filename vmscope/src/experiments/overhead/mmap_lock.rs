@@ -70,6 +70,7 @@ fn once(mode: Mode, work: &MmapLockWork) -> anyhow::Result<(f64, Outcome)> {
             swap: SwapAttach::Auto,
             sample_hz: 0,
             mmap_lock,
+            rmap_maintenance: false,
         })
     };
     let run = || Ok((mprotect_loop(200_000)?, measure(work, Storm::Mprotect)?));

@@ -114,6 +114,7 @@ fn attached_hooks(swap: SwapAttach) -> anyhow::Result<Vec<Hook>> {
         swap,
         sample_hz: 0,
         mmap_lock: false,
+        rmap_maintenance: false,
     })?;
     Ok(probes
         .probes
@@ -250,6 +251,7 @@ fn measure(mode: Mode, hooks: &[Vec<Hook>; 3], args: &OverheadArgs) -> anyhow::R
                 swap,
                 sample_hz: 0,
                 mmap_lock: false,
+                rmap_maintenance: false,
             })?;
             run()
         }
@@ -259,6 +261,7 @@ fn measure(mode: Mode, hooks: &[Vec<Hook>; 3], args: &OverheadArgs) -> anyhow::R
                 swap: SwapAttach::Never,
                 sample_hz: 0,
                 mmap_lock: false,
+                rmap_maintenance: false,
             })?;
             run()
         }

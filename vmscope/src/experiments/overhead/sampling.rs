@@ -142,6 +142,7 @@ impl Measured {
             swap: SwapAttach::Never,
             sample_hz: if mode == 1 { args.sample_hz } else { 0 },
             mmap_lock: false,
+            rmap_maintenance: false,
         })?;
         let _floor = if mode == 2 {
             Some(floor(args.sample_hz)?)

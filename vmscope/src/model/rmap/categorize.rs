@@ -348,6 +348,25 @@ fn rule_of(frame: &str) -> Option<Category> {
         .map(|r| r.category)
 }
 
+/// Whether a sample ran inside an rmap walk: any frame of its stack is a
+/// walk's, whatever the innermost frame (a TLB flush the walk made, a
+/// tracer that fired in it). That is what direct timing's span covers,
+/// less direct timing's own instrumentation: a sample in an fentry/fexit
+/// trampoline or in vmscope's rmap timing programs has the timed function
+/// on its stack, but its cost is the calibration's, and is not the walk's.
+pub fn within_walk(frames: &[&str]) -> bool {
+    let timing = |f: &str| {
+        let f = base_name(f);
+        f.starts_with("bpf_trampoline_")
+            || (f.starts_with("bpf_prog_")
+                && (f.contains("_rmap_fentry_") || f.contains("_rmap_fexit_")))
+    };
+    frames
+        .iter()
+        .any(|f| rule_of(f) == Some(Category::RmapWalk))
+        && !frames.iter().any(|f| timing(f))
+}
+
 /// The category and context of one sample: `frames` are the symbolized
 /// kernel frames, innermost first (empty for a sample in user code);
 /// `tgid` is the sampled process (0 for the idle task).
@@ -388,6 +407,34 @@ pub fn classify(frames: &[&str], tgid: u32) -> (Category, Context) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inside_a_walk_counts_its_flushes_and_tracers_but_not_the_timing() {
+        let walk = ["try_to_unmap_one", "rmap_walk_anon", "try_to_unmap"];
+        let flush = ["smp_call_function_many_cond", "flush_tlb_mm_range"];
+        let tracer = [
+            "bpf_prog_6d2d2f6ac1b3c3a1_rss_stat_btf",
+            "__bpf_trace_rss_stat",
+        ];
+        let with = |inner: &[&'static str]| -> Vec<&'static str> {
+            inner.iter().chain(walk.iter()).copied().collect()
+        };
+        assert!(within_walk(&walk));
+        assert!(within_walk(&with(&flush)));
+        assert!(within_walk(&with(&tracer)));
+        // Direct timing's own programs and trampolines on a timed walk.
+        assert!(!within_walk(&[
+            "bpf_prog_0123456789abcdef_rmap_fentry_1",
+            "bpf_trampoline_6442453466",
+            "try_to_unmap",
+        ]));
+        assert!(!within_walk(&[
+            "bpf_trampoline_6442453466",
+            "folio_referenced"
+        ]));
+        assert!(!within_walk(&["shrink_folio_list", "shrink_lruvec"]));
+        assert!(!within_walk(&[]));
+    }
 
     /// Stacks captured on the development VM (kernel 6.18) with
     /// `VMSCOPE_DUMP_STACKS`, one per paragraph: a `# tgid comm count` line,

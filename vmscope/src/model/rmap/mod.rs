@@ -81,13 +81,92 @@ pub struct RmapSample {
     /// Processes whose counts changed since the previous sample.
     #[serde(default)]
     pub procs: Vec<RmapProc>,
+    /// Samples with a walk anywhere on their stack, whatever the innermost
+    /// frame: the TLB flushes a walk made and tracers that fired in it
+    /// included (what direct timing's span holds).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inside_walk: u64,
     /// Direct timing: per function.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub functions: Vec<FnSample>,
     /// Direct timing: nanoseconds in outermost rmap walks (a walk inside
-    /// another counted once).
+    /// another counted once), the instrumentation inside them included.
     #[serde(default)]
     pub outer_walk_ns: u64,
+    /// Direct timing: nanoseconds in outermost maintenance calls (only when
+    /// they were asked for).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub outer_maintenance_ns: u64,
+    /// Direct timing: what timing one call costs on this kernel, measured
+    /// at start-up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<Calibration>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// What timing one call costs on the running kernel, measured when direct
+/// timing attaches: the timing programs are loaded on a function of known,
+/// tiny cost (`bpf_fentry_test1`, through test runs) and it is called in rounds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Calibration {
+    /// The function the programs were loaded on.
+    pub function: String,
+    pub rounds: u32,
+    pub calls_per_round: u64,
+    /// Nanoseconds a timed call adds inside its own measured span: what
+    /// the programs measured per call of the calibration function (its
+    /// own few nanoseconds included). Median of the rounds, then the
+    /// smallest and largest round.
+    pub inside_ns: f64,
+    pub inside_ns_min: f64,
+    pub inside_ns_max: f64,
+    /// Nanoseconds a timed call costs its caller in all (wall clock per
+    /// call with the programs attached minus without, interleaved rounds):
+    /// what a call nested inside a timed one adds to it, and what timing
+    /// costs the workload. Median, smallest and largest round.
+    pub call_ns: f64,
+    pub call_ns_min: f64,
+    pub call_ns_max: f64,
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+impl Calibration {
+    /// From each round's inside and whole cost per call.
+    pub fn from_rounds(function: &str, calls: u64, inside: &[f64], whole: &[f64]) -> Calibration {
+        let lo = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = |v: &[f64]| v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Calibration {
+            function: function.to_string(),
+            rounds: u32::try_from(inside.len()).unwrap_or(u32::MAX),
+            calls_per_round: calls,
+            inside_ns: median(inside),
+            inside_ns_min: lo(inside),
+            inside_ns_max: hi(inside),
+            // A round can come out below zero on a noisy machine; the cost
+            // is not negative.
+            call_ns: median(whole).max(0.0),
+            call_ns_min: lo(whole),
+            call_ns_max: hi(whole),
+        }
+    }
+
+    /// Nanoseconds of `outer` outermost calls with `nested` timed calls
+    /// inside them that the instrumentation put into their measured time.
+    pub fn bias_ns(&self, outer: u64, nested: u64) -> f64 {
+        outer as f64 * self.inside_ns + nested as f64 * self.call_ns.max(self.inside_ns)
+    }
 }
 
 /// One directly timed function's cumulative figures.
@@ -95,10 +174,19 @@ pub struct RmapSample {
 pub struct FnSample {
     pub function: String,
     pub kind: Kind,
+    /// Every call, nested ones included.
     pub calls: u64,
-    /// Time inside it (walks only; nested walks included).
+    /// Calls that were the outermost timed call on their thread: the timed
+    /// ones.
+    #[serde(default)]
+    pub outer_calls: u64,
+    /// Timed calls (of any function) made inside this one's outermost
+    /// calls: their time, and their instrumentation's, is in `ns`.
+    #[serde(default)]
+    pub nested: u64,
+    /// Time inside its outermost calls.
     pub ns: u64,
-    /// Log2-ns latency buckets `[bucket, count]` (walks only).
+    /// Log2-ns latency buckets `[bucket, count]` of its outermost calls.
     pub buckets: Vec<[u64; 2]>,
 }
 
@@ -108,7 +196,12 @@ pub struct FnTotal {
     pub function: String,
     pub kind: Kind,
     pub calls: u64,
-    /// Walks only.
+    /// Calls that were outermost, and timed calls nested inside them.
+    #[serde(default)]
+    pub outer_calls: u64,
+    #[serde(default)]
+    pub nested: u64,
+    /// Latency of its outermost calls, as measured (not corrected).
     pub latency: Option<crate::model::hist::Summary>,
 }
 
@@ -197,6 +290,30 @@ pub struct RmapTotals {
     /// Direct timing: every attached function.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub functions: Vec<FnTotal>,
+    /// Direct timing: the walks' time as measured, before the
+    /// instrumentation's own time (`calibration`) is taken out of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rmap_walk_measured: Option<Share>,
+    /// Direct timing: timed calls made inside other timed calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nested_calls: Option<u64>,
+    /// Direct timing: what timing one call costs on this kernel, measured
+    /// at start-up; null when it could not be measured (then nothing is
+    /// corrected, and `method_reason` says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<Calibration>,
+    /// Direct timing: CPU-seconds the timing cost the workload (timed
+    /// calls x the calibrated cost of one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing_cpu_seconds: Option<f64>,
+    /// Direct timing with the stack sampler running beside it: the
+    /// sampler's figures of the same run (its categories, contexts and
+    /// processes fill the fields below).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<SampledFigures>,
+    /// Whether the two methods agree on the walks' share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agreement: Option<Agreement>,
     /// Every category, by name.
     pub categories: BTreeMap<String, Share>,
     /// Every context, by name.
@@ -205,6 +322,78 @@ pub struct RmapTotals {
     pub by_context: BTreeMap<String, BTreeMap<String, u64>>,
     /// At most `TOP_PROCESSES` rows, most samples first.
     pub processes: Vec<RmapProcTotal>,
+}
+
+/// The stack sampler's figures beside direct timing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct SampledFigures {
+    pub rate_hz: u32,
+    pub samples: u64,
+    pub lost_samples: u64,
+    /// Samples whose innermost categorised frame is a walk's.
+    pub rmap_walk: Share,
+    /// Samples with a walk anywhere on the stack (its TLB flushes and the
+    /// tracers that fired in it included): what direct timing's span
+    /// covers, so what the agreement compares.
+    pub inside_walk: Share,
+    pub rmap_maintenance: Share,
+}
+
+/// Direct timing (corrected) against stack sampling, on the walks' share
+/// of all CPU time in one run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Agreement {
+    pub direct_share: f64,
+    pub sampled_share: f64,
+    pub sampled_share_stderr: f64,
+    /// The largest difference that counts as agreement: 5 points or a
+    /// quarter of the sampled share, whichever is larger.
+    pub tolerance: f64,
+    pub agree: bool,
+    /// One line for people.
+    pub summary: String,
+}
+
+/// The tolerance of [`agreement`]: max(5 points, 25% of the sampled share).
+pub fn tolerance(sampled: f64) -> f64 {
+    (0.25 * sampled).max(0.05)
+}
+
+/// Whether a corrected direct share and a sampled share of the same
+/// workload agree, in words.
+pub fn agreement(direct: f64, sampled: f64, sampled_stderr: f64) -> Agreement {
+    let tol = tolerance(sampled);
+    let agree = (direct - sampled).abs() <= tol;
+    let pct = |x: f64| 100.0 * x;
+    let summary = if agree {
+        format!(
+            "rmap walks: {:.1}% of CPU timed directly (corrected), {:.1}% ± {:.1} sampled \
+             inside walks: the methods agree (within {:.1} points)",
+            pct(direct),
+            pct(sampled),
+            pct(sampled_stderr),
+            pct(tol)
+        )
+    } else {
+        format!(
+            "rmap walks: {:.1}% of CPU timed directly (corrected) but {:.1}% ± {:.1} sampled \
+             inside walks: the methods disagree by more than {:.1} points; the direct figure may still hold \
+             instrumentation cost the calibration missed (cold caches, contention), or the \
+             sampler too few samples: check `rmap.calibration` and the sample count",
+            pct(direct),
+            pct(sampled),
+            pct(sampled_stderr),
+            pct(tol)
+        )
+    };
+    Agreement {
+        direct_share: direct,
+        sampled_share: sampled,
+        sampled_share_stderr: sampled_stderr,
+        tolerance: tol,
+        agree,
+        summary,
+    }
 }
 
 /// Samples in one interval: rmap walk, rmap maintenance, all.
@@ -270,13 +459,25 @@ pub fn totals(
     samples: &[crate::model::sample::Sample],
     probes: &[ProbeStatus],
 ) -> Result<RmapTotals, String> {
+    let status = probes.iter().find(|p| p.probe == PROBE);
     if let Some(d) = probes
         .iter()
         .find(|p| p.probe == DIRECT_PROBE && p.attached)
     {
-        return direct_totals(samples, d.reason.clone().unwrap_or_default());
+        let mut t = direct_totals(samples, d.reason.clone().unwrap_or_default())?;
+        if status.is_some_and(|p| p.attached)
+            && let Ok(sampled) = sampled_totals(samples, String::new())
+            && sampled.samples > 0
+        {
+            let with: Vec<&RmapSample> = samples.iter().filter_map(|s| s.rmap.as_ref()).collect();
+            let inside = match (with.first(), with.last()) {
+                (Some(a), Some(b)) => b.inside_walk.saturating_sub(a.inside_walk),
+                _ => 0,
+            };
+            beside(&mut t, sampled, inside);
+        }
+        return Ok(t);
     }
-    let status = probes.iter().find(|p| p.probe == PROBE);
     let reason = status.and_then(|p| p.reason.clone()).unwrap_or_default();
     match status {
         Some(p) if p.attached => {}
@@ -387,11 +588,45 @@ fn sampled_totals(
         walk_calls: None,
         maintenance_calls: None,
         functions: Vec::new(),
+        rmap_walk_measured: None,
+        nested_calls: None,
+        calibration: None,
+        timing_cpu_seconds: None,
+        sampled: None,
+        agreement: None,
         categories,
         contexts,
         processes: process_totals(samples, period),
         by_context,
     })
+}
+
+/// The sampler's figures of the same run into direct timing's totals.
+fn beside(t: &mut RmapTotals, s: RmapTotals, inside_walk: u64) {
+    let maintenance = s.rmap_maintenance.clone().unwrap_or_default();
+    let period_ns = if s.samples > 0 {
+        (s.sampled_cpu_seconds * 1e9 / s.samples as f64).round() as u64
+    } else {
+        0
+    };
+    let inside = Share::of(inside_walk, s.samples, period_ns);
+    t.agreement = Some(agreement(
+        t.rmap_walk.share,
+        inside.share,
+        inside.share_stderr,
+    ));
+    t.sampled = Some(SampledFigures {
+        rate_hz: s.rate_hz,
+        samples: s.samples,
+        lost_samples: s.lost_samples,
+        rmap_walk: s.rmap_walk,
+        inside_walk: inside,
+        rmap_maintenance: maintenance,
+    });
+    t.categories = s.categories;
+    t.contexts = s.contexts;
+    t.by_context = s.by_context;
+    t.processes = s.processes;
 }
 
 /// Totals of a direct-timing recording.
@@ -407,41 +642,67 @@ fn direct_totals(
         return Err("no sample read from the direct timer".into());
     };
     let mut functions = Vec::new();
-    let (mut walk_calls, mut maintenance_calls) = (0u64, 0u64);
+    // Calls, outermost calls, nested calls and outermost time per kind.
+    #[derive(Default)]
+    struct Sums {
+        calls: u64,
+        outer: u64,
+        nested: u64,
+        ns: u64,
+    }
+    let (mut walks, mut maint) = (Sums::default(), Sums::default());
     for f in &last.functions {
         let before = first.functions.iter().find(|x| x.function == f.function);
-        let calls = f
-            .calls
-            .checked_sub(before.map_or(0, |b| b.calls))
-            .ok_or("the call counts went backwards")?;
+        let d = |get: fn(&FnSample) -> u64| {
+            get(f)
+                .checked_sub(before.map_or(0, get))
+                .ok_or("the call counts went backwards")
+        };
+        let (calls, outer, nested, ns) = (
+            d(|x| x.calls)?,
+            d(|x| x.outer_calls)?,
+            d(|x| x.nested)?,
+            d(|x| x.ns)?,
+        );
         let hist = |s: &FnSample| crate::model::hist::HistSample {
             name: s.function.clone(),
             sum_ns: s.ns,
             buckets: s.buckets.clone(),
         };
-        let latency = match f.kind {
-            Kind::Walk => {
-                walk_calls += calls;
-                crate::model::hist::summarize(before.map(hist).as_ref(), &hist(f))
-            }
-            Kind::Maintenance => {
-                maintenance_calls += calls;
-                None
-            }
+        let sums = match f.kind {
+            Kind::Walk => &mut walks,
+            Kind::Maintenance => &mut maint,
         };
+        sums.calls += calls;
+        sums.outer += outer;
+        sums.nested += nested;
+        sums.ns += ns;
         functions.push(FnTotal {
             function: f.function.clone(),
             kind: f.kind,
             calls,
-            latency,
+            outer_calls: outer,
+            nested,
+            latency: crate::model::hist::summarize(before.map(hist).as_ref(), &hist(f)),
         });
     }
-    let walk_ns = last
-        .outer_walk_ns
-        .checked_sub(first.outer_walk_ns)
-        .ok_or("the walk time went backwards")?;
     let cpu_time_s = t1.saturating_sub(t0) as f64 / 1e9 * f64::from(last.cpus);
-    let cpu_seconds = walk_ns as f64 / 1e9;
+    let share = |ns: f64| Share {
+        samples: 0,
+        cpu_seconds: ns / 1e9,
+        share: if cpu_time_s > 0.0 {
+            ns / 1e9 / cpu_time_s
+        } else {
+            0.0
+        },
+        share_stderr: 0.0,
+    };
+    let calibration = last.calibration.clone();
+    let corrected = |s: &Sums| match &calibration {
+        Some(c) => (s.ns as f64 - c.bias_ns(s.outer, s.nested)).max(0.0),
+        None => s.ns as f64,
+    };
+    let has_maintenance = last.functions.iter().any(|f| f.kind == Kind::Maintenance);
     Ok(RmapTotals {
         method: Method::DirectTiming,
         method_reason: reason,
@@ -450,20 +711,19 @@ fn direct_totals(
         samples: 0,
         lost_samples: 0,
         sampled_cpu_seconds: cpu_time_s,
-        rmap_walk: Share {
-            samples: 0,
-            cpu_seconds,
-            share: if cpu_time_s > 0.0 {
-                cpu_seconds / cpu_time_s
-            } else {
-                0.0
-            },
-            share_stderr: 0.0,
-        },
-        rmap_maintenance: None,
-        walk_calls: Some(walk_calls),
-        maintenance_calls: Some(maintenance_calls),
+        rmap_walk: share(corrected(&walks)),
+        rmap_maintenance: has_maintenance.then(|| share(corrected(&maint))),
+        walk_calls: Some(walks.calls),
+        maintenance_calls: Some(maint.calls),
         functions,
+        rmap_walk_measured: Some(share(walks.ns as f64)),
+        nested_calls: Some(walks.nested + maint.nested),
+        timing_cpu_seconds: calibration
+            .as_ref()
+            .map(|c| (walks.calls + maint.calls) as f64 * c.call_ns / 1e9),
+        calibration,
+        sampled: None,
+        agreement: None,
         categories: BTreeMap::new(),
         contexts: BTreeMap::new(),
         by_context: BTreeMap::new(),
@@ -557,54 +817,149 @@ mod tests {
         assert!(totals(&s, &[]).is_err());
     }
 
-    #[test]
-    fn direct_timing_totals_are_outermost_walk_time_and_calls() {
-        let f = |function: &str, kind, calls, ns, buckets: Vec<[u64; 2]>| FnSample {
-            function: function.into(),
-            kind,
-            calls,
-            ns,
-            buckets,
-        };
-        let at = |t_s: u64, walk_calls, outer_ns, fork_calls| Sample {
+    fn direct_probe() -> ProbeStatus {
+        ProbeStatus {
+            probe: DIRECT_PROBE.into(),
+            method: "fentry".into(),
+            attached: true,
+            reason: Some("rmap method: direct timing: fentry/fexit on 2 rmap functions".into()),
+            deferred: false,
+        }
+    }
+
+    fn timed(
+        t_s: u64,
+        walk: (u64, u64, u64, u64),
+        fork_calls: u64,
+        calibration: Option<Calibration>,
+    ) -> Sample {
+        let (calls, outer, nested, ns) = walk;
+        Sample {
             elapsed_ns: t_s * 1_000_000_000,
             rmap: Some(RmapSample {
                 method: Method::DirectTiming,
                 cpus: 2,
-                outer_walk_ns: outer_ns,
+                outer_walk_ns: ns,
+                calibration,
                 functions: vec![
-                    f(
-                        "try_to_unmap",
-                        Kind::Walk,
-                        walk_calls,
-                        outer_ns,
-                        vec![[12, walk_calls]],
-                    ),
-                    f("anon_vma_fork", Kind::Maintenance, fork_calls, 0, vec![]),
+                    FnSample {
+                        function: "rmap_walk".into(),
+                        kind: Kind::Walk,
+                        calls,
+                        outer_calls: outer,
+                        nested,
+                        ns,
+                        buckets: vec![[12, outer]],
+                    },
+                    FnSample {
+                        function: "anon_vma_fork".into(),
+                        kind: Kind::Maintenance,
+                        calls: fork_calls,
+                        outer_calls: fork_calls,
+                        nested: 0,
+                        ns: fork_calls * 1000,
+                        buckets: vec![[10, fork_calls]],
+                    },
                 ],
                 ..Default::default()
             }),
             ..Default::default()
-        };
-        let probe = ProbeStatus {
-            probe: DIRECT_PROBE.into(),
-            method: "fentry".into(),
-            attached: true,
-            reason: Some("rmap method: direct timing: fentry/fexit on 20 rmap functions".into()),
-            deferred: false,
-        };
-        let s = [at(0, 5, 1_000_000, 1), at(10, 1005, 2_001_000_000, 65)];
-        let t = totals(&s, &[probe]).expect("totals");
+        }
+    }
+
+    #[test]
+    fn direct_timing_totals_are_outermost_walk_time_and_calls() {
+        let s = [
+            timed(0, (5, 5, 0, 1_000_000), 1, None),
+            timed(10, (1005, 1005, 0, 2_001_000_000), 65, None),
+        ];
+        let t = totals(&s, &[direct_probe()]).expect("totals");
         assert_eq!(t.method, Method::DirectTiming);
         assert!((t.rmap_walk.cpu_seconds - 2.0).abs() < 1e-9);
         // 2 s of 10 s x 2 CPUs.
         assert!((t.rmap_walk.share - 0.1).abs() < 1e-9);
         assert_eq!(t.walk_calls, Some(1000));
         assert_eq!(t.maintenance_calls, Some(64));
-        assert_eq!(t.rmap_maintenance, None);
-        let unmap = &t.functions[0];
-        assert_eq!(unmap.latency.as_ref().map(|l| l.count), Some(1000));
-        assert_eq!(t.functions[1].latency, None);
+        // 64 calls of 1 us, timed because they were attached.
+        let m = t.rmap_maintenance.expect("maintenance timed");
+        assert!((m.cpu_seconds - 64e-6).abs() < 1e-12);
+        assert_eq!(t.functions[0].latency.as_ref().map(|l| l.count), Some(1000));
+        assert_eq!(t.calibration, None);
+        assert_eq!(t.timing_cpu_seconds, None);
+        assert!(t.agreement.is_none(), "no sampler ran beside it");
+    }
+
+    #[test]
+    fn the_calibrated_cost_of_timing_is_taken_out_of_the_walks() {
+        // 1,000 outermost walks with 500 timed calls inside them; timing
+        // adds 300 ns inside each span and costs 800 ns per call.
+        let cal = Calibration::from_rounds(
+            "bpf_fentry_test1",
+            4000,
+            &[290.0, 300.0, 310.0],
+            &[790.0, 800.0, 820.0],
+        );
+        assert_eq!((cal.inside_ns, cal.call_ns), (300.0, 800.0));
+        assert_eq!((cal.inside_ns_min, cal.inside_ns_max), (290.0, 310.0));
+        let s = [
+            timed(0, (0, 0, 0, 0), 0, Some(cal.clone())),
+            timed(10, (1500, 1000, 500, 2_000_000_000), 0, Some(cal)),
+        ];
+        let t = totals(&s, &[direct_probe()]).expect("totals");
+        let bias = 1000.0 * 300.0 + 500.0 * 800.0;
+        assert!(
+            (t.rmap_walk.cpu_seconds - (2.0 - bias / 1e9)).abs() < 1e-12,
+            "{:?}",
+            t.rmap_walk
+        );
+        let measured = t.rmap_walk_measured.expect("measured");
+        assert!((measured.cpu_seconds - 2.0).abs() < 1e-12);
+        assert_eq!(t.nested_calls, Some(500));
+        let cost = t.timing_cpu_seconds.expect("timing cost");
+        assert!((cost - 1500.0 * 800.0 / 1e9).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_sampler_beside_direct_timing_gives_the_agreement_in_words() {
+        let with_counts = |mut s: Sample, walk: u64, other: u64| {
+            let r = s.rmap.as_mut().expect("rmap");
+            r.rate_hz = 100;
+            r.period_ns = 10_000_000;
+            r.counts
+                .entry("rmap_walk".into())
+                .or_default()
+                .insert("direct_reclaim".into(), walk);
+            r.counts
+                .entry("user".into())
+                .or_default()
+                .insert("process".into(), other);
+            r.inside_walk = walk;
+            s
+        };
+        let probes = [direct_probe(), status(true)];
+        // Direct: 2 s of 20 CPU-s = 10%. Sampled: 240 of 1000 = 24%.
+        let far = [
+            with_counts(timed(0, (0, 0, 0, 0), 0, None), 0, 0),
+            with_counts(timed(10, (10, 10, 0, 2_000_000_000), 0, None), 240, 760),
+        ];
+        let t = totals(&far, &probes).expect("totals");
+        let a = t.agreement.expect("agreement");
+        assert!(!a.agree, "{a:?}");
+        assert!(a.summary.contains("disagree"), "{}", a.summary);
+        assert_eq!(t.sampled.as_ref().map(|s| s.samples), Some(1000));
+        assert_eq!(t.method, Method::DirectTiming);
+        assert_eq!(t.categories["rmap_walk"].samples, 240);
+        // Sampled 11%: within 5 points.
+        let near = [
+            with_counts(timed(0, (0, 0, 0, 0), 0, None), 0, 0),
+            with_counts(timed(10, (10, 10, 0, 2_000_000_000), 0, None), 110, 890),
+        ];
+        let a = totals(&near, &probes)
+            .expect("totals")
+            .agreement
+            .expect("agreement");
+        assert!(a.agree && a.summary.contains("agree"), "{a:?}");
+        assert!((a.tolerance - 0.05).abs() < 1e-12);
     }
 
     #[test]

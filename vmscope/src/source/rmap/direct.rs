@@ -12,7 +12,7 @@ use aya::{
 };
 use vmscope_common::{HIST_BUCKETS, sample::timing};
 
-use crate::source::kernel::errors::one_line;
+use crate::{model::rmap::Calibration, source::kernel::errors::one_line};
 
 /// The rmap walks, outermost first.
 pub const WALK: &[&str] = &[
@@ -27,10 +27,34 @@ pub const WALK: &[&str] = &[
     "page_vma_mapped_walk",
 ];
 
+/// The walks that carry the figure. Every walk starts in one of the
+/// callers, which the rest of mm calls from other files (so no kernel
+/// inlines them), or in `rmap_walk`/`rmap_walk_locked` called from other
+/// files (migration, idle-page tracking, DAMON). Inside rmap.c the
+/// compiler may inline `rmap_walk` into the callers (6.1 and 6.12 do,
+/// while keeping an out-of-line copy), so timing it alone would miss
+/// reclaim's walks: both are timed, and where the entry is out of line
+/// under a caller the call is counted as nested and its timing cost taken
+/// out. Where a caller is missing, the anon, file and KSM branches stand
+/// in for it. Nothing is timed per mapping (`page_vma_mapped_walk` runs
+/// once per VMA inside every walk: timing it cost more than the walk).
+pub const CALLERS: &[&str] = &[
+    "folio_referenced",
+    "try_to_unmap",
+    "try_to_migrate",
+    "folio_mkclean",
+];
+pub const ENTRIES: &[&str] = &["rmap_walk", "rmap_walk_locked"];
+pub const BRANCHES: &[&str] = &["rmap_walk_anon", "rmap_walk_file"];
+/// KSM's branch: timed beside the others where the kernel has it (KSM is
+/// not built everywhere, so its absence is no miss).
+pub const KSM_BRANCH: &str = "rmap_walk_ksm";
+
 /// Functions that add or remove rmap entries, each with the names it had
 /// on older kernels (tried in order when the current name is absent): the
 /// folio conversion renamed them around 6.3-6.8, and 6.1 has the `page_*`
-/// functions, which handle PTE and PMD mappings alike.
+/// functions, which handle PTE and PMD mappings alike. Timed only when
+/// asked (`--rmap-maintenance`): they run on every fault, fork and unmap.
 pub const MAINTENANCE: &[(&str, &[&str])] = &[
     ("folio_add_new_anon_rmap", &["page_add_new_anon_rmap"]),
     ("folio_add_anon_rmap_ptes", &["page_add_anon_rmap"]),
@@ -57,15 +81,6 @@ pub const MAINTENANCE: &[(&str, &[&str])] = &[
     ("__anon_vma_prepare", &[]),
 ];
 
-/// Every name direct timing may attach to.
-pub fn all_names() -> impl Iterator<Item = &'static str> {
-    WALK.iter().copied().chain(
-        MAINTENANCE
-            .iter()
-            .flat_map(|(f, older)| std::iter::once(*f).chain(older.iter().copied())),
-    )
-}
-
 use crate::model::rmap::Kind;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,66 +106,84 @@ pub struct KernelFunctions<'a> {
     pub only_clones: &'a dyn Fn(&str) -> bool,
 }
 
-/// The functions to attach to, and the ones missed with the reason. A walk
-/// that is inlined is still counted inside its callers (the outer walks are
-/// timed whole), but its own call count is missing.
-pub fn plan(k: &KernelFunctions<'_>) -> Plan {
+/// Why `f` cannot be attached, or `None` when it can.
+fn unusable(k: &KernelFunctions<'_>, f: &str) -> Option<String> {
+    if (k.symbol)(f) && (k.in_btf)(f) {
+        return None;
+    }
+    Some(if (k.symbol)(f) {
+        "no BTF entry, so fentry cannot attach (a kprobe could)".to_string()
+    } else if (k.only_clones)(f) {
+        "only compiler clones (e.g. .isra/.constprop) exist: the function was specialised \
+         and cannot be attached by name"
+            .to_string()
+    } else if (k.in_btf)(f) {
+        "inlined into every caller (BTF lists it, kallsyms does not): its walks are timed \
+         in the callers that are attached"
+            .to_string()
+    } else if f == "rmap_walk" {
+        "not in this kernel: inlined into its callers (as on about 5.19-6.8); its walks are \
+         timed in the functions it would have called"
+            .to_string()
+    } else {
+        "not in this kernel under this name or an older one; its walks are timed in the \
+         callers that are attached"
+            .to_string()
+    })
+}
+
+/// The functions to attach to, and the ones missed with the reason. Walks
+/// are timed at their entry (see [`ENTRIES`]); maintenance only when
+/// `maintenance` asks for it.
+pub fn plan(k: &KernelFunctions<'_>, maintenance: bool) -> Plan {
     let mut p = Plan::default();
-    let all = WALK.iter().map(|f| (*f, &[][..], Kind::Walk)).chain(
-        MAINTENANCE
-            .iter()
-            .map(|(f, older)| (*f, *older, Kind::Maintenance)),
-    );
-    let usable = |f: &str| (k.symbol)(f) && (k.in_btf)(f);
-    for (f, older, kind) in all {
-        if !usable(f)
-            && let Some(&name) = older.iter().find(|n| usable(n))
-        {
-            if p.attach.iter().any(|(a, _)| *a == name) {
-                p.missed.push(Missed {
-                    function: f,
-                    reason: format!(
-                        "this kernel has no separate function for it: {name}, which is \
-                         attached, does its work"
-                    ),
-                });
-            } else {
-                p.attach.push((name, kind));
+    // Each tier is needed only for the entries the tier above lacks.
+    let tier = |names: &[&'static str], p: &mut Plan| -> bool {
+        let mut complete = true;
+        for &f in names {
+            match unusable(k, f) {
+                None => p.attach.push((f, Kind::Walk)),
+                Some(reason) => {
+                    complete = false;
+                    p.missed.push(Missed {
+                        function: f,
+                        reason,
+                    });
+                }
             }
-            continue;
         }
-        let reason = if usable(f) {
-            None
-        } else if (k.symbol)(f) {
-            Some("no BTF entry, so fentry cannot attach (a kprobe could)".to_string())
-        } else if (k.only_clones)(f) {
-            Some(
-                "only compiler clones (e.g. .isra/.constprop) exist: the function was \
-                 specialised and cannot be attached by name"
-                    .to_string(),
-            )
-        } else if (k.in_btf)(f) {
-            Some(
-                "inlined into every caller (BTF lists it, kallsyms does not): its time \
-                 counts in the callers that are attached"
-                    .to_string(),
-            )
+        complete
+    };
+    let callers = tier(CALLERS, &mut p);
+    tier(ENTRIES, &mut p);
+    if !callers {
+        tier(BRANCHES, &mut p);
+        if unusable(k, KSM_BRANCH).is_none() {
+            p.attach.push((KSM_BRANCH, Kind::Walk));
+        }
+    }
+    if !maintenance {
+        return p;
+    }
+    for &(f, older) in MAINTENANCE {
+        let usable = |n: &str| unusable(k, n).is_none();
+        let name = if usable(f) {
+            Some(f)
         } else {
-            Some(if f == "rmap_walk" {
-                "not in this kernel: inlined into its callers (as on about 5.19-6.8); its \
-                 time counts in the callers that are attached"
-                    .to_string()
-            } else {
-                "not in this kernel under this name or an older one; work it did counts in \
-                 the callers that are attached"
-                    .to_string()
-            })
+            older.iter().copied().find(|n| usable(n))
         };
-        match reason {
-            None => p.attach.push((f, kind)),
-            Some(reason) => p.missed.push(Missed {
+        match name {
+            Some(name) if p.attach.iter().any(|(a, _)| *a == name) => p.missed.push(Missed {
                 function: f,
-                reason,
+                reason: format!(
+                    "this kernel has no separate function for it: {name}, which is \
+                     attached, does its work"
+                ),
+            }),
+            Some(name) => p.attach.push((name, Kind::Maintenance)),
+            None => p.missed.push(Missed {
+                function: f,
+                reason: unusable(k, f).unwrap_or_default(),
             }),
         }
     }
@@ -158,18 +191,21 @@ pub fn plan(k: &KernelFunctions<'_>) -> Plan {
 }
 
 /// The plan for the running kernel.
-pub fn plan_here(btf: &Btf, symbols: &super::kallsyms::Symbols) -> Plan {
+pub fn plan_here(btf: &Btf, symbols: &super::kallsyms::Symbols, maintenance: bool) -> Plan {
     let in_btf = |f: &str| {
         btf.id_by_type_name_kind(f, aya_obj::btf::BtfKind::Func)
             .is_ok()
     };
     let symbol = |f: &str| symbols.has(f);
     let only_clones = |f: &str| !symbols.has(f) && symbols.has_clone(f);
-    plan(&KernelFunctions {
-        in_btf: &in_btf,
-        symbol: &symbol,
-        only_clones: &only_clones,
-    })
+    plan(
+        &KernelFunctions {
+            in_btf: &in_btf,
+            symbol: &symbol,
+            only_clones: &only_clones,
+        },
+        maintenance,
+    )
 }
 
 /// Whether this kernel lets vmscope attach a tracing program to `function`:
@@ -209,46 +245,91 @@ pub fn can_attach(ebpf: &mut Ebpf, btf: &Btf, function: &str) -> Result<&'static
     }
 }
 
-/// The direct timer: fentry (and fexit for walks) on every planned function.
+/// The direct timer: fentry and fexit on every planned function.
 pub struct DirectTimer {
-    calls: PerCpuArray<MapData, u64>,
-    ns: PerCpuArray<MapData, u64>,
+    stats: PerCpuArray<MapData, u64>,
     hist: PerCpuArray<MapData, u64>,
     functions: Vec<(&'static str, Kind)>,
+    calibration: Option<Calibration>,
 }
 
-/// Attaches slot N's programs to the Nth planned function; all or nothing
-/// (a failure detaches what was attached and says which function failed).
+/// Loads slot `slot`'s fentry and fexit programs on `f`.
+fn load_slot(ebpf: &mut Ebpf, btf: &Btf, slot: u32, f: &str) -> Result<(), String> {
+    for name in [format!("rmap_fexit_{slot}"), format!("rmap_fentry_{slot}")] {
+        let e = |e: aya::programs::ProgramError| format!("{name} on {f}: {}", one_line(&e));
+        match ebpf.program_mut(&name) {
+            Some(aya::programs::Program::FEntry(p)) => p.load(f, btf).map_err(e)?,
+            Some(aya::programs::Program::FExit(p)) => p.load(f, btf).map_err(e)?,
+            Some(_) => return Err(format!("program {name} is not fentry/fexit")),
+            None => return Err(format!("program {name} missing from the eBPF object")),
+        }
+    }
+    Ok(())
+}
+
+/// Attaches one loaded program (`fentry` or `fexit` of `slot`).
+fn attach_one(ebpf: &mut Ebpf, name: &str) -> Result<AttachedLink, String> {
+    let e = |e: aya::programs::ProgramError| format!("{name}: {}", one_line(&e));
+    match ebpf.program_mut(name) {
+        Some(aya::programs::Program::FEntry(p)) => p.attach().map(AttachedLink::Entry).map_err(e),
+        Some(aya::programs::Program::FExit(p)) => p.attach().map(AttachedLink::Exit).map_err(e),
+        _ => Err(format!("program {name} missing or not fentry/fexit")),
+    }
+}
+
+enum AttachedLink {
+    Entry(aya::programs::fentry::FEntryLinkId),
+    Exit(aya::programs::fexit::FExitLinkId),
+}
+
+fn detach_one(ebpf: &mut Ebpf, name: &str, link: AttachedLink) {
+    match (ebpf.program_mut(name), link) {
+        (Some(aya::programs::Program::FEntry(p)), AttachedLink::Entry(l)) => {
+            let _ = p.detach(l);
+        }
+        (Some(aya::programs::Program::FExit(p)), AttachedLink::Exit(l)) => {
+            let _ = p.detach(l);
+        }
+        _ => {}
+    }
+}
+
+fn take_array(ebpf: &mut Ebpf, name: &str) -> Result<PerCpuArray<MapData, u64>, String> {
+    let m = ebpf
+        .take_map(name)
+        .ok_or_else(|| format!("map {name} missing from the eBPF object"))?;
+    PerCpuArray::try_from(m).map_err(|e| e.to_string())
+}
+
+/// Attaches slot N's programs to the Nth planned function, after measuring
+/// what timing one call costs on this kernel (`calibrate`); all or nothing
+/// (a failure unloads what was attached and says which function failed).
+/// Every fexit is attached before any fentry, so no call is started that
+/// could not end.
 pub fn attach_direct(ebpf: &mut Ebpf, btf: &Btf, plan: &Plan) -> Result<DirectTimer, String> {
     let functions: Vec<(&'static str, Kind)> = plan
         .attach
         .iter()
         .copied()
-        .take(timing::SLOTS as usize)
+        .take(timing::CALIBRATION_SLOT as usize)
         .collect();
+    let stats = take_array(ebpf, "RMAP_STATS")?;
+    let calibration = match calibrate(ebpf, btf, &stats) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            log::warn!("rmap timing calibration failed ({e}); walk times are not corrected");
+            None
+        }
+    };
     let mut attached: Vec<String> = Vec::new();
     let result = (|| -> Result<(), String> {
-        for (i, &(f, kind)) in functions.iter().enumerate() {
-            let names = match kind {
-                Kind::Walk => vec![format!("rmap_fentry_{i}"), format!("rmap_fexit_{i}")],
-                Kind::Maintenance => vec![format!("rmap_count_{i}")],
-            };
-            for name in names {
-                let prog = ebpf
-                    .program_mut(&name)
-                    .ok_or_else(|| format!("program {name} missing from the eBPF object"))?;
-                let e = |e: aya::programs::ProgramError| format!("{name} on {f}: {}", one_line(&e));
-                match prog {
-                    aya::programs::Program::FEntry(p) => {
-                        p.load(f, btf).map_err(e)?;
-                        p.attach().map_err(e)?;
-                    }
-                    aya::programs::Program::FExit(p) => {
-                        p.load(f, btf).map_err(e)?;
-                        p.attach().map_err(e)?;
-                    }
-                    _ => return Err(format!("program {name} is not fentry/fexit")),
-                }
+        for (i, &(f, _)) in functions.iter().enumerate() {
+            load_slot(ebpf, btf, i as u32, f)?;
+        }
+        for kind in ["fexit", "fentry"] {
+            for i in 0..functions.len() {
+                let name = format!("rmap_{kind}_{i}");
+                let _link = attach_one(ebpf, &name)?;
                 attached.push(name);
             }
         }
@@ -256,8 +337,8 @@ pub fn attach_direct(ebpf: &mut Ebpf, btf: &Btf, plan: &Plan) -> Result<DirectTi
     })();
     if let Err(e) = result {
         // Unloading detaches: nothing keeps counting into unread maps.
-        for name in attached {
-            match ebpf.program_mut(&name) {
+        for name in attached.iter().rev() {
+            match ebpf.program_mut(name) {
                 Some(aya::programs::Program::FEntry(p)) => {
                     let _ = FEntry::unload(p);
                 }
@@ -269,18 +350,128 @@ pub fn attach_direct(ebpf: &mut Ebpf, btf: &Btf, plan: &Plan) -> Result<DirectTi
         }
         return Err(e);
     }
-    let take = |ebpf: &mut Ebpf, name: &str| -> Result<PerCpuArray<MapData, u64>, String> {
-        let m = ebpf
-            .take_map(name)
-            .ok_or_else(|| format!("map {name} missing from the eBPF object"))?;
-        PerCpuArray::try_from(m).map_err(|e| e.to_string())
-    };
     Ok(DirectTimer {
-        calls: take(ebpf, "RMAP_CALLS")?,
-        ns: take(ebpf, "RMAP_NS")?,
-        hist: take(ebpf, "RMAP_HIST")?,
+        stats,
+        hist: take_array(ebpf, "RMAP_HIST")?,
         functions,
+        calibration,
     })
+}
+
+/// The function the calibration times: `bpf_fentry_test1`, which the
+/// kernel keeps for testing tracing programs (`noinline`, in BTF, its body
+/// `return a + 1`), and which nothing calls but a test run of a tracing
+/// program (`BPF_PROG_TEST_RUN`), once per run.
+pub const CALIBRATION_FUNCTION: &str = "bpf_fentry_test1";
+
+/// Rounds and test runs per round of the calibration.
+const CAL_ROUNDS: usize = 9;
+const CAL_CALLS: u64 = 4000;
+
+/// `union bpf_attr` for `BPF_PROG_TEST_RUN` (the `test` member).
+#[repr(C)]
+#[derive(Default)]
+struct TestRunAttr {
+    prog_fd: u32,
+    retval: u32,
+    data_size_in: u32,
+    data_size_out: u32,
+    data_in: u64,
+    data_out: u64,
+    repeat: u32,
+    duration: u32,
+    ctx_size_in: u32,
+    ctx_size_out: u32,
+    ctx_in: u64,
+    ctx_out: u64,
+    flags: u32,
+    cpu: u32,
+    batch_size: u32,
+    _pad: u32,
+}
+
+const BPF_PROG_TEST_RUN: libc::c_long = 10;
+
+/// `n` test runs of the tracing program `fd` (each calls the test
+/// functions once), and the wall time they took.
+fn test_runs(fd: std::os::fd::RawFd, n: u64) -> Result<u64, String> {
+    let mut attr = TestRunAttr {
+        prog_fd: u32::try_from(fd).map_err(|_| "a negative program fd".to_string())?,
+        ..Default::default()
+    };
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        // SAFETY: `attr` is a valid `bpf_attr` prefix of the size given.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_bpf,
+                BPF_PROG_TEST_RUN,
+                std::ptr::from_mut(&mut attr),
+                std::mem::size_of::<TestRunAttr>(),
+            )
+        };
+        if r != 0 {
+            return Err(format!(
+                "a test run of the calibration program failed: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// What timing one call costs on the running kernel, learnt by loading the
+/// calibration slot's fentry/fexit (the very programs that time the walks)
+/// on [`CALIBRATION_FUNCTION`] and making the kernel call it: the time the
+/// programs measure per call is what they add inside a timed span (the
+/// function's own nanosecond included), and the caller's wall clock with
+/// and without them, in interleaved rounds, is the whole cost of a call.
+fn calibrate(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    stats: &PerCpuArray<MapData, u64>,
+) -> Result<Calibration, String> {
+    use std::os::fd::{AsFd as _, AsRawFd as _};
+    let f = CALIBRATION_FUNCTION;
+    let slot = timing::CALIBRATION_SLOT;
+    load_slot(ebpf, btf, slot, f)?;
+    let read = |field: u32| sum(stats, field * timing::SLOTS + slot).map_err(|e| format!("{e:#}"));
+    let (entry, exit) = (format!("rmap_fentry_{slot}"), format!("rmap_fexit_{slot}"));
+    let fd = match ebpf.program(&entry) {
+        Some(aya::programs::Program::FEntry(p)) => {
+            p.fd().map_err(|e| one_line(&e))?.as_fd().as_raw_fd()
+        }
+        _ => return Err(format!("program {entry} missing or not fentry")),
+    };
+    let mut inside = Vec::new();
+    let mut whole = Vec::new();
+    test_runs(fd, CAL_CALLS)?; // warm up
+    for _ in 0..CAL_ROUNDS {
+        let bare = test_runs(fd, CAL_CALLS)?;
+        let x = attach_one(ebpf, &exit)?;
+        let n = match attach_one(ebpf, &entry) {
+            Ok(n) => n,
+            Err(e) => {
+                detach_one(ebpf, &exit, x);
+                return Err(e);
+            }
+        };
+        let (c0, ns0) = (read(timing::OUTER)?, read(timing::NS)?);
+        let timed = test_runs(fd, CAL_CALLS);
+        let (c1, ns1) = (read(timing::OUTER)?, read(timing::NS)?);
+        detach_one(ebpf, &entry, n);
+        detach_one(ebpf, &exit, x);
+        let timed = timed?;
+        let calls = c1.saturating_sub(c0);
+        if calls < CAL_CALLS {
+            return Err(format!(
+                "{f} was timed {calls} times in {CAL_CALLS} test runs"
+            ));
+        }
+        inside.push(ns1.saturating_sub(ns0) as f64 / calls as f64);
+        whole.push((timed as f64 - bare as f64) / CAL_CALLS as f64);
+    }
+    Ok(Calibration::from_rounds(f, CAL_CALLS, &inside, &whole))
 }
 
 fn sum(arr: &PerCpuArray<MapData, u64>, i: u32) -> anyhow::Result<u64> {
@@ -292,30 +483,40 @@ fn sum(arr: &PerCpuArray<MapData, u64>, i: u32) -> anyhow::Result<u64> {
 }
 
 impl DirectTimer {
+    pub fn calibration(&self) -> Option<&Calibration> {
+        self.calibration.as_ref()
+    }
+
     /// The cumulative calls and times so far.
     pub fn read(&self) -> anyhow::Result<super::RmapSample> {
+        let field = |f: u32, slot: u32| sum(&self.stats, f * timing::SLOTS + slot);
         let mut out = super::RmapSample {
             method: super::Method::DirectTiming,
             cpus: crate::source::rmap::online_cpus(),
-            outer_walk_ns: sum(&self.ns, timing::OUTER_NS)?,
+            calibration: self.calibration.clone(),
             ..Default::default()
         };
         for (i, &(f, kind)) in self.functions.iter().enumerate() {
             let slot = i as u32;
             let mut buckets = Vec::new();
-            if kind == Kind::Walk {
-                for b in 0..HIST_BUCKETS {
-                    let v = sum(&self.hist, slot * HIST_BUCKETS + b)?;
-                    if v > 0 {
-                        buckets.push([u64::from(b), v]);
-                    }
+            for b in 0..HIST_BUCKETS {
+                let v = sum(&self.hist, slot * HIST_BUCKETS + b)?;
+                if v > 0 {
+                    buckets.push([u64::from(b), v]);
                 }
+            }
+            let ns = field(timing::NS, slot)?;
+            match kind {
+                Kind::Walk => out.outer_walk_ns += ns,
+                Kind::Maintenance => out.outer_maintenance_ns += ns,
             }
             out.functions.push(super::FnSample {
                 function: f.to_string(),
                 kind,
-                calls: sum(&self.calls, slot)?,
-                ns: sum(&self.ns, slot)?,
+                calls: field(timing::CALLS, slot)?,
+                outer_calls: field(timing::OUTER, slot)?,
+                nested: field(timing::NESTED, slot)?,
+                ns,
                 buckets,
             });
         }
@@ -330,7 +531,7 @@ pub fn choose(attach: Result<&'static str, String>, plan: &Plan) -> (super::Meth
         String::new()
     } else {
         let names: Vec<&str> = plan.missed.iter().map(|m| m.function).collect();
-        format!(" (direct timing would miss: {})", names.join(", "))
+        format!(" (not attachable here: {})", names.join(", "))
     };
     match attach {
         Err(why) => (
@@ -344,7 +545,9 @@ pub fn choose(attach: Result<&'static str, String>, plan: &Plan) -> (super::Meth
         Ok("fentry") => (
             super::Method::DirectTiming,
             format!(
-                "direct timing: fentry/fexit on {} rmap functions{missed}",
+                "direct timing: fentry/fexit on {} rmap functions, corrected by a start-up \
+                 calibration of what timing a call costs, with stack sampling beside it as a \
+                 cross-check{missed}",
                 plan.attach.len()
             ),
         ),
@@ -362,31 +565,91 @@ pub fn choose(attach: Result<&'static str, String>, plan: &Plan) -> (super::Meth
 mod tests {
     use super::*;
 
-    fn kernel(btf: &[&str], syms: &[&str], clones: &[&str]) -> Plan {
+    fn kernel_with(btf: &[&str], syms: &[&str], clones: &[&str], maintenance: bool) -> Plan {
         let in_btf = |f: &str| btf.contains(&f);
         let symbol = |f: &str| syms.contains(&f);
         let only_clones = |f: &str| clones.contains(&f);
-        plan(&KernelFunctions {
-            in_btf: &in_btf,
-            symbol: &symbol,
-            only_clones: &only_clones,
-        })
+        plan(
+            &KernelFunctions {
+                in_btf: &in_btf,
+                symbol: &symbol,
+                only_clones: &only_clones,
+            },
+            maintenance,
+        )
+    }
+
+    fn kernel(btf: &[&str], syms: &[&str], clones: &[&str]) -> Plan {
+        kernel_with(btf, syms, clones, false)
     }
 
     /// The current name of every function (a kernel as new as the list).
     fn everything() -> Vec<&'static str> {
         WALK.iter()
             .copied()
+            .chain([KSM_BRANCH])
             .chain(MAINTENANCE.iter().map(|(f, _)| *f))
             .collect()
     }
 
+    fn names(p: &Plan) -> Vec<&'static str> {
+        p.attach.iter().map(|(f, _)| *f).collect()
+    }
+
     #[test]
-    fn a_61_kernel_gets_the_page_functions_under_their_old_names() {
-        // 6.1-rc BTF/kallsyms names of the rmap maintenance functions (the
-        // walks already had their folio names).
+    fn a_kernel_with_every_function_times_the_callers_and_the_entries() {
+        let all = everything();
+        let p = kernel(&all, &all, &[]);
+        assert_eq!(
+            names(&p),
+            [
+                "folio_referenced",
+                "try_to_unmap",
+                "try_to_migrate",
+                "folio_mkclean",
+                "rmap_walk",
+                "rmap_walk_locked"
+            ]
+        );
+        assert!(p.missed.is_empty(), "{:?}", p.missed);
+        assert!(
+            !names(&p).contains(&"page_vma_mapped_walk"),
+            "nothing is timed per mapping"
+        );
+    }
+
+    #[test]
+    fn absent_entries_are_named_and_the_callers_still_carry_the_walks() {
+        // rmap_walk and rmap_walk_locked inlined everywhere.
+        let present: Vec<&str> = everything()
+            .into_iter()
+            .filter(|f| !ENTRIES.contains(f))
+            .collect();
+        let p = kernel(&present, &present, &[]);
+        assert_eq!(names(&p), CALLERS);
+        let why: Vec<&str> = p.missed.iter().map(|m| m.function).collect();
+        assert_eq!(why, ENTRIES);
+        assert!(p.missed[0].reason.contains("inlined"), "{:?}", p.missed);
+    }
+
+    #[test]
+    fn a_missing_caller_brings_in_the_branches() {
+        let present: Vec<&str> = everything()
+            .into_iter()
+            .filter(|f| *f != "folio_mkclean")
+            .collect();
+        let p = kernel(&present, &present, &[]);
+        for f in ["rmap_walk_anon", "rmap_walk_file", "rmap_walk_ksm"] {
+            assert!(names(&p).contains(&f), "{f}: {p:?}");
+        }
+        assert!(p.attach.iter().all(|(_, k)| *k == Kind::Walk));
+    }
+
+    #[test]
+    fn maintenance_is_timed_only_when_asked_under_its_6_1_names() {
+        // 6.1 names of the rmap maintenance functions; rmap_walk inlined.
         let mut k61: Vec<&str> = WALK.to_vec();
-        k61.retain(|f| *f != "rmap_walk");
+        k61.retain(|f| !ENTRIES.contains(f));
         k61.extend([
             "page_add_new_anon_rmap",
             "page_add_anon_rmap",
@@ -397,7 +660,12 @@ mod tests {
             "unlink_anon_vmas",
             "__anon_vma_prepare",
         ]);
-        let p = kernel(&k61, &k61, &[]);
+        let without = kernel(&k61, &k61, &[]);
+        assert!(
+            without.attach.iter().all(|(_, k)| *k == Kind::Walk),
+            "{without:?}"
+        );
+        let p = kernel_with(&k61, &k61, &[], true);
         for f in [
             "page_add_new_anon_rmap",
             "page_add_anon_rmap",
@@ -406,7 +674,7 @@ mod tests {
         ] {
             assert!(p.attach.contains(&(f, Kind::Maintenance)), "{f}: {p:?}");
         }
-        let attached: Vec<&str> = p.attach.iter().map(|(f, _)| *f).collect();
+        let attached = names(&p);
         let mut unique = attached.clone();
         unique.sort_unstable();
         unique.dedup();
@@ -421,52 +689,21 @@ mod tests {
         assert!(why("folio_add_anon_rmap_pmd").contains("page_add_anon_rmap, which is attached"));
         assert!(why("folio_remove_rmap_pmd").contains("page_remove_rmap"));
         assert!(why("rmap_walk").contains("inlined"));
-        assert!(
-            !p.missed
-                .iter()
-                .any(|m| m.function != "rmap_walk" && m.reason.contains("rmap_walk")),
-            "{p:?}"
-        );
-    }
-
-    #[test]
-    fn every_function_attaches_when_the_kernel_has_them_all() {
-        let all = everything();
-        let p = kernel(&all, &all, &[]);
-        assert!(p.missed.is_empty(), "{:?}", p.missed);
-        assert_eq!(p.attach.len(), all.len());
-        assert!(p.attach.contains(&("folio_referenced", Kind::Walk)));
-        assert!(p.attach.contains(&("anon_vma_fork", Kind::Maintenance)));
-    }
-
-    #[test]
-    fn inlined_rmap_walk_is_missed_with_the_reason_and_the_rest_attach() {
-        // 5.19-6.8: rmap_walk is inlined into its callers, absent from both.
-        let present: Vec<&str> = everything()
-            .into_iter()
-            .filter(|f| *f != "rmap_walk")
-            .collect();
-        let p = kernel(&present, &present, &[]);
-        assert_eq!(p.missed.len(), 1);
-        assert_eq!(p.missed[0].function, "rmap_walk");
-        assert!(p.missed[0].reason.contains("inlined"), "{:?}", p.missed);
-        assert!(p.attach.iter().any(|(f, _)| *f == "rmap_walk_anon"));
     }
 
     #[test]
     fn btf_without_symbol_clone_only_and_symbol_without_btf_each_say_why() {
         let all = everything();
-        let btf: Vec<&str> = all
-            .iter()
-            .copied()
-            .filter(|f| *f != "folio_mkclean")
-            .collect();
+        let btf: Vec<&str> = all.iter().copied().filter(|f| *f != "rmap_walk").collect();
         let syms: Vec<&str> = all
             .iter()
             .copied()
-            .filter(|f| *f != "rmap_walk_locked" && *f != "page_vma_mapped_walk")
+            .filter(|f| *f != "rmap_walk_locked" && *f != "rmap_walk_anon")
             .collect();
-        let p = kernel(&btf, &syms, &["page_vma_mapped_walk"]);
+        // folio_mkclean missing brings in the branches, where the anon
+        // one is only a clone.
+        let btf: Vec<&str> = btf.into_iter().filter(|f| *f != "folio_mkclean").collect();
+        let p = kernel(&btf, &syms, &["rmap_walk_anon"]);
         let why = |f: &str| {
             p.missed
                 .iter()
@@ -474,10 +711,10 @@ mod tests {
                 .map(|m| m.reason.clone())
                 .unwrap_or_else(|| panic!("{f} not missed: {p:?}"))
         };
-        assert!(why("folio_mkclean").contains("no BTF entry"));
+        assert!(why("rmap_walk").contains("no BTF entry"));
         assert!(why("rmap_walk_locked").contains("inlined into every caller"));
-        assert!(why("page_vma_mapped_walk").contains("compiler clones"));
-        assert_eq!(p.attach.len() + p.missed.len(), all.len());
+        assert!(why("rmap_walk_anon").contains("compiler clones"));
+        assert!(names(&p).contains(&"folio_referenced"), "{p:?}");
     }
 
     #[test]
@@ -498,13 +735,17 @@ mod tests {
     }
 
     #[test]
-    fn fentry_that_works_chooses_direct_timing_and_names_what_it_misses() {
+    fn fentry_that_works_chooses_direct_timing_and_names_what_it_cannot_attach() {
         let all = everything();
         let present: Vec<&str> = all.iter().copied().filter(|f| *f != "rmap_walk").collect();
         let p = kernel(&present, &present, &[]);
         let (m, why) = choose(Ok("fentry"), &p);
         assert_eq!(m, super::super::Method::DirectTiming);
-        assert!(why.contains("would miss: rmap_walk"), "{why}");
+        assert!(why.contains("not attachable here: rmap_walk"), "{why}");
+        assert!(
+            why.contains("calibration") && why.contains("cross-check"),
+            "{why}"
+        );
         let (m, why) = choose(Ok("kprobe"), &p);
         assert_eq!(m, super::super::Method::StackSampling, "{why}");
         let (m, _) = choose(Ok("fentry"), &Plan::default());
@@ -512,8 +753,20 @@ mod tests {
     }
 
     #[test]
-    fn the_plan_fits_the_program_slots() {
-        assert!(WALK.len() + MAINTENANCE.len() <= timing::SLOTS as usize);
-        assert!(all_names().count() > WALK.len() + MAINTENANCE.len());
+    fn the_largest_plan_fits_the_program_slots_beside_the_calibration() {
+        let all = everything();
+        let none: Vec<&str> = Vec::new();
+        // A caller missing: callers, entries, branches, plus every
+        // maintenance function.
+        let p = kernel_with(
+            &all.iter()
+                .copied()
+                .filter(|f| *f != "folio_mkclean")
+                .collect::<Vec<_>>(),
+            &all,
+            &none,
+            true,
+        );
+        assert!(p.attach.len() <= timing::CALIBRATION_SLOT as usize, "{p:?}");
     }
 }

@@ -40,7 +40,7 @@ pub fn report() -> RmapReport {
         }
     };
     let plan = match (crate::source::kernel::btf::aya_vmlinux(), Symbols::shared()) {
-        (Ok(btf), Ok(syms)) => Some((direct::plan_here(btf, &syms), btf)),
+        (Ok(btf), Ok(syms)) => Some((direct::plan_here(btf, &syms, false), btf)),
         _ => None,
     };
     let (chosen, why) = super::method_note(&mut ebpf);
@@ -87,14 +87,23 @@ pub fn render(r: &RmapReport) -> String {
         .strip_prefix(&format!("{m}: "))
         .unwrap_or(&r.reason);
     let _ = writeln!(s, "rmap method: {m}: {reason}");
+    if r.method == Some(Method::DirectTiming) {
+        let _ = writeln!(
+            s,
+            "  primary: direct timing (exact calls and latencies, its own cost measured at \
+             start-up and taken out); stack sampling runs beside it, and record says in words \
+             when the two disagree by more than max(5 points, 25%)"
+        );
+    }
     let _ = writeln!(
         s,
-        "  direct timing would attach to {} functions{}",
+        "  direct timing would attach to {} functions (walk entries; --rmap-maintenance adds \
+         the maintenance functions){}",
         r.direct_attach.len(),
         if r.direct_missed.is_empty() {
             String::new()
         } else {
-            ", missing:".into()
+            ", not attachable:".into()
         }
     );
     for f in &r.direct_missed {

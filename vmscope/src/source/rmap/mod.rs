@@ -11,24 +11,39 @@ pub use self::sampler::{PROBE, Sampler, size_maps};
 use crate::model::probes::ProbeStatus;
 use crate::model::rmap::*;
 
-/// Whichever method is attached.
-pub enum Rmap {
-    Sampling(Box<Sampler>),
-    Direct(Box<direct::DirectTimer>),
+/// The attached methods: direct timing where the kernel permits fentry,
+/// with the stack sampler beside it as a cross-check; else the sampler.
+pub struct Rmap {
+    sampler: Option<Box<Sampler>>,
+    direct: Option<Box<direct::DirectTimer>>,
 }
 
 impl Rmap {
+    /// One reading: the sampler's counts and the direct timer's functions
+    /// in one sample, its method the primary one's.
     pub fn read(&mut self) -> anyhow::Result<RmapSample> {
-        match self {
-            Rmap::Sampling(s) => s.read(),
-            Rmap::Direct(d) => d.read(),
-        }
+        let sampled = self.sampler.as_mut().map(|s| s.read()).transpose()?;
+        let Some(d) = &self.direct else {
+            return sampled.ok_or_else(|| anyhow::anyhow!("no rmap method attached"));
+        };
+        let timed = d.read()?;
+        Ok(match sampled {
+            Some(s) => RmapSample {
+                method: Method::DirectTiming,
+                functions: timed.functions,
+                outer_walk_ns: timed.outer_walk_ns,
+                outer_maintenance_ns: timed.outer_maintenance_ns,
+                calibration: timed.calibration,
+                ..s
+            },
+            None => timed,
+        })
     }
 
     /// Forgets processes that have ended (direct timing keeps nothing per
     /// process).
     pub fn forget(&mut self, pids: &[u32]) {
-        if let Rmap::Sampling(s) = self {
+        if let Some(s) = self.sampler.as_mut() {
             s.forget(pids);
         }
     }
@@ -41,35 +56,66 @@ pub fn online_cpus() -> u32 {
 }
 
 /// Attaches the rmap probes: decides the method (direct timing where the
-/// kernel permits fentry, else stack sampling at `hz`) and says which and
-/// why in the status. `hz == 0` attaches neither.
-pub fn attach(ebpf: &mut aya::Ebpf, hz: u32, disabled: &[String]) -> (Option<Rmap>, ProbeStatus) {
+/// kernel permits fentry, with the stack sampler at `hz` beside it; else
+/// the sampler alone) and says which and why in the statuses. `hz == 0`
+/// attaches neither. `maintenance` also times the maintenance functions.
+pub fn attach(
+    ebpf: &mut aya::Ebpf,
+    hz: u32,
+    maintenance: bool,
+    disabled: &[String],
+) -> (Option<Rmap>, Vec<ProbeStatus>) {
     if hz == 0 {
         let (_, status) = sampler::attach(ebpf, 0, disabled, "");
-        return (None, status);
+        return (None, vec![status]);
     }
-    let (method, note, plan) = choose_method(ebpf, disabled);
+    let (method, note, plan) = choose_method(ebpf, disabled, maintenance);
     if let (Method::DirectTiming, Some((btf, plan))) = (method, plan) {
         match direct::attach_direct(ebpf, btf, &plan) {
             Ok(d) => {
+                let calibrated = match d.calibration() {
+                    Some(c) => format!(
+                        "; timing one call adds {:.0} ns inside its span and costs {:.0} ns in \
+                         all (calibrated on {})",
+                        c.inside_ns, c.call_ns, c.function
+                    ),
+                    None => "; the calibration failed, so walk times are as measured".into(),
+                };
                 let status = ProbeStatus {
                     probe: DIRECT_PROBE.into(),
                     method: "fentry".into(),
                     attached: true,
-                    reason: Some(format!("rmap method: {note}")),
+                    reason: Some(format!("rmap method: {note}{calibrated}")),
                     deferred: false,
                 };
-                return (Some(Rmap::Direct(Box::new(d))), status);
+                let (s, beside) = sampler::attach(
+                    ebpf,
+                    hz,
+                    disabled,
+                    "a cross-check beside direct timing, which is primary",
+                );
+                let rmap = Rmap {
+                    sampler: s.map(Box::new),
+                    direct: Some(Box::new(d)),
+                };
+                return (Some(rmap), vec![status, beside]);
             }
             Err(e) => {
                 let note = format!("direct timing failed ({e}); falling back to stack sampling");
                 let (s, status) = sampler::attach(ebpf, hz, disabled, &note);
-                return (s.map(|s| Rmap::Sampling(Box::new(s))), status);
+                return (sampled_only(s), vec![status]);
             }
         }
     }
     let (s, status) = sampler::attach(ebpf, hz, disabled, &note);
-    (s.map(|s| Rmap::Sampling(Box::new(s))), status)
+    (sampled_only(s), vec![status])
+}
+
+fn sampled_only(s: Option<Sampler>) -> Option<Rmap> {
+    s.map(|s| Rmap {
+        sampler: Some(Box::new(s)),
+        direct: None,
+    })
 }
 
 /// The method and why, in one line, with the plan when direct timing is
@@ -77,6 +123,7 @@ pub fn attach(ebpf: &mut aya::Ebpf, hz: u32, disabled: &[String]) -> (Option<Rma
 fn choose_method(
     ebpf: &mut aya::Ebpf,
     disabled: &[String],
+    maintenance: bool,
 ) -> (Method, String, Option<(&'static aya::Btf, direct::Plan)>) {
     if disabled.iter().any(|d| d == DIRECT_PROBE) {
         return (
@@ -131,7 +178,7 @@ fn choose_method(
             );
         }
     };
-    let plan = direct::plan_here(btf, &symbols);
+    let plan = direct::plan_here(btf, &symbols, maintenance);
     // fentry attached above; its probe program is loaded now and cannot be
     // loaded for another function, so the verdict stands for the plan.
     let (method, why) = direct::choose(Ok("fentry"), &plan);
@@ -140,6 +187,6 @@ fn choose_method(
 
 /// Which method and why, in one line (for `doctor`).
 pub(crate) fn method_note(ebpf: &mut aya::Ebpf) -> (Method, String) {
-    let (m, why, _) = choose_method(ebpf, &[]);
+    let (m, why, _) = choose_method(ebpf, &[], false);
     (m, why)
 }

@@ -19,7 +19,7 @@ use vmscope_common::sample::{MAX_KEYS, MAX_STACKS, SampleKey, USER_STACK, stat};
 
 use super::{
     RmapProc, RmapSample,
-    categorize::{Category, Context, classify},
+    categorize::{Category, Context, classify, within_walk},
     kallsyms::Symbols,
 };
 use crate::model::probes::ProbeStatus;
@@ -49,7 +49,10 @@ pub struct Sampler {
     stats: PerCpuArray<MapData, u64>,
     /// Read at the first stacks to symbolize, off the start-up path.
     symbols: Option<std::sync::Arc<Symbols>>,
-    classes: HashMap<i32, Class>,
+    /// Each stored stack's class, and whether it is inside a walk.
+    classes: HashMap<i32, (Class, bool)>,
+    /// Samples inside a walk (see `categorize::within_walk`), cumulative.
+    inside_walk: u64,
     /// Symbolized frames per stack, kept only when dumping.
     frames: HashMap<i32, Vec<String>>,
     comms: HashMap<u32, String>,
@@ -66,7 +69,9 @@ pub struct Sampler {
     hz: u32,
     period_ns: u64,
     cpus: u32,
-    dump: Option<PathBuf>,
+    /// Where the stacks are dumped (see [`DUMP_ENV`]): opened once, never
+    /// through a symbolic link.
+    dump: Option<(PathBuf, std::fs::File)>,
     /// The counts at the first read, which later reads count from. The
     /// first read is the start of a recording (taken before a wrapped
     /// command runs): it symbolizes nothing, so kallsyms is not read on
@@ -153,6 +158,7 @@ fn try_attach(ebpf: &mut Ebpf, hz: u32) -> Result<Sampler, String> {
         stats,
         symbols: None,
         classes: HashMap::new(),
+        inside_walk: 0,
         frames: HashMap::new(),
         comms: HashMap::new(),
         totals: BTreeMap::new(),
@@ -163,7 +169,15 @@ fn try_attach(ebpf: &mut Ebpf, hz: u32) -> Result<Sampler, String> {
         hz,
         period_ns,
         cpus: u32::try_from(cpus).unwrap_or(u32::MAX),
-        dump: std::env::var_os(DUMP_ENV).map(PathBuf::from),
+        dump: std::env::var_os(DUMP_ENV)
+            .map(PathBuf::from)
+            .and_then(|p| match open_dump(&p) {
+                Ok(f) => Some((p, f)),
+                Err(e) => {
+                    log::warn!("{DUMP_ENV}: not dumping stacks to {}: {e}", p.display());
+                    None
+                }
+            }),
         baseline: None,
     })
 }
@@ -221,10 +235,13 @@ impl Sampler {
             if self.dump.is_some() {
                 *self.dumped.entry(k).or_default() += n;
             }
-            let Some((cat, ctx)) = self.class_of(k) else {
+            let Some(((cat, ctx), inside)) = self.class_of(k) else {
                 self.unresolved += n;
                 continue;
             };
+            if inside {
+                self.inside_walk += n;
+            }
             *self
                 .totals
                 .entry(cat.name().to_string())
@@ -246,16 +263,23 @@ impl Sampler {
             changed.insert(k.tgid);
         }
         out.counts = self.totals.clone();
+        out.inside_walk = self.inside_walk;
         out.unresolved = self.unresolved;
         out.procs = changed
             .into_iter()
             .filter_map(|pid| self.procs.get(&pid).cloned())
             .collect();
-        if let Some(path) = self.dump.clone() {
+        if self.dump.is_some() {
             let all: Vec<(SampleKey, u64)> = self.dumped.iter().map(|(&k, &n)| (k, n)).collect();
             let text = self.dump_text(&all);
-            if let Err(e) = std::fs::write(&path, text) {
-                log::warn!("writing stacks to {}: {e}", path.display());
+            if let Some((path, f)) = &self.dump {
+                use std::os::unix::fs::FileExt as _;
+                if let Err(e) = f
+                    .set_len(0)
+                    .and_then(|()| f.write_all_at(text.as_bytes(), 0))
+                {
+                    log::warn!("writing stacks to {}: {e}", path.display());
+                }
             }
         } else {
             self.rotate();
@@ -316,18 +340,14 @@ impl Sampler {
         }
     }
 
-    fn class_of(&mut self, k: SampleKey) -> Option<Class> {
+    fn class_of(&mut self, k: SampleKey) -> Option<(Class, bool)> {
         if k.stack_id == USER_STACK {
-            return Some(classify(&[], k.tgid));
+            return Some((classify(&[], k.tgid), false));
         }
-        if let Some(c) = self.classes.get(&k.stack_id) {
+        if let Some(&(c, inside)) = self.classes.get(&k.stack_id) {
             // The stack is fixed once stored, but the idle task's context
             // depends on the tgid, not the stack.
-            return Some(if k.tgid == 0 {
-                (c.0, Context::Idle)
-            } else {
-                *c
-            });
+            return Some((if k.tgid == 0 { (c.0, Context::Idle) } else { c }, inside));
         }
         let id = u32::try_from(k.stack_id).ok()?;
         let trace = self.stacks.get(&id, 0).ok()?;
@@ -346,11 +366,12 @@ impl Sampler {
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
         // Classified as a non-idle task; the idle task's context is set above.
         let c = classify(&refs, u32::MAX);
-        self.classes.insert(k.stack_id, c);
+        let inside = within_walk(&refs);
+        self.classes.insert(k.stack_id, (c, inside));
         if self.dump.is_some() {
             self.frames.insert(k.stack_id, names);
         }
-        Some(if k.tgid == 0 { (c.0, Context::Idle) } else { c })
+        Some((if k.tgid == 0 { (c.0, Context::Idle) } else { c }, inside))
     }
 
     fn comm(&mut self, tgid: u32) -> String {
@@ -385,6 +406,19 @@ impl Sampler {
         }
         s
     }
+}
+
+/// The dump file, created (mode 0600) or truncated, but never reached
+/// through a symbolic link: its stacks name kernel addresses.
+fn open_dump(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
 }
 
 /// One stack of a dump (see [`DUMP_ENV`]).
@@ -426,6 +460,20 @@ pub fn parse_dump(text: &str) -> Result<Vec<DumpedStack>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_dump_file_is_never_opened_through_a_symbolic_link() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, "keep").expect("write");
+        let link = dir.path().join("dump");
+        std::os::unix::fs::symlink(&target, &link).expect("symlink");
+        assert!(open_dump(&link).is_err(), "opened through a link");
+        assert_eq!(std::fs::read_to_string(&target).expect("read"), "keep");
+        let plain = dir.path().join("plain");
+        open_dump(&plain).expect("a new file");
+        open_dump(&plain).expect("an existing file");
+    }
 
     #[test]
     fn dump_round_trips_and_bad_headers_are_one_line_errors() {
