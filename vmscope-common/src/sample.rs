@@ -57,7 +57,10 @@ pub mod timing {
     /// Calls of any timed function made inside this slot's outermost calls
     /// (their time is in `NS`, with their instrumentation's).
     pub const NESTED: u32 = 3;
-    pub const FIELDS: u32 = 4;
+    /// Nanoseconds this slot's outermost calls spent off CPU (switched out
+    /// mid-walk: a lock wait, preemption), already taken out of `NS`.
+    pub const OFF_CPU: u32 = 4;
+    pub const FIELDS: u32 = 5;
     /// `INFLIGHT` kind (low byte of the key) of a thread's outermost timed
     /// call: its start, the nesting depth (`arg0`) and its slot (`arg1`).
     pub const KIND_OUTER: u64 = 63;

@@ -157,6 +157,7 @@ pub fn on_task_exit() {
 #[inline(always)]
 pub fn on_switch(prev: u64, next: u64) {
     crate::faulttime::on_switch_out(prev);
+    crate::timing::on_switch(prev, next);
     let at = maps::offset(off::TASK_FLT);
     if at == 0 {
         return;

@@ -9,10 +9,14 @@
 //! One `INFLIGHT` entry per thread (the outermost call), so a timed call
 //! costs one hash insert and one delete however deep the nesting.
 
-use aya_ebpf::{macros::map, maps::PerCpuArray};
+use aya_ebpf::{
+    helpers::bpf_get_current_task,
+    macros::map,
+    maps::{Array, LruHashMap, PerCpuArray},
+};
 use vmscope_common::{
-    HIST_BUCKETS, hist_bucket,
-    sample::timing::{CALLS, FIELDS, KIND_OUTER, NESTED, NS, OUTER, SLOTS, STALE_NS},
+    HIST_BUCKETS, MAX_INFLIGHT, hist_bucket,
+    sample::timing::{CALLS, FIELDS, KIND_OUTER, NESTED, NS, OFF_CPU, OUTER, SLOTS, STALE_NS},
 };
 
 use crate::maps::{INFLIGHT, begin_keyed, current_tid, now};
@@ -21,7 +25,17 @@ use crate::maps::{INFLIGHT, begin_keyed, current_tid, now};
 #[map]
 pub static RMAP_STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(SLOTS * FIELDS, 0);
 
-/// Log2-ns latency histogram of each slot's outermost calls.
+/// 1 once user space has attached direct timing: until then the context
+/// switch hook does nothing here.
+#[map]
+pub static RMAP_ON: Array<u32> = Array::with_max_entries(1, 0);
+
+/// Threads switched out inside an open timed span, by task: when they left
+/// (0 while on CPU) and how long they have been off CPU in the span.
+#[map]
+static RMAP_OFF_CPU: LruHashMap<u64, [u64; 2]> = LruHashMap::with_max_entries(MAX_INFLIGHT, 0);
+
+/// Log2-ns latency histogram (wall time) of each slot's outermost calls.
 #[map]
 pub static RMAP_HIST: PerCpuArray<u64> = PerCpuArray::with_max_entries(SLOTS * HIST_BUCKETS, 0);
 
@@ -77,9 +91,50 @@ pub fn exit() {
     };
     let ns = t.saturating_sub(start);
     let _ = INFLIGHT.remove(k);
+    // The span's CPU time is its wall time less the time the thread was
+    // switched out in it (what a CPU sampler cannot see either).
+    let task = unsafe { bpf_get_current_task() };
+    let off = match unsafe { RMAP_OFF_CPU.get(task) } {
+        Some(v) => {
+            let off = v[1];
+            let _ = RMAP_OFF_CPU.remove(task);
+            off.min(ns)
+        }
+        None => 0,
+    };
     add(OUTER, slot, 1);
-    add(NS, slot, ns);
+    add(NS, slot, ns - off);
+    add(OFF_CPU, slot, off);
     if let Some(h) = RMAP_HIST.get_ptr_mut(slot * HIST_BUCKETS + hist_bucket(ns)) {
         unsafe { *h += 1 };
+    }
+}
+
+/// A context switch (from `prev`, the current task, to `next`): a thread
+/// leaving the CPU inside a timed span notes when; one coming back adds
+/// the time it was away to its span's off-CPU time.
+#[inline(always)]
+pub fn on_switch(prev: u64, next: u64) {
+    if RMAP_ON.get(0).copied() != Some(1) {
+        return;
+    }
+    let t = now();
+    if INFLIGHT.get_ptr(key()).is_some() {
+        match RMAP_OFF_CPU.get_ptr_mut(prev) {
+            // SAFETY: plain integers.
+            Some(p) => unsafe { (*p)[0] = t },
+            None => {
+                let _ = RMAP_OFF_CPU.insert(prev, [t, 0], 0);
+            }
+        }
+    }
+    if let Some(p) = RMAP_OFF_CPU.get_ptr_mut(next) {
+        // SAFETY: plain integers.
+        unsafe {
+            if (*p)[0] != 0 {
+                (*p)[1] += t.saturating_sub((*p)[0]);
+                (*p)[0] = 0;
+            }
+        }
     }
 }

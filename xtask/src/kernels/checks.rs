@@ -793,7 +793,42 @@ fn rmap_checks(c: &Console, kinds: &BTreeMap<String, String>) -> Vec<Check> {
     )];
     out.push(agreement_check(&many, c.recording("rmap64s").ok().as_ref()));
     out.push(lab_rmap_check(c));
+    out.push(maintenance_check(c));
     out
+}
+
+/// `record --rmap-maintenance`: the maintenance functions timed too (on
+/// every fault, fork and unmap, and 64 times inside each walk of a page
+/// with 64 sharers, where they count as nested calls). The walks' agreement
+/// with the sampler is shown, not required: the nested calls' cost is
+/// taken out by the calibration's per-call figure, the least certain one.
+fn maintenance_check(c: &Console) -> Check {
+    let rec = match c.recording("rmap64m") {
+        Ok(r) => r,
+        Err(e) => return check("rmap_maintenance", false, e),
+    };
+    let r = &rec["totals"]["rmap"];
+    let calls = u(r, "/maintenance_calls");
+    let nested = u(r, "/nested_calls");
+    let share = f(r, "/rmap_maintenance/share");
+    let (d, s) = (f(r, "/rmap_walk/share"), f(r, "/sampled/inside_walk/share"));
+    check(
+        "rmap_maintenance",
+        calls > 0 && nested > 0 && share > 0.0,
+        format!(
+            "{calls} maintenance calls timed, {:.1}% of CPU (corrected; {:.1}% sampled); \
+             {nested} timed calls nested in others; walks {:.1}% timed vs {:.1}% sampled ({})",
+            100.0 * share,
+            100.0 * f(r, "/sampled/rmap_maintenance/share"),
+            100.0 * d,
+            100.0 * s,
+            if methods_agree(d, s) {
+                "agree"
+            } else {
+                "disagree"
+            },
+        ),
+    )
 }
 
 /// `lab rmap`: 64 sharers against 1, two runs each, both methods in every
@@ -832,22 +867,25 @@ fn lab_rmap_check(c: &Console) -> Check {
     );
     let agree =
         |side: &str| methods_agree(mean(&direct, side) / 100.0, mean(&sampled, side) / 100.0);
+    // The methods must agree where the walks carry the figure (64
+    // sharers); with one sharer a walk lasts a few microseconds, about what
+    // timing it costs under TCG, and the agreement is shown, not required.
     check(
         "lab_rmap",
         mean(&per_page, "new") > mean(&per_page, "base")
             && mean(&direct, "new") > mean(&direct, "base")
             && mean(&sampled, "new") > 0.0
-            && agree("base")
             && agree("new"),
         format!(
             "reclaim {:.0} ns per page with 64 sharers vs {:.0} with 1; walks {:.1}% timed \
-             (corrected) vs {:.1}% sampled with 64, {:.1}% vs {:.1}% with 1",
+             (corrected) vs {:.1}% sampled with 64, {:.1}% vs {:.1}% with 1 ({})",
             mean(&per_page, "new"),
             mean(&per_page, "base"),
             mean(&direct, "new"),
             mean(&sampled, "new"),
             mean(&direct, "base"),
             mean(&sampled, "base"),
+            if agree("base") { "agree" } else { "disagree" },
         ),
     )
 }
@@ -892,11 +930,13 @@ fn agreement_check(timed: &Value, sampled_only: Option<&Value>) -> Check {
         "rmap_methods_agree",
         !cal.is_null() && samples > 0 && methods_agree(d, s),
         format!(
-            "same run: rmap walks {:.1}% of CPU timed directly, corrected ({:.1}% as measured), \
+            "same run: rmap walks {:.1}% of CPU timed directly, corrected ({:.1}% as measured, \
+             {:.2} s off CPU in walks left out), \
              {:.1}% ± {:.1} sampled inside walks ({samples} samples; tolerance {:.1} points); calibration \
              {:.0} ns inside a span ({:.0}-{:.0}), {:.0} ns per call ({:.0}-{:.0}) on {}; {slowdown}",
             100.0 * d,
             100.0 * measured,
+            f(r, "/walk_off_cpu_seconds"),
             100.0 * s,
             100.0 * se,
             100.0 * (0.25 * s).max(0.05),

@@ -131,6 +131,8 @@ show cgb.ru /tmp/cgb.ru
 rec rmap64 -- vmscope workload rmap --sharers {rmap_sharers} --size {rmap_size}M
 rec rmap1 -- vmscope workload rmap --sharers 1 --size {rmap_size}M
 (export VMSCOPE_DISABLE_PROBES=fentry:rmap; rec rmap64s -- vmscope workload rmap --sharers {rmap_sharers} --size {rmap_size}M)
+(export VMSCOPE_DUMP_STACKS=/tmp/stacks64m; rec rmap64m --rmap-maintenance -- vmscope workload rmap --sharers {rmap_sharers} --size {rmap_size}M)
+begin stacks64m; head -c 60000 /tmp/stacks64m; end stacks64m 0
 # The lab: both variants, interleaved, recorded with both methods.
 section labrmap vmscope lab rmap -r 2 --sharers {rmap_sharers} --size {rmap_size}M --format json -o /tmp/labrmap
 settle

@@ -348,23 +348,34 @@ fn rule_of(frame: &str) -> Option<Category> {
         .map(|r| r.category)
 }
 
-/// Whether a sample ran inside an rmap walk: any frame of its stack is a
+/// Whether a sample ran inside an rmap walk: a frame of its stack is a
 /// walk's, whatever the innermost frame (a TLB flush the walk made, a
-/// tracer that fired in it). That is what direct timing's span covers,
-/// less direct timing's own instrumentation: a sample in an fentry/fexit
-/// trampoline or in vmscope's rmap timing programs has the timed function
-/// on its stack, but its cost is the calibration's, and is not the walk's.
+/// tracer that fired in it, a maintenance call). That is what direct
+/// timing's span covers, less direct timing's own instrumentation: a
+/// sample executing vmscope's rmap timing programs (or a helper they
+/// called) inside the walk, or executing a trampoline, is the
+/// calibration's cost, not the walk's. A trampoline frame further out (a
+/// function with fexit attached runs below its trampoline) is no reason
+/// to leave a sample out.
 pub fn within_walk(frames: &[&str]) -> bool {
-    let timing = |f: &str| {
+    let Some(w) = frames
+        .iter()
+        .position(|f| rule_of(f) == Some(Category::RmapWalk))
+    else {
+        return false;
+    };
+    let timing_program = |f: &&str| {
+        let f = base_name(f);
+        f.starts_with("bpf_prog_") && (f.contains("_rmap_fentry_") || f.contains("_rmap_fexit_"))
+    };
+    let trampoline = |f: &str| {
         let f = base_name(f);
         f.starts_with("bpf_trampoline_")
-            || (f.starts_with("bpf_prog_")
-                && (f.contains("_rmap_fentry_") || f.contains("_rmap_fexit_")))
+            || f.starts_with("__bpf_prog_enter")
+            || f.starts_with("__bpf_prog_exit")
+            || f.starts_with("__bpf_tramp_")
     };
-    frames
-        .iter()
-        .any(|f| rule_of(f) == Some(Category::RmapWalk))
-        && !frames.iter().any(|f| timing(f))
+    !frames[..w].iter().any(timing_program) && !frames.first().is_some_and(|f| trampoline(f))
 }
 
 /// The category and context of one sample: `frames` are the symbolized

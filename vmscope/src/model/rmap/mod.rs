@@ -184,9 +184,15 @@ pub struct FnSample {
     /// calls: their time, and their instrumentation's, is in `ns`.
     #[serde(default)]
     pub nested: u64,
-    /// Time inside its outermost calls.
+    /// CPU time inside its outermost calls: their wall time less
+    /// `off_cpu_ns`.
     pub ns: u64,
-    /// Log2-ns latency buckets `[bucket, count]` of its outermost calls.
+    /// Time its outermost calls spent switched out (lock waits,
+    /// preemption), seen through the context-switch hook.
+    #[serde(default)]
+    pub off_cpu_ns: u64,
+    /// Log2-ns latency buckets `[bucket, count]` of its outermost calls'
+    /// wall time.
     pub buckets: Vec<[u64; 2]>,
 }
 
@@ -297,6 +303,10 @@ pub struct RmapTotals {
     /// Direct timing: timed calls made inside other timed calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nested_calls: Option<u64>,
+    /// Direct timing: seconds the walks spent switched out (lock waits,
+    /// preemption); their latencies include it, their CPU time does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk_off_cpu_seconds: Option<f64>,
     /// Direct timing: what timing one call costs on this kernel, measured
     /// at start-up; null when it could not be measured (then nothing is
     /// corrected, and `method_reason` says so).
@@ -590,6 +600,7 @@ fn sampled_totals(
         functions: Vec::new(),
         rmap_walk_measured: None,
         nested_calls: None,
+        walk_off_cpu_seconds: None,
         calibration: None,
         timing_cpu_seconds: None,
         sampled: None,
@@ -649,6 +660,7 @@ fn direct_totals(
         outer: u64,
         nested: u64,
         ns: u64,
+        off: u64,
     }
     let (mut walks, mut maint) = (Sums::default(), Sums::default());
     for f in &last.functions {
@@ -658,11 +670,12 @@ fn direct_totals(
                 .checked_sub(before.map_or(0, get))
                 .ok_or("the call counts went backwards")
         };
-        let (calls, outer, nested, ns) = (
+        let (calls, outer, nested, ns, off) = (
             d(|x| x.calls)?,
             d(|x| x.outer_calls)?,
             d(|x| x.nested)?,
             d(|x| x.ns)?,
+            d(|x| x.off_cpu_ns)?,
         );
         let hist = |s: &FnSample| crate::model::hist::HistSample {
             name: s.function.clone(),
@@ -677,6 +690,7 @@ fn direct_totals(
         sums.outer += outer;
         sums.nested += nested;
         sums.ns += ns;
+        sums.off += off;
         functions.push(FnTotal {
             function: f.function.clone(),
             kind: f.kind,
@@ -718,6 +732,7 @@ fn direct_totals(
         functions,
         rmap_walk_measured: Some(share(walks.ns as f64)),
         nested_calls: Some(walks.nested + maint.nested),
+        walk_off_cpu_seconds: Some(walks.off as f64 / 1e9),
         timing_cpu_seconds: calibration
             .as_ref()
             .map(|c| (walks.calls + maint.calls) as f64 * c.call_ns / 1e9),
@@ -849,6 +864,7 @@ mod tests {
                         outer_calls: outer,
                         nested,
                         ns,
+                        off_cpu_ns: 0,
                         buckets: vec![[12, outer]],
                     },
                     FnSample {
@@ -857,6 +873,7 @@ mod tests {
                         calls: fork_calls,
                         outer_calls: fork_calls,
                         nested: 0,
+                        off_cpu_ns: 0,
                         ns: fork_calls * 1000,
                         buckets: vec![[10, fork_calls]],
                     },

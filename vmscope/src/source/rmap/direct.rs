@@ -247,6 +247,8 @@ pub fn can_attach(ebpf: &mut Ebpf, btf: &Btf, function: &str) -> Result<&'static
 
 /// The direct timer: fentry and fexit on every planned function.
 pub struct DirectTimer {
+    /// Kept so the context-switch hook keeps taking off-CPU time out.
+    _on: aya::maps::Array<MapData, u32>,
     stats: PerCpuArray<MapData, u64>,
     hist: PerCpuArray<MapData, u64>,
     functions: Vec<(&'static str, Kind)>,
@@ -350,7 +352,16 @@ pub fn attach_direct(ebpf: &mut Ebpf, btf: &Btf, plan: &Plan) -> Result<DirectTi
         }
         return Err(e);
     }
+    // From now on the context-switch hook takes the time a thread spends
+    // switched out inside a walk out of the walk's CPU time.
+    let mut on: aya::maps::Array<MapData, u32> = ebpf
+        .take_map("RMAP_ON")
+        .ok_or("map RMAP_ON missing from the eBPF object")?
+        .try_into()
+        .map_err(|e: aya::maps::MapError| one_line(&e))?;
+    on.set(0, 1, 0).map_err(|e| one_line(&e))?;
     Ok(DirectTimer {
+        _on: on,
         stats,
         hist: take_array(ebpf, "RMAP_HIST")?,
         functions,
@@ -516,6 +527,7 @@ impl DirectTimer {
                 calls: field(timing::CALLS, slot)?,
                 outer_calls: field(timing::OUTER, slot)?,
                 nested: field(timing::NESTED, slot)?,
+                off_cpu_ns: field(timing::OFF_CPU, slot)?,
                 ns,
                 buckets,
             });

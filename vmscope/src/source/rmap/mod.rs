@@ -94,8 +94,12 @@ pub fn attach(
                     disabled,
                     "a cross-check beside direct timing, which is primary",
                 );
+                let mut sampler = s.map(Box::new);
+                if let Some(s) = sampler.as_mut() {
+                    s.reload_symbols();
+                }
                 let rmap = Rmap {
-                    sampler: s.map(Box::new),
+                    sampler,
                     direct: Some(Box::new(d)),
                 };
                 return (Some(rmap), vec![status, beside]);

@@ -333,6 +333,16 @@ impl Sampler {
     }
 
     /// Forgets processes that have ended (their pids may be reused).
+    /// Reads kallsyms afresh: after direct timing has loaded its programs
+    /// and trampolines, so that samples in them are named as such (an
+    /// older copy names them after whatever symbol precedes them).
+    pub fn reload_symbols(&mut self) {
+        match Symbols::load() {
+            Ok(s) => self.symbols = Some(std::sync::Arc::new(s)),
+            Err(e) => log::warn!("re-reading kernel symbols: {e}"),
+        }
+    }
+
     pub fn forget(&mut self, pids: &[u32]) {
         for pid in pids {
             self.comms.remove(pid);
