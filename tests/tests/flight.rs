@@ -304,3 +304,83 @@ fn top_keeps_a_flight_recorder_too() {
         rec["samples"].as_array().unwrap().len()
     );
 }
+
+/// Under sudo (`SUDO_UID`/`SUDO_GID`, here uid and gid 65534) serve writes
+/// its OOM recordings as the invoking user, after it has given up every
+/// capability: in a directory that user owns (mode 0755, which root
+/// without CAP_DAC_OVERRIDE cannot write), the kill's recording appears,
+/// owned by uid 65534, whole, and `vmscope report` reads it.
+#[test]
+fn under_sudo_an_oom_recording_is_written_as_the_invoking_user() {
+    use std::os::unix::fs::MetadataExt as _;
+    if !root_or_skip("under_sudo_an_oom_recording_is_written_as_the_invoking_user") {
+        return;
+    }
+    const USER: u32 = 65534;
+    let _lock = pressure::exclusive();
+    let tmp = tempfile::tempdir().unwrap();
+    // The user must reach its directory.
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = tmp.path().join("oom");
+    std::fs::create_dir(&dir).unwrap();
+    std::os::unix::fs::chown(&dir, Some(USER), Some(USER)).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = std::process::Command::new(vmscope_tests::vmscope_bin());
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--history", "30s"])
+        .arg("--on-oom")
+        .arg(&dir)
+        .env("SUDO_UID", USER.to_string())
+        .env("SUDO_GID", USER.to_string());
+    let serve = serve_fixture::Serve::start_cmd(cmd);
+    std::thread::sleep(Duration::from_secs(2));
+    let cg = pressure::MemCgroup::no_swap(LIMIT);
+    let status = cg
+        .command(testchild())
+        .args(["touch", pages(TOUCHED).as_str()])
+        .status()
+        .unwrap();
+    assert_eq!(status.signal(), Some(9), "{status:?}");
+    let reaped = Instant::now();
+    let file = loop {
+        if let Some(f) = oom_files(&dir).into_iter().next() {
+            break f;
+        }
+        assert!(
+            reaped.elapsed() < Duration::from_secs(15),
+            "no oom-*.json in {} 15 s after the kill; serve said:\n{}",
+            dir.display(),
+            serve.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let meta = std::fs::metadata(&file).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.gid()),
+        (USER, USER),
+        "{}: owner; serve said:\n{}",
+        file.display(),
+        serve.stderr()
+    );
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap())
+        .unwrap_or_else(|e| panic!("{}: not whole JSON: {e}", file.display()));
+    assert_valid(&schema("recording.schema.json"), &doc, "the OOM recording");
+    let html = tmp.path().join("oom.html");
+    let o = vmscope_within(
+        &["report", path_str(&file), "-o", path_str(&html)],
+        Duration::from_secs(60),
+    );
+    assert!(o.status.success(), "report: {}", text(&o.stderr));
+    assert!(std::fs::metadata(&html).unwrap().len() > 0);
+    assert!(
+        !serve.stderr().contains("not written"),
+        "{}",
+        serve.stderr()
+    );
+    eprintln!(
+        "under sudo: {} owned by {}:{}, {} samples",
+        file.display(),
+        meta.uid(),
+        meta.gid(),
+        doc["samples"].as_array().unwrap().len()
+    );
+}
