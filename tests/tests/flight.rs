@@ -384,3 +384,144 @@ fn under_sudo_an_oom_recording_is_written_as_the_invoking_user() {
         doc["samples"].as_array().unwrap().len()
     );
 }
+
+/// serve's resident set size, in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    kb << 10
+}
+
+/// An OOM storm: a child in a 16 MiB memory cgroup that touches 64 MiB,
+/// re-run by a shell loop 200 times (60 s at most), each run OOM-killed,
+/// while `serve --history 30s --on-oom DIR --on-oom-keep 3` runs. DIR held
+/// five older recordings and a file of the user's. Throughout, /metrics
+/// (asked every 200 ms) answers within 1 s and serve's RSS stays within
+/// 10 MB of its value at the storm's start; at the end DIR holds at most 3
+/// recordings (the storm's one episode among them, listing many kills),
+/// the oldest were removed (logged, counted in
+/// `vmscope_flight_recordings_removed_total`), the user's file is still
+/// there.
+#[test]
+fn an_oom_storm_writes_one_recording_per_episode_within_the_budget() {
+    if !root_or_skip("an_oom_storm_writes_one_recording_per_episode_within_the_budget") {
+        return;
+    }
+    const KILLS: u32 = 200;
+    let _lock = pressure::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    for day in 1..=5 {
+        let old = dir
+            .path()
+            .join(format!("oom-2020010{day}T000000.000Z-{day}.json"));
+        std::fs::write(old, "{}\n").unwrap();
+    }
+    std::fs::write(dir.path().join("oom-notes.json"), "mine\n").unwrap();
+    let serve = serve_fixture::Serve::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--history",
+        "30s",
+        "--on-oom",
+        path_str(dir.path()),
+        "--on-oom-keep",
+        "3",
+    ]);
+    std::thread::sleep(Duration::from_secs(2));
+    let cg = pressure::MemCgroup::no_swap(16 << 20);
+    let before = pressure::vmstat()["oom_kill"];
+    let start_rss = rss(serve.pid());
+    let mut storm = serve_fixture::KillOnDrop::spawn({
+        let mut c = cg.command("/bin/sh");
+        c.args([
+            "-c",
+            &format!("i=0; while [ $i -lt {KILLS} ]; do \"$0\" touch \"$1\"; i=$((i+1)); done"),
+        ])
+        .arg(testchild())
+        .arg(pages(64 << 20));
+        c.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        c
+    });
+    let began = Instant::now();
+    let (mut slowest, mut asked, mut max_rss) = (Duration::ZERO, 0u32, start_rss);
+    loop {
+        let t = Instant::now();
+        let answer = TcpStream::connect(serve.addr)
+            .map_err(|e| e.to_string())
+            .and_then(|s| serve_fixture::get_over(s, "/metrics", Duration::from_secs(1)));
+        let took = t.elapsed();
+        asked += 1;
+        slowest = slowest.max(took);
+        assert!(
+            answer.as_ref().is_ok_and(|a| a.status == 200) && took < Duration::from_secs(1),
+            "/metrics during the storm: {took:?}: {:?}",
+            answer.map(|a| a.status)
+        );
+        max_rss = max_rss.max(rss(serve.pid()));
+        if storm.child().try_wait().unwrap().is_some() || began.elapsed() > Duration::from_secs(60)
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200).saturating_sub(took));
+    }
+    let lasted = began.elapsed();
+    drop(storm);
+    let kills = pressure::vmstat()["oom_kill"] - before;
+    // The episode closes once quiet (5 s), and its file is written again.
+    let quiet_until = Instant::now() + Duration::from_secs(8);
+    while Instant::now() < quiet_until {
+        let t = Instant::now();
+        let m = metrics(serve.addr);
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+        assert!(m.contains("vmscope_flight_recordings_removed_total"));
+        max_rss = max_rss.max(rss(serve.pid()));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let err = serve.stderr();
+    let files = oom_files(dir.path());
+    let recordings: Vec<_> = files
+        .iter()
+        .filter(|p| !p.ends_with("oom-notes.json"))
+        .collect();
+    let bytes: u64 = recordings
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    eprintln!(
+        "storm: {kills} kills in {:.1} s; {asked} scrapes, slowest {} ms; RSS {} -> max {} KiB; \
+         {} recordings, {bytes} bytes: {recordings:?}",
+        lasted.as_secs_f64(),
+        slowest.as_millis(),
+        start_rss >> 10,
+        max_rss >> 10,
+        recordings.len()
+    );
+    assert!(kills >= 50, "only {kills} OOM kills in {lasted:?}");
+    assert!(
+        (1..=3).contains(&recordings.len()),
+        "{recordings:?}; serve said:\n{err}"
+    );
+    assert!(bytes <= 256 << 20, "{bytes} bytes");
+    assert!(dir.path().join("oom-notes.json").exists(), "{files:?}");
+    assert!(
+        !dir.path().join("oom-20200101T000000.000Z-1.json").exists(),
+        "the oldest recording stayed: {files:?}"
+    );
+    let m = metrics(serve.addr);
+    let removed = serve_fixture::metric(&m, "vmscope_flight_recordings_removed_total");
+    assert!(removed >= Some(3.0), "removed {removed:?}\n{err}");
+    assert!(err.contains("the oldest recording"), "{err}");
+    let newest = recordings.iter().max().unwrap();
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(newest).unwrap()).unwrap();
+    let listed = doc["oom_kills"].as_array().unwrap().len();
+    assert!(listed > 1, "the episode's file lists {listed} kills\n{err}");
+    assert!(
+        max_rss <= start_rss + 10_000_000,
+        "RSS grew from {start_rss} to {max_rss} bytes"
+    );
+}
