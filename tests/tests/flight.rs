@@ -333,6 +333,38 @@ fn under_sudo_an_oom_recording_is_written_as_the_invoking_user() {
         .env("SUDO_GID", USER.to_string());
     let serve = serve_fixture::Serve::start_cmd(cmd);
     std::thread::sleep(Duration::from_secs(2));
+    // No thread keeps CAP_CHOWN (bit 0); the writer holds nothing and
+    // writes as the user.
+    let mut writer = false;
+    for task in std::fs::read_dir(format!("/proc/{}/task", serve.pid())).unwrap() {
+        let task = task.unwrap().path();
+        let comm = std::fs::read_to_string(task.join("comm")).unwrap();
+        let status = std::fs::read_to_string(task.join("status")).unwrap();
+        let field = |name: &str| -> Vec<String> {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .unwrap()
+                .split_whitespace()
+                .map(String::from)
+                .collect()
+        };
+        let prm = u64::from_str_radix(&field("CapPrm:")[0], 16).unwrap();
+        assert_eq!(
+            prm & 1,
+            0,
+            "{} ({comm}) keeps CAP_CHOWN: {status}",
+            task.display()
+        );
+        if comm.trim() == "vmscope-oom" {
+            writer = true;
+            assert_eq!(prm, 0, "the writer keeps capabilities: {status}");
+            // Uid: real effective saved fs.
+            assert_eq!(field("Uid:")[3], USER.to_string(), "{status}");
+            assert_eq!(field("Gid:")[3], USER.to_string(), "{status}");
+        }
+    }
+    assert!(writer, "no vmscope-oom thread");
     let cg = pressure::MemCgroup::no_swap(LIMIT);
     let status = cg
         .command(testchild())
