@@ -689,12 +689,12 @@ mod tests {
 
     #[test]
     fn the_budget_removes_the_oldest_recordings_first() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("a temporary directory");
         let name = |i: u32| format!("oom-2025030{i}T050607.891Z-{i}.json");
         for i in 1..=5 {
-            std::fs::write(dir.path().join(name(i)), vec![b'x'; 100]).unwrap();
+            std::fs::write(dir.path().join(name(i)), vec![b'x'; 100]).expect("writing");
         }
-        std::fs::write(dir.path().join("oom-notes.json"), "keep me").unwrap();
+        std::fs::write(dir.path().join("oom-notes.json"), "keep me").expect("writing");
         let stats = Stats::default();
         let (tx, rx) = mpsc::channel();
         let notes = Notes::Channel(tx);

@@ -512,7 +512,7 @@ impl Exporter {
         if let Some(shed) = r.shed {
             eprintln!(
                 "{}",
-                shed_line(&shed, "the swap probe no longer waits: ", None, 0)
+                shed_line(&shed, "the swap probe no longer waits: ", None, None)
             );
         }
         let om = export::render(&self.state, Format::OpenMetrics, self.per_process);
@@ -633,17 +633,13 @@ impl Listening {
 fn shed_privileges(source: &Source, writer: Option<&str>) -> String {
     let shed = source.shed();
     let own = crate::source::kernel::privdrop::keep_only(&[]).err();
-    let line = shed_line(&shed, "", Some(own), usize::from(writer.is_some()));
-    match writer {
-        Some(w) => format!("{line}; {w}"),
-        None => line,
-    }
+    shed_line(&shed, "", Some(own), writer)
 }
 
 /// The privileges line: what the sampling thread kept and why, what it
 /// dropped, and (at the first drop) how the other threads stand.
-/// `helpers`: threads that gave theirs up themselves (the OOM writer).
-fn shed_line(shed: &Shed, now: &str, own: Option<Option<String>>, helpers: usize) -> String {
+/// `writer`: what the OOM writer, which gave its own up itself, holds.
+fn shed_line(shed: &Shed, now: &str, own: Option<Option<String>>, writer: Option<&str>) -> String {
     use crate::source::kernel::privdrop;
     if let Some(why) = &shed.kept {
         return format!("vmscope serve: privileges: {now}{why}");
@@ -678,10 +674,17 @@ fn shed_line(shed: &Shed, now: &str, own: Option<Option<String>>, helpers: usize
         None => String::new(),
         Some(Some(e)) => format!("; the serving thread could not drop its own: {e}"),
         // The sampling thread and this one have given theirs up.
-        Some(None) => match privdrop::other_threads().saturating_sub(1 + helpers) {
-            0 => "; the serving thread keeps none".to_string(),
-            n => format!("; the serving thread keeps none; {n} other threads keep theirs"),
-        },
+        Some(None) => {
+            let helpers = usize::from(writer.is_some());
+            match privdrop::other_threads().saturating_sub(1 + helpers) {
+                0 => "; the serving thread keeps none".to_string(),
+                n => format!("; the serving thread keeps none; {n} other threads keep theirs"),
+            }
+        }
+    };
+    let threads = match writer {
+        Some(w) => format!("{threads}; {w}"),
+        None => threads,
     };
     let root = if rustix::process::getuid().is_root() || rustix::process::geteuid().is_root() {
         "; still uid 0, so root's file permissions remain: run it as its own user \
