@@ -557,3 +557,47 @@ fn an_oom_storm_writes_one_recording_per_episode_within_the_budget() {
         "RSS grew from {start_rss} to {max_rss} bytes"
     );
 }
+
+/// `top` under sudo too: its writer drops every capability and writes as
+/// the invoking user, so the recording, in a directory that user owns, is
+/// theirs.
+#[test]
+fn top_under_sudo_writes_as_the_invoking_user() {
+    use std::os::unix::fs::MetadataExt as _;
+    if !root_or_skip("top_under_sudo_writes_as_the_invoking_user") {
+        return;
+    }
+    const USER: u32 = 65534;
+    let _lock = pressure::exclusive();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = tmp.path().join("oom");
+    std::fs::create_dir(&out).unwrap();
+    std::os::unix::fs::chown(&out, Some(USER), Some(USER)).unwrap();
+    let top = std::process::Command::new(vmscope_tests::vmscope_bin())
+        .args(["top", "--batch", "-n", "6", "--history", "30s", "--on-oom"])
+        .arg(&out)
+        .env("SUDO_UID", USER.to_string())
+        .env("SUDO_GID", USER.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let cg = pressure::MemCgroup::no_swap(LIMIT);
+    let status = cg
+        .command(testchild())
+        .args(["touch", pages(TOUCHED).as_str()])
+        .status()
+        .unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "not OOM-killed");
+    let o = top.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{:?}: {err}", o.status);
+    let files = oom_files(&out);
+    assert_eq!(files.len(), 1, "{files:?}: {err}");
+    let meta = std::fs::metadata(&files[0]).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (USER, USER), "{err}");
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    assert_valid(&schema("recording.schema.json"), &rec, "top's recording");
+}
