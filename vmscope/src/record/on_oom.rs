@@ -467,13 +467,17 @@ impl Writer {
     fn take(&mut self, f: Feed) {
         let s = f.sample;
         self.probes = f.probes;
-        self.flight.push(&s);
         let now = s.elapsed_ns;
-        if let Some(e) = &self.episode
-            && now.saturating_sub(e.first_ns) >= self.cap
-        {
-            self.close();
+        // Closed before this sample goes in, while the window still holds
+        // the episode's first kill.
+        if let Some(e) = &self.episode {
+            let long = now.saturating_sub(e.first_ns) >= self.cap;
+            let quiet = s.oom_kills.is_empty() && now.saturating_sub(e.last_ns) >= self.quiet;
+            if long || quiet {
+                self.close();
+            }
         }
+        self.flight.push(&s);
         match (&mut self.episode, s.oom_kills.first()) {
             (Some(e), Some(_)) => {
                 e.last_ns = now;
@@ -490,7 +494,6 @@ impl Writer {
                 });
                 self.write();
             }
-            (Some(e), None) if now.saturating_sub(e.last_ns) >= self.quiet => self.close(),
             _ => {}
         }
     }
@@ -718,6 +721,95 @@ mod tests {
         make_room(dir.path(), keep(1, 100), &last, 100, &stats, &notes);
         assert_eq!(recordings(dir.path()).len(), 1);
         assert!(dir.path().join("oom-notes.json").exists());
+    }
+
+    fn at(secs: u64, kills: &[u32]) -> Sample {
+        let timestamp = format!("2025-01-01T00:{:02}:{:02}Z", secs / 60, secs % 60);
+        Sample {
+            elapsed_ns: secs * 1_000_000_000,
+            oom_kills: kills
+                .iter()
+                .map(|&pid| OomKill {
+                    timestamp: timestamp.clone(),
+                    pid: Some(pid),
+                    ..Default::default()
+                })
+                .collect(),
+            timestamp,
+            ..Default::default()
+        }
+    }
+
+    /// Kills close together are one episode, one file (written at the
+    /// first kill and again, whole, once quiet); a kill after the quiet
+    /// opens another; a storm longer than the window is cut at the window.
+    #[test]
+    fn kills_close_together_share_one_file() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let rec: Recording =
+            record::from_str(include_str!("../../../tests/fixtures/churn.recording.json"))
+                .expect("the fixture is a recording");
+        let stats = Arc::new(Stats::default());
+        let (tx, rx) = mpsc::channel();
+        let mut w = Writer {
+            flight: Flight::new(Duration::from_secs(30)),
+            header: rec.header,
+            dir: dir.path().to_path_buf(),
+            budget: Budget {
+                keep: 10,
+                max_bytes: 1 << 30,
+            },
+            quiet: nanos(quiet(Duration::from_secs(1))),
+            cap: nanos(Duration::from_secs(30)),
+            episode: None,
+            stats: stats.clone(),
+            notes: Notes::Channel(tx),
+            probes: Vec::new(),
+        };
+        let mut feed = |t: u64, kills: &[u32]| {
+            w.take(Feed {
+                sample: at(t, kills),
+                probes: Vec::new(),
+            });
+        };
+        let written = || stats.written.load(Ordering::Relaxed);
+        let files = || recordings(dir.path()).len();
+        for t in 0..5 {
+            feed(t, &[]);
+        }
+        feed(5, &[100, 101]);
+        assert_eq!((files(), written()), (1, 1));
+        feed(6, &[102]);
+        feed(8, &[103]);
+        for t in 9..13 {
+            feed(t, &[]);
+        }
+        // Quiet for 4 s: still open.
+        assert_eq!((files(), written()), (1, 1));
+        feed(13, &[]);
+        assert_eq!((files(), written()), (1, 2));
+        let (path, _) = recordings(dir.path()).remove(0);
+        let doc: Recording =
+            record::from_str(&std::fs::read_to_string(&path).expect("read")).expect("whole");
+        assert!(
+            path.ends_with("oom-20250101T000005.000Z-100.json"),
+            "{path:?}"
+        );
+        assert_eq!(doc.oom_kills.len(), 4);
+        // A storm: a kill every second for 70 s, episodes cut at 30 s.
+        for t in 20..90 {
+            feed(t, &[1000 + u32::try_from(t).unwrap_or(0)]);
+        }
+        assert_eq!(files(), 1 + 3, "{:?}", recordings(dir.path()));
+        assert_eq!(written(), 2 + 2 + 2 + 1);
+        // The first storm episode's file still holds its first kill.
+        let first = dir.path().join("oom-20250101T000020.000Z-1020.json");
+        let doc: Recording =
+            record::from_str(&std::fs::read_to_string(&first).expect("read")).expect("whole");
+        assert_eq!(doc.oom_kills.len(), 30);
+        assert_eq!(doc.oom_kills[0].pid, Some(1020));
+        let said: Vec<String> = rx.try_iter().collect();
+        assert!(said.iter().all(|l| l.contains("wrote")), "{said:#?}");
     }
 
     #[test]
