@@ -304,3 +304,300 @@ fn top_keeps_a_flight_recorder_too() {
         rec["samples"].as_array().unwrap().len()
     );
 }
+
+/// Under sudo (`SUDO_UID`/`SUDO_GID`, here uid and gid 65534) serve writes
+/// its OOM recordings as the invoking user, after it has given up every
+/// capability: in a directory that user owns (mode 0755, which root
+/// without CAP_DAC_OVERRIDE cannot write), the kill's recording appears,
+/// owned by uid 65534, whole, and `vmscope report` reads it.
+#[test]
+fn under_sudo_an_oom_recording_is_written_as_the_invoking_user() {
+    use std::os::unix::fs::MetadataExt as _;
+    if !root_or_skip("under_sudo_an_oom_recording_is_written_as_the_invoking_user") {
+        return;
+    }
+    const USER: u32 = 65534;
+    let _lock = pressure::exclusive();
+    let tmp = tempfile::tempdir().unwrap();
+    // The user must reach its directory.
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = tmp.path().join("oom");
+    std::fs::create_dir(&dir).unwrap();
+    std::os::unix::fs::chown(&dir, Some(USER), Some(USER)).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = std::process::Command::new(vmscope_tests::vmscope_bin());
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--history", "30s"])
+        .arg("--on-oom")
+        .arg(&dir)
+        .env("SUDO_UID", USER.to_string())
+        .env("SUDO_GID", USER.to_string());
+    let serve = serve_fixture::Serve::start_cmd(cmd);
+    std::thread::sleep(Duration::from_secs(2));
+    // No thread keeps CAP_CHOWN (bit 0); the writer holds nothing and
+    // writes as the user.
+    let mut writer = false;
+    for task in std::fs::read_dir(format!("/proc/{}/task", serve.pid())).unwrap() {
+        let task = task.unwrap().path();
+        let comm = std::fs::read_to_string(task.join("comm")).unwrap();
+        let status = std::fs::read_to_string(task.join("status")).unwrap();
+        let field = |name: &str| -> Vec<String> {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .unwrap()
+                .split_whitespace()
+                .map(String::from)
+                .collect()
+        };
+        let prm = u64::from_str_radix(&field("CapPrm:")[0], 16).unwrap();
+        assert_eq!(
+            prm & 1,
+            0,
+            "{} ({comm}) keeps CAP_CHOWN: {status}",
+            task.display()
+        );
+        if comm.trim() == "vmscope-oom" {
+            writer = true;
+            assert_eq!(prm, 0, "the writer keeps capabilities: {status}");
+            // Uid: real effective saved fs.
+            assert_eq!(field("Uid:")[3], USER.to_string(), "{status}");
+            assert_eq!(field("Gid:")[3], USER.to_string(), "{status}");
+        }
+    }
+    assert!(writer, "no vmscope-oom thread");
+    let cg = pressure::MemCgroup::no_swap(LIMIT);
+    let status = cg
+        .command(testchild())
+        .args(["touch", pages(TOUCHED).as_str()])
+        .status()
+        .unwrap();
+    assert_eq!(status.signal(), Some(9), "{status:?}");
+    let reaped = Instant::now();
+    let file = loop {
+        if let Some(f) = oom_files(&dir).into_iter().next() {
+            break f;
+        }
+        assert!(
+            reaped.elapsed() < Duration::from_secs(15),
+            "no oom-*.json in {} 15 s after the kill; serve said:\n{}",
+            dir.display(),
+            serve.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let meta = std::fs::metadata(&file).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.gid()),
+        (USER, USER),
+        "{}: owner; serve said:\n{}",
+        file.display(),
+        serve.stderr()
+    );
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap())
+        .unwrap_or_else(|e| panic!("{}: not whole JSON: {e}", file.display()));
+    assert_valid(&schema("recording.schema.json"), &doc, "the OOM recording");
+    let html = tmp.path().join("oom.html");
+    let o = vmscope_within(
+        &["report", path_str(&file), "-o", path_str(&html)],
+        Duration::from_secs(60),
+    );
+    assert!(o.status.success(), "report: {}", text(&o.stderr));
+    assert!(std::fs::metadata(&html).unwrap().len() > 0);
+    assert!(
+        !serve.stderr().contains("not written"),
+        "{}",
+        serve.stderr()
+    );
+    eprintln!(
+        "under sudo: {} owned by {}:{}, {} samples",
+        file.display(),
+        meta.uid(),
+        meta.gid(),
+        doc["samples"].as_array().unwrap().len()
+    );
+}
+
+/// serve's resident set size, in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    kb << 10
+}
+
+/// An OOM storm: a child in a 16 MiB memory cgroup that touches 64 MiB,
+/// re-run by a shell loop 200 times (60 s at most), each run OOM-killed,
+/// while `serve --history 30s --on-oom DIR --on-oom-keep 3` runs. DIR held
+/// five older recordings and a file of the user's. Throughout, /metrics
+/// (asked every 200 ms) answers within 1 s and serve's RSS stays within
+/// 10 MB of its value at the storm's start; at the end DIR holds at most 3
+/// recordings (the storm's one episode among them, listing many kills),
+/// the oldest were removed (logged, counted in
+/// `vmscope_flight_recordings_removed_total`), the user's file is still
+/// there.
+#[test]
+fn an_oom_storm_writes_one_recording_per_episode_within_the_budget() {
+    if !root_or_skip("an_oom_storm_writes_one_recording_per_episode_within_the_budget") {
+        return;
+    }
+    const KILLS: u32 = 200;
+    let _lock = pressure::exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    for day in 1..=5 {
+        let old = dir
+            .path()
+            .join(format!("oom-2020010{day}T000000.000Z-{day}.json"));
+        std::fs::write(old, "{}\n").unwrap();
+    }
+    std::fs::write(dir.path().join("oom-notes.json"), "mine\n").unwrap();
+    let serve = serve_fixture::Serve::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--history",
+        "30s",
+        "--on-oom",
+        path_str(dir.path()),
+        "--on-oom-keep",
+        "3",
+    ]);
+    std::thread::sleep(Duration::from_secs(2));
+    let cg = pressure::MemCgroup::no_swap(16 << 20);
+    let before = pressure::vmstat()["oom_kill"];
+    let start_rss = rss(serve.pid());
+    let mut storm = serve_fixture::KillOnDrop::spawn({
+        let mut c = cg.command("/bin/sh");
+        c.args([
+            "-c",
+            &format!("i=0; while [ $i -lt {KILLS} ]; do \"$0\" touch \"$1\"; i=$((i+1)); done"),
+        ])
+        .arg(testchild())
+        .arg(pages(64 << 20));
+        c.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        c
+    });
+    let began = Instant::now();
+    let (mut slowest, mut asked, mut max_rss) = (Duration::ZERO, 0u32, start_rss);
+    loop {
+        let t = Instant::now();
+        let answer = TcpStream::connect(serve.addr)
+            .map_err(|e| e.to_string())
+            .and_then(|s| serve_fixture::get_over(s, "/metrics", Duration::from_secs(1)));
+        let took = t.elapsed();
+        asked += 1;
+        slowest = slowest.max(took);
+        assert!(
+            answer.as_ref().is_ok_and(|a| a.status == 200) && took < Duration::from_secs(1),
+            "/metrics during the storm: {took:?}: {:?}",
+            answer.map(|a| a.status)
+        );
+        max_rss = max_rss.max(rss(serve.pid()));
+        if storm.child().try_wait().unwrap().is_some() || began.elapsed() > Duration::from_secs(60)
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200).saturating_sub(took));
+    }
+    let lasted = began.elapsed();
+    drop(storm);
+    let kills = pressure::vmstat()["oom_kill"] - before;
+    // The episode closes once quiet (5 s), and its file is written again.
+    let quiet_until = Instant::now() + Duration::from_secs(8);
+    while Instant::now() < quiet_until {
+        let t = Instant::now();
+        let m = metrics(serve.addr);
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+        assert!(m.contains("vmscope_flight_recordings_removed_total"));
+        max_rss = max_rss.max(rss(serve.pid()));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let err = serve.stderr();
+    let files = oom_files(dir.path());
+    let recordings: Vec<_> = files
+        .iter()
+        .filter(|p| !p.ends_with("oom-notes.json"))
+        .collect();
+    let bytes: u64 = recordings
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    eprintln!(
+        "storm: {kills} kills in {:.1} s; {asked} scrapes, slowest {} ms; RSS {} -> max {} KiB; \
+         {} recordings, {bytes} bytes: {recordings:?}",
+        lasted.as_secs_f64(),
+        slowest.as_millis(),
+        start_rss >> 10,
+        max_rss >> 10,
+        recordings.len()
+    );
+    assert!(kills >= 50, "only {kills} OOM kills in {lasted:?}");
+    assert!(
+        (1..=3).contains(&recordings.len()),
+        "{recordings:?}; serve said:\n{err}"
+    );
+    assert!(bytes <= 256 << 20, "{bytes} bytes");
+    assert!(dir.path().join("oom-notes.json").exists(), "{files:?}");
+    assert!(
+        !dir.path().join("oom-20200101T000000.000Z-1.json").exists(),
+        "the oldest recording stayed: {files:?}"
+    );
+    let m = metrics(serve.addr);
+    let removed = serve_fixture::metric(&m, "vmscope_flight_recordings_removed_total");
+    assert!(removed >= Some(3.0), "removed {removed:?}\n{err}");
+    assert!(err.contains("the oldest recording"), "{err}");
+    let newest = recordings.iter().max().unwrap();
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(newest).unwrap()).unwrap();
+    let listed = doc["oom_kills"].as_array().unwrap().len();
+    assert!(listed > 1, "the episode's file lists {listed} kills\n{err}");
+    assert!(
+        max_rss <= start_rss + 10_000_000,
+        "RSS grew from {start_rss} to {max_rss} bytes"
+    );
+}
+
+/// `top` under sudo too: its writer drops every capability and writes as
+/// the invoking user, so the recording, in a directory that user owns, is
+/// theirs.
+#[test]
+fn top_under_sudo_writes_as_the_invoking_user() {
+    use std::os::unix::fs::MetadataExt as _;
+    if !root_or_skip("top_under_sudo_writes_as_the_invoking_user") {
+        return;
+    }
+    const USER: u32 = 65534;
+    let _lock = pressure::exclusive();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = tmp.path().join("oom");
+    std::fs::create_dir(&out).unwrap();
+    std::os::unix::fs::chown(&out, Some(USER), Some(USER)).unwrap();
+    let top = std::process::Command::new(vmscope_tests::vmscope_bin())
+        .args(["top", "--batch", "-n", "6", "--history", "30s", "--on-oom"])
+        .arg(&out)
+        .env("SUDO_UID", USER.to_string())
+        .env("SUDO_GID", USER.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let cg = pressure::MemCgroup::no_swap(LIMIT);
+    let status = cg
+        .command(testchild())
+        .args(["touch", pages(TOUCHED).as_str()])
+        .status()
+        .unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "not OOM-killed");
+    let o = top.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{:?}: {err}", o.status);
+    let files = oom_files(&out);
+    assert_eq!(files.len(), 1, "{files:?}: {err}");
+    let meta = std::fs::metadata(&files[0]).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (USER, USER), "{err}");
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    assert_valid(&schema("recording.schema.json"), &rec, "top's recording");
+}

@@ -152,15 +152,8 @@ pub struct TopArgs {
     #[arg(long)]
     pub cgroups: bool,
 
-    /// Keep the last DUR of samples in memory (e.g. 5m; off by default; at
-    /// most 1h), for --on-oom.
-    #[arg(long, value_name = "DUR", value_parser = parse_history)]
-    pub history: Option<Duration>,
-
-    /// At each OOM kill, write the --history window as a recording to
-    /// DIR/oom-TIME-PID.json (needs --history).
-    #[arg(long, value_name = "DIR")]
-    pub on_oom: Option<PathBuf>,
+    #[command(flatten)]
+    pub flight: FlightArgs,
 
     /// Attach the mmap_lock probes: wait histograms for read and write
     /// locks, failed trylocks, write hold time and per-process waits. Off by
@@ -173,6 +166,33 @@ pub struct TopArgs {
     #[arg(long, value_name = "HZ", default_value_t = crate::model::rmap::DEFAULT_HZ,
           value_parser = clap::value_parser!(u32).range(0..=10000))]
     pub sample_hz: u32,
+}
+
+/// The flight recorder's options, shared by `top` and `serve`.
+#[derive(Clone, Debug, Args)]
+pub struct FlightArgs {
+    /// Keep the last DUR of samples in memory (the flight recorder; off by
+    /// default; at most 1h), for --on-oom.
+    #[arg(long, value_name = "DUR", value_parser = parse_history)]
+    pub history: Option<Duration>,
+
+    /// At each OOM episode (kills close together), write the --history
+    /// window as a recording to DIR/oom-TIME-PID.json, named after its
+    /// first kill (needs --history).
+    #[arg(long, value_name = "DIR")]
+    pub on_oom: Option<PathBuf>,
+
+    /// Keep at most N recordings in the --on-oom DIR: the oldest
+    /// vmscope-written oom-*.json go first (1 to 10000).
+    #[arg(long, value_name = "N", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub on_oom_keep: u32,
+
+    /// Keep at most BYTES of recordings in the --on-oom DIR (e.g. 256M):
+    /// the oldest vmscope-written oom-*.json go first; a recording larger
+    /// than this is not written.
+    #[arg(long, value_name = "BYTES", default_value = "256M", value_parser = parse_bytes)]
+    pub on_oom_max_bytes: u64,
 }
 
 #[derive(Debug, Args)]
@@ -203,15 +223,8 @@ pub struct ServeArgs {
     #[arg(long)]
     pub mmap_lock: bool,
 
-    /// Keep the last DUR of samples in memory (the flight recorder; off by
-    /// default; at most 1h), for --on-oom.
-    #[arg(long, value_name = "DUR", value_parser = parse_history)]
-    pub history: Option<Duration>,
-
-    /// At each OOM kill, write the --history window as a recording to
-    /// DIR/oom-TIME-PID.json (needs --history).
-    #[arg(long, value_name = "DIR")]
-    pub on_oom: Option<PathBuf>,
+    #[command(flatten)]
+    pub flight: FlightArgs,
 }
 
 #[derive(Debug, Args)]

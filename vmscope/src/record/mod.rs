@@ -153,9 +153,14 @@ pub fn output_owner() -> Option<(u32, u32)> {
 }
 
 /// Hands a regular file vmscope has just written to the invoking user
-/// under sudo.
+/// under sudo (unless it is theirs already: the OOM writer creates its
+/// files as that user, and keeps no CAP_CHOWN).
 fn give_to_invoker(f: &std::fs::File) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt as _;
     if let Some((uid, gid)) = output_owner() {
+        if f.metadata().is_ok_and(|m| m.uid() == uid && m.gid() == gid) {
+            return Ok(());
+        }
         std::os::unix::fs::fchown(f, Some(uid), Some(gid))
             .with_context(|| format!("giving it to uid {uid} gid {gid} (SUDO_UID/SUDO_GID)"))?;
     }

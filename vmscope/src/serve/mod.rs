@@ -138,6 +138,8 @@ struct Shared {
     bodies: Mutex<Bodies>,
     refresh_failures: AtomicU64,
     dropped: [AtomicU64; Dropped::ALL.len()],
+    /// The flight recorder's figures, with `--on-oom`.
+    flight: Option<Arc<oom::Stats>>,
 }
 
 impl Shared {
@@ -181,7 +183,48 @@ impl Shared {
                 self.dropped[why as usize].load(Ordering::Relaxed)
             );
         }
+        if let Some(f) = &self.flight {
+            flight_metrics(&mut out, f, family);
+        }
         out
+    }
+}
+
+/// The flight recorder's counters (`--on-oom`).
+fn flight_metrics(
+    out: &mut String,
+    f: &oom::Stats,
+    family: impl Fn(&'static str, bool) -> &'static str,
+) {
+    let rows: [(&'static str, &str, &AtomicU64); 4] = [
+        (
+            "vmscope_flight_recordings_written_total",
+            "OOM recordings written to the --on-oom directory (an episode's final rewrite counts again).",
+            &f.written,
+        ),
+        (
+            "vmscope_flight_recordings_failed_total",
+            "OOM recordings that could not be written (each logged).",
+            &f.failed,
+        ),
+        (
+            "vmscope_flight_recordings_removed_total",
+            "Old OOM recordings removed to keep within --on-oom-keep and --on-oom-max-bytes.",
+            &f.removed,
+        ),
+        (
+            "vmscope_flight_samples_dropped_total",
+            "Samples the flight recorder dropped because its writer was behind.",
+            &f.samples_dropped,
+        ),
+    ];
+    for (name, help, n) in rows {
+        let _ = writeln!(
+            out,
+            "# HELP {f} {help}\n# TYPE {f} counter\n{name} {}",
+            n.load(Ordering::Relaxed),
+            f = family(name, true),
+        );
     }
 }
 
@@ -335,7 +378,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
             "--interval must be greater than zero",
         ));
     }
-    oom::check_args(args.history, args.on_oom.as_deref())?;
+    oom::check_args(args.flight.history, args.flight.on_oom.as_deref())?;
     Privileges::current().require_bpf()?;
     driver::run(serve(args))
 }
@@ -398,30 +441,31 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         per_process: usize::from(args.per_process),
         interval: args.interval,
         failures: Burst::default(),
-        flight: args.history.map(|h| {
-            oom::Recorder::new(
-                h,
-                args.on_oom.clone(),
-                &source,
-                args.interval,
-                &[],
-                Some("vmscope serve"),
-            )
-        }),
+        flight: oom::Recorder::new(
+            &args.flight,
+            &source,
+            args.interval,
+            &[],
+            Some("vmscope serve"),
+        ),
     };
     source.start(Instant::now(), args.interval);
     // Without a first good sample there is nothing to serve.
     let first = exporter.render(source.next().await)?;
+    // The OOM writer starts before this thread gives its privileges up:
+    // under sudo it takes the invoking user's file identity first.
+    let writer = match exporter.flight.as_mut() {
+        Some(f) => f.start_writer()?,
+        None => None,
+    };
     let shared = Arc::new(Shared {
         bodies: Mutex::new(first),
         refresh_failures: AtomicU64::new(0),
         dropped: Default::default(),
+        flight: exporter.flight.as_ref().and_then(oom::Recorder::stats),
     });
     // Everything that attaches at start has; the listener is bound.
-    let said = shed_privileges(&source);
-    if let Some(f) = exporter.flight.as_mut() {
-        f.start_writer()?;
-    }
+    let said = shed_privileges(&source, writer.as_deref());
     let local: SocketAddr = listener.local_addr().context("reading the bound address")?;
     // The listening line first (scripts wait for it), then what was shed
     // before it.
@@ -438,6 +482,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     }
     .run(&mut source, &mut exporter, signals)
     .await;
+    // The open OOM episode's file, written whole.
+    drop(exporter.flight.take());
     source.release();
     eprintln!("vmscope serve: stopped");
     Ok(0)
@@ -466,7 +512,7 @@ impl Exporter {
         if let Some(shed) = r.shed {
             eprintln!(
                 "{}",
-                shed_line(&shed, "the swap probe no longer waits: ", None)
+                shed_line(&shed, "the swap probe no longer waits: ", None, None)
             );
         }
         let om = export::render(&self.state, Format::OpenMetrics, self.per_process);
@@ -584,15 +630,16 @@ impl Listening {
 /// deferred swap probe need (see `source::shed`); this thread, which talks
 /// to the network, keeps nothing: it only accepts on a socket already
 /// bound and renders owned samples.
-fn shed_privileges(source: &Source) -> String {
+fn shed_privileges(source: &Source, writer: Option<&str>) -> String {
     let shed = source.shed();
     let own = crate::source::kernel::privdrop::keep_only(&[]).err();
-    shed_line(&shed, "", Some(own))
+    shed_line(&shed, "", Some(own), writer)
 }
 
 /// The privileges line: what the sampling thread kept and why, what it
 /// dropped, and (at the first drop) how the other threads stand.
-fn shed_line(shed: &Shed, now: &str, own: Option<Option<String>>) -> String {
+/// `writer`: what the OOM writer, which gave its own up itself, holds.
+fn shed_line(shed: &Shed, now: &str, own: Option<Option<String>>, writer: Option<&str>) -> String {
     use crate::source::kernel::privdrop;
     if let Some(why) = &shed.kept {
         return format!("vmscope serve: privileges: {now}{why}");
@@ -627,10 +674,17 @@ fn shed_line(shed: &Shed, now: &str, own: Option<Option<String>>) -> String {
         None => String::new(),
         Some(Some(e)) => format!("; the serving thread could not drop its own: {e}"),
         // The sampling thread and this one have given theirs up.
-        Some(None) => match privdrop::other_threads().saturating_sub(1) {
-            0 => "; the serving thread keeps none".to_string(),
-            n => format!("; the serving thread keeps none; {n} other threads keep theirs"),
-        },
+        Some(None) => {
+            let helpers = usize::from(writer.is_some());
+            match privdrop::other_threads().saturating_sub(1 + helpers) {
+                0 => "; the serving thread keeps none".to_string(),
+                n => format!("; the serving thread keeps none; {n} other threads keep theirs"),
+            }
+        }
+    };
+    let threads = match writer {
+        Some(w) => format!("{threads}; {w}"),
+        None => threads,
     };
     let root = if rustix::process::getuid().is_root() || rustix::process::geteuid().is_root() {
         "; still uid 0, so root's file permissions remain: run it as its own user \

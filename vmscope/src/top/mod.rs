@@ -65,7 +65,7 @@ pub fn run(args: TopArgs) -> anyhow::Result<u8> {
             "stdout is not a terminal; use --batch -n COUNT for plain-text snapshots",
         ));
     }
-    crate::record::on_oom::check_args(args.history, args.on_oom.as_deref())?;
+    crate::record::on_oom::check_args(args.flight.history, args.flight.on_oom.as_deref())?;
     Privileges::current().require_bpf()?;
     driver::run(async move {
         let source = Source::load(LoadOptions {
@@ -195,23 +195,20 @@ impl<'a> Feed<'a> {
         source: &Source,
         to_stderr: Option<&'static str>,
     ) -> anyhow::Result<Self> {
-        // The writer starts at once: `top` keeps its privileges (the probes
-        // are its own).
-        let flight = args
-            .history
-            .map(|h| {
-                let mut r = crate::record::on_oom::Recorder::new(
-                    h,
-                    args.on_oom.clone(),
-                    source,
-                    args.interval,
-                    &args.pid,
-                    to_stderr,
-                );
-                r.start_writer()?;
-                anyhow::Ok(r)
-            })
-            .transpose()?;
+        // The writer starts at once and gives up its own privileges (`top`
+        // keeps its: the probes are its own).
+        let flight = crate::record::on_oom::Recorder::new(
+            &args.flight,
+            source,
+            args.interval,
+            &args.pid,
+            to_stderr,
+        )
+        .map(|mut r| {
+            r.start_writer()?;
+            anyhow::Ok(r)
+        })
+        .transpose()?;
         Ok(Self {
             args,
             live: Live::new(unavailable(
