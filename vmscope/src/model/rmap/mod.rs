@@ -640,28 +640,24 @@ fn beside(t: &mut RmapTotals, s: RmapTotals, inside_walk: u64) {
     t.processes = s.processes;
 }
 
-/// Totals of a direct-timing recording.
-fn direct_totals(
-    samples: &[crate::model::sample::Sample],
-    reason: String,
-) -> Result<RmapTotals, String> {
-    let with: Vec<(u64, &RmapSample)> = samples
-        .iter()
-        .filter_map(|s| Some((s.elapsed_ns, s.rmap.as_ref()?)))
-        .collect();
-    let (Some(&(t0, first)), Some(&(t1, last))) = (with.first(), with.last()) else {
-        return Err("no sample read from the direct timer".into());
-    };
+/// Calls, outermost calls, nested calls, CPU and off-CPU time of one kind
+/// of function between two readings.
+#[derive(Default)]
+struct Sums {
+    calls: u64,
+    outer: u64,
+    nested: u64,
+    ns: u64,
+    off: u64,
+}
+
+/// Each timed function between two readings, and the sums of walks and of
+/// maintenance.
+fn function_totals(
+    first: &RmapSample,
+    last: &RmapSample,
+) -> Result<(Vec<FnTotal>, Sums, Sums), String> {
     let mut functions = Vec::new();
-    // Calls, outermost calls, nested calls and outermost time per kind.
-    #[derive(Default)]
-    struct Sums {
-        calls: u64,
-        outer: u64,
-        nested: u64,
-        ns: u64,
-        off: u64,
-    }
     let (mut walks, mut maint) = (Sums::default(), Sums::default());
     for f in &last.functions {
         let before = first.functions.iter().find(|x| x.function == f.function);
@@ -700,6 +696,22 @@ fn direct_totals(
             latency: crate::model::hist::summarize(before.map(hist).as_ref(), &hist(f)),
         });
     }
+    Ok((functions, walks, maint))
+}
+
+/// Totals of a direct-timing recording.
+fn direct_totals(
+    samples: &[crate::model::sample::Sample],
+    reason: String,
+) -> Result<RmapTotals, String> {
+    let with: Vec<(u64, &RmapSample)> = samples
+        .iter()
+        .filter_map(|s| Some((s.elapsed_ns, s.rmap.as_ref()?)))
+        .collect();
+    let (Some(&(t0, first)), Some(&(t1, last))) = (with.first(), with.last()) else {
+        return Err("no sample read from the direct timer".into());
+    };
+    let (functions, walks, maint) = function_totals(first, last)?;
     let cpu_time_s = t1.saturating_sub(t0) as f64 / 1e9 * f64::from(last.cpus);
     let share = |ns: f64| Share {
         samples: 0,
