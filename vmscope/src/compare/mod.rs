@@ -86,7 +86,15 @@ impl Input {
             crate::model::rmap::Method::StackSampling => {
                 format!("stack sampling at {} Hz", r.rate_hz)
             }
-            crate::model::rmap::Method::DirectTiming => "direct timing (fentry/fexit)".to_string(),
+            crate::model::rmap::Method::DirectTiming => match (&r.sampled, &r.agreement) {
+                (Some(s), Some(a)) => format!(
+                    "direct timing (fentry/fexit, calibrated), primary; stack sampling at {} Hz \
+                     beside it {}",
+                    s.rate_hz,
+                    if a.agree { "agrees" } else { "disagrees" }
+                ),
+                _ => "direct timing (fentry/fexit)".to_string(),
+            },
         })
     }
 
