@@ -229,9 +229,10 @@ pub mod off {
     pub const CGROUP_KN: usize = 61;
     pub const KN_ID: usize = 62;
     /// `cgroup:cgroup_attach_task` record fields (classic tracepoint):
-    /// the destination's hierarchy id and cgroup id, and the moved task.
+    /// the destination's hierarchy id and its path's `__data_loc` word,
+    /// and the moved task.
     pub const ATTACH_DST_ROOT: usize = 63;
-    pub const ATTACH_DST_ID: usize = 64;
+    pub const ATTACH_DST_PATH: usize = 64;
     pub const ATTACH_PID: usize = 65;
     /// The hierarchy id cgroup keys belong to (v1: the memory
     /// controller's, from /proc/cgroups; v2: 0), plus one (0: unset).
@@ -264,7 +265,13 @@ pub mod off {
     /// means success plus one.
     pub const COLLAPSE_STATUS: usize = 82;
     pub const COLLAPSE_SUCCESS_VALUE: usize = 83;
-    pub const COUNT: usize = 84;
+    /// `cgroup:cgroup_mkdir` and `cgroup_rmdir` record fields (one format):
+    /// the hierarchy id, the cgroup id, and the `__data_loc` word of its
+    /// path.
+    pub const CGROUP_DIR_ROOT: usize = 84;
+    pub const CGROUP_DIR_ID: usize = 85;
+    pub const CGROUP_DIR_PATH: usize = 86;
+    pub const COUNT: usize = 87;
 }
 
 /// The syscalls followed through the raw `sys_enter`/`sys_exit` BTF
@@ -401,8 +408,11 @@ pub mod counter {
     /// `handle_mm_fault` calls timed into the fault latency histograms:
     /// with the two above, every call, each counted where pgfault is.
     pub const FAULT_TIMED: u32 = FAULT_UNTIMED + 1;
+    /// Cgroup creations and removals not reported: the ring buffer was
+    /// full (user space then walks the hierarchy for names).
+    pub const CGROUP_EVENTS_LOST: u32 = FAULT_TIMED + 1;
     /// Number of slots in the array.
-    pub const COUNT: u32 = FAULT_TIMED + 1;
+    pub const COUNT: u32 = CGROUP_EVENTS_LOST + 1;
 }
 
 /// Fault counts of the process last seen faulting on one CPU, not yet added
@@ -439,8 +449,18 @@ const _: () = assert!(core::mem::size_of::<FaultCache>() == 24 + 8 * (2 * FAULT_
 /// machines with more use the classic event.
 pub const MAX_CPUS: u32 = 256;
 
-/// Capacity of the set of cgroups a `--cgroup` recording follows.
-pub const MAX_SCOPE_CGROUPS: u32 = 4096;
+/// Room for the cgroup path a `--cgroup` recording follows (with its
+/// NUL): a task moved into it or below it joins the followed set.
+pub const SCOPE_PATH_BYTES: usize = 512;
+
+/// The followed cgroup's path, below the hierarchy's root; `len` (bytes
+/// before the NUL) 0 when no cgroup is followed.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScopePath {
+    pub len: u64,
+    pub path: [u8; SCOPE_PATH_BYTES],
+}
 
 /// Capacity of the per-mm swap map (LRU).
 pub const MAX_MMS: u32 = 16384;
@@ -620,9 +640,42 @@ pub mod oom_field {
     pub const OOM_SCORE_ADJ: u32 = 1 << 8;
 }
 
+/// Bytes of the ring buffer that carries [`CgroupEvent`]s: room for 512
+/// creations and removals between two reads.
+pub const CGROUP_RING_BYTES: u32 = 256 * 1024;
+/// The longest cgroup path reported (with its NUL); a longer one is
+/// reported without it (`len` 0) and named by a walk.
+pub const CGROUP_PATH_BYTES: usize = 496;
+
+/// A cgroup created or removed in the hierarchy processes are keyed by
+/// (`cgroup:cgroup_mkdir`/`cgroup_rmdir`), sent through `CGROUP_EVENTS`:
+/// names for cgroups that live shorter than a read, and removals without
+/// polling.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CgroupEvent {
+    /// The cgroup's id (its directory's inode number, as processes' keys).
+    pub id: u64,
+    /// `cgroup_event::*`.
+    pub kind: u32,
+    /// Bytes of `path` before its NUL; 0 when it did not fit.
+    pub len: u32,
+    /// Below the hierarchy's root, starting with `/`.
+    pub path: [u8; CGROUP_PATH_BYTES],
+}
+
+const _: () = assert!(core::mem::size_of::<CgroupEvent>() == 512);
+
+pub mod cgroup_event {
+    pub const CREATED: u32 = 1;
+    pub const REMOVED: u32 = 2;
+}
+
 #[cfg(feature = "user")]
 mod pod {
     unsafe impl aya::Pod for super::OomVictim {}
+    unsafe impl aya::Pod for super::CgroupEvent {}
+    unsafe impl aya::Pod for super::ScopePath {}
     // SAFETY (both): `repr(C)`, `Copy`, only integers, no padding (asserted
     // above), so any bit pattern is valid.
     unsafe impl aya::Pod for super::ProcStats {}

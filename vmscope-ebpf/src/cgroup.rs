@@ -4,14 +4,25 @@
 //! bumps `CGROUP_EPOCH`), so the page-fault path pays one array read and a
 //! compare, not a pointer walk. User space folds each interval's
 //! per-process deltas into the cgroup the process was in at the read.
+//!
+//! Cgroups created and removed in that hierarchy are reported through a
+//! ring buffer (rare events), so that user space names a cgroup that lives
+//! shorter than a read and forgets one as soon as it goes.
 
 use aya_ebpf::{
-    helpers::{bpf_get_current_cgroup_id, bpf_get_current_task, bpf_probe_read_kernel},
+    EbpfContext as _,
+    helpers::{
+        bpf_get_current_cgroup_id, bpf_get_current_task, bpf_probe_read_kernel,
+        bpf_probe_read_kernel_str_bytes,
+    },
     macros::map,
-    maps::{Array, HashMap},
+    maps::{Array, PerCpuArray, RingBuf},
     programs::TracePointContext,
 };
-use vmscope_common::{MAX_SCOPE_CGROUPS, ProcStats, cgroup_mode, counter, off};
+use vmscope_common::{
+    CGROUP_RING_BYTES, CgroupEvent, ProcStats, SCOPE_PATH_BYTES, ScopePath, cgroup_event,
+    cgroup_mode, counter, off,
+};
 
 use crate::maps;
 
@@ -28,41 +39,137 @@ pub fn on_attach() {
     }
 }
 
-/// The cgroups a `record --cgroup` follows (value unused): a task moved
-/// into one joins the followed set. Filled by user space.
+/// The cgroup a `record --cgroup` follows, by path: a task moved into it
+/// or into any cgroup below it, created before or after the recording
+/// started, joins the followed set. Filled by user space.
 #[map]
-pub static SCOPE_CGROUPS: HashMap<u64, u8> = HashMap::with_max_entries(MAX_SCOPE_CGROUPS, 0);
+pub static SCOPE_PATH: Array<ScopePath> = Array::with_max_entries(1, 0);
 
-/// The classic tracepoint: also follows a task moved into a followed
-/// cgroup (the record names the destination), so that its first faults
-/// there are counted.
+/// Room to compare a moved task's destination path with `SCOPE_PATH`.
+#[map]
+static PATH_SCRATCH: PerCpuArray<[u8; SCOPE_PATH_BYTES]> = PerCpuArray::with_max_entries(1, 0);
+
+/// Cgroups created and removed (`CgroupEvent`), drained by user space at
+/// each read.
+#[map]
+pub static CGROUP_EVENTS: RingBuf = RingBuf::with_byte_size(CGROUP_RING_BYTES, 0);
+
+/// The classic tracepoint: also follows a task moved into the followed
+/// cgroup or below it (the record names the destination), so that its
+/// first faults there are counted.
 #[inline(always)]
 pub fn on_attach_record(ctx: &TracePointContext) {
     on_attach();
     if !maps::filter_enabled() {
         return;
     }
-    let (root_at, id_at, pid_at) = (
+    let (root_at, path_at, pid_at) = (
         maps::offset(off::ATTACH_DST_ROOT),
-        maps::offset(off::ATTACH_DST_ID),
+        maps::offset(off::ATTACH_DST_PATH),
         maps::offset(off::ATTACH_PID),
     );
     let hierarchy = maps::offset(off::CGROUP_HIERARCHY) as i32;
-    if id_at == 0 || pid_at == 0 || root_at == 0 || hierarchy == 0 {
+    if path_at == 0 || pid_at == 0 || root_at == 0 || hierarchy == 0 {
         return;
     }
     // SAFETY (all three): reads within the record at its format's offsets.
-    let (Ok(root), Ok(id), Ok(pid)) = (
+    let (Ok(root), Ok(word), Ok(pid)) = (
         unsafe { ctx.read_at::<i32>(root_at) },
-        unsafe { ctx.read_at::<u64>(id_at) },
+        unsafe { ctx.read_at::<u32>(path_at) },
         unsafe { ctx.read_at::<i32>(pid_at) },
     ) else {
         return;
     };
-    if root != hierarchy - 1 || SCOPE_CGROUPS.get_ptr(id).is_none() {
+    if root != hierarchy - 1 || !in_scope(ctx, word) {
         return;
     }
     crate::filter::follow(ctx, pid as u32);
+}
+
+/// Whether the `__data_loc` string at `word` (offset in the low 16 bits)
+/// is the followed path or a path below it.
+#[inline(always)]
+fn in_scope(ctx: &TracePointContext, word: u32) -> bool {
+    let Some(scope) = SCOPE_PATH.get(0) else {
+        return false;
+    };
+    let n = scope.len as usize;
+    if n == 0 || n >= SCOPE_PATH_BYTES {
+        return false;
+    }
+    // The hierarchy's root: every cgroup is below it.
+    if n == 1 {
+        return true;
+    }
+    let Some(buf) = PATH_SCRATCH.get_ptr_mut(0) else {
+        return false;
+    };
+    // SAFETY: a per-CPU map value, this CPU's only; the source is within
+    // the record.
+    let buf = unsafe { &mut *buf };
+    let src = unsafe { ctx.as_ptr().add((word & 0xffff) as usize) } as *const u8;
+    let Ok(got) = (unsafe { bpf_probe_read_kernel_str_bytes(src, buf) }).map(|b| b.len()) else {
+        return false;
+    };
+    if got < n {
+        return false;
+    }
+    if buf
+        .iter()
+        .zip(scope.path.iter())
+        .take(n)
+        .any(|(a, b)| a != b)
+    {
+        return false;
+    }
+    // The path itself, or one below it (not a sibling sharing a prefix).
+    got == n || buf[n & (SCOPE_PATH_BYTES - 1)] == b'/'
+}
+
+/// `cgroup:cgroup_mkdir` and `cgroup_rmdir` (classic): a cgroup of the
+/// hierarchy processes are keyed by was created or removed.
+#[inline(always)]
+pub fn on_dir(ctx: &TracePointContext, kind: u32) {
+    let (root_at, id_at, path_at) = (
+        maps::offset(off::CGROUP_DIR_ROOT),
+        maps::offset(off::CGROUP_DIR_ID),
+        maps::offset(off::CGROUP_DIR_PATH),
+    );
+    let hierarchy = maps::offset(off::CGROUP_HIERARCHY) as i32;
+    if id_at == 0 || root_at == 0 || hierarchy == 0 {
+        return;
+    }
+    // SAFETY (both): reads within the record at its format's offsets.
+    let (Ok(root), Ok(id)) = (unsafe { ctx.read_at::<i32>(root_at) }, unsafe {
+        ctx.read_at::<u64>(id_at)
+    }) else {
+        return;
+    };
+    if root != hierarchy - 1 {
+        return;
+    }
+    let Some(mut entry) = CGROUP_EVENTS.reserve::<CgroupEvent>(0) else {
+        maps::count(counter::CGROUP_EVENTS_LOST);
+        return;
+    };
+    let ev = entry.as_mut_ptr();
+    // SAFETY: the reserved record, ours until submitted; the source is
+    // within the tracepoint's record.
+    unsafe {
+        (*ev).id = id;
+        (*ev).kind = kind;
+        (*ev).len = 0;
+        if kind == cgroup_event::CREATED
+            && path_at != 0
+            && let Ok(word) = ctx.read_at::<u32>(path_at)
+        {
+            let src = ctx.as_ptr().add((word & 0xffff) as usize) as *const u8;
+            if let Ok(got) = bpf_probe_read_kernel_str_bytes(src, &mut (*ev).path) {
+                (*ev).len = got.len() as u32;
+            }
+        }
+    }
+    entry.submit(0);
 }
 
 /// Brings `p`'s (the current process's) cgroup key up to date.

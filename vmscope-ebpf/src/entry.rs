@@ -485,6 +485,20 @@ pub fn cgroup_attach_task(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// A cgroup created (see `cgroup.rs`).
+#[tracepoint]
+pub fn cgroup_mkdir(ctx: TracePointContext) -> u32 {
+    crate::cgroup::on_dir(&ctx, vmscope_common::cgroup_event::CREATED);
+    0
+}
+
+/// A cgroup removed.
+#[tracepoint]
+pub fn cgroup_rmdir(ctx: TracePointContext) -> u32 {
+    crate::cgroup::on_dir(&ctx, vmscope_common::cgroup_event::REMOVED);
+    0
+}
+
 // The same hooks as BTF tracepoints where the kernel allows: no trace
 // record is built per event, and detaching them waits for nothing. The
 // loader tries these first and falls back to the classic ones above.

@@ -69,6 +69,9 @@ pub struct CgroupState {
     pub counts: ProcSample,
     /// Its processes alive now.
     pub live: u32,
+    /// When the sample that said it was removed was taken (its
+    /// `elapsed_ns`).
+    pub gone_ns: Option<u64>,
 }
 
 impl CgroupState {

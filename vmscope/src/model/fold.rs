@@ -31,6 +31,7 @@ pub struct Fold {
     oom_kills: Vec<OomKill>,
     /// Each cgroup's books when first listed.
     books_first: BTreeMap<u64, CgroupBooks>,
+    keep_cgroups: usize,
 }
 
 impl Fold {
@@ -46,6 +47,7 @@ impl Fold {
             pgfault: false,
             oom_kills: Vec::new(),
             books_first: BTreeMap::new(),
+            keep_cgroups: keep,
         }
     }
 
@@ -73,6 +75,13 @@ impl Fold {
             }
         }
         self.procs.push(s);
+        // A removed cgroup's first books go with it once it is no longer
+        // among those kept.
+        if self.books_first.len() > self.keep_cgroups.saturating_mul(2).saturating_add(64) {
+            let kept: std::collections::HashSet<u64> =
+                self.procs.cgroups().map(|(id, _)| id).collect();
+            self.books_first.retain(|id, _| kept.contains(id));
+        }
         if self.first.is_none() {
             self.first = Some(s.clone());
         }
@@ -101,10 +110,8 @@ impl Fold {
     ) -> Vec<CgroupTotal> {
         let mut rows: Vec<CgroupTotal> = self
             .procs
-            .snapshot()
-            .cgroups
-            .iter()
-            .map(|(&id, c)| {
+            .cgroups()
+            .map(|(id, c)| {
                 let mut totals = c.counts.total(source, avail);
                 totals.comm = c.name(id);
                 totals.cgroup = id;

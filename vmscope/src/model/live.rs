@@ -43,6 +43,9 @@ impl Live {
     pub fn push(&mut self, s: Sample) -> Option<Model> {
         let mut next = self.now.clone().unwrap_or_default();
         next.apply(&s);
+        // A removed cgroup whose processes have all ended shows nothing
+        // more.
+        next.retire_gone_cgroups();
         self.last = self.now.replace(next);
         let (now, last) = (self.now.as_ref()?, self.last.as_ref()?);
         let mut model = Model::new(now, Some(last), self.baseline.as_ref(), &self.unavailable);

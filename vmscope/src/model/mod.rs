@@ -173,6 +173,10 @@ pub struct ProcBook {
     now: Snapshot,
     ended: Vec<ProcSample>,
     ended_faults: FaultCounters,
+    /// Cgroups removed with all their processes ended: the `keep` with the
+    /// most faults (their figures are final, so no other can overtake one
+    /// trimmed away).
+    retired: Vec<(u64, crate::model::cgroup::CgroupState)>,
     keep: usize,
 }
 
@@ -201,9 +205,33 @@ impl ProcBook {
             }
         }
         // Trimmed now and then, not at every exit: to the `keep` largest.
-        if self.ended.len() > 2 * self.keep + 64 {
+        if self.ended.len() > self.keep.saturating_mul(2).saturating_add(64) {
             self.trim();
         }
+        self.retired.extend(self.now.retire_gone_cgroups());
+        if self.retired.len() > self.keep.saturating_mul(2).saturating_add(64) {
+            self.trim_retired();
+        }
+    }
+
+    fn trim_retired(&mut self) {
+        self.retired.sort_by(|(a_id, a), (b_id, b)| {
+            b.counts
+                .faults
+                .total()
+                .cmp(&a.counts.faults.total())
+                .then(a_id.cmp(b_id))
+        });
+        self.retired.truncate(self.keep);
+    }
+
+    /// Every cgroup: those of the snapshot, then the removed ones kept.
+    pub fn cgroups(&self) -> impl Iterator<Item = (u64, &crate::model::cgroup::CgroupState)> {
+        self.now
+            .cgroups
+            .iter()
+            .map(|(&id, c)| (id, c))
+            .chain(self.retired.iter().map(|(id, c)| (*id, c)))
     }
 
     /// The full state the samples pushed add up to.
@@ -526,5 +554,53 @@ mod tests {
         assert_eq!(one.faults().total(), 62);
         let rows = one.totals(FaultSource::Tracepoint, avail, 10);
         assert_eq!(rows.iter().map(|r| r.pid).collect::<Vec<_>>(), vec![2]);
+    }
+
+    /// A thousand cgroups that each live for one process: the book keeps
+    /// the `keep` with the most faults (exactly those a whole-run ranking
+    /// gives) and nothing more grows.
+    #[test]
+    fn removed_cgroups_are_kept_only_as_many_as_the_rows() {
+        let mut b = ProcBook::new(5);
+        let f = |n: u64| {
+            let mut f = FaultCounters::default();
+            f.user[0] = n;
+            f
+        };
+        let mut t = 0;
+        let mut at = |s: Sample| {
+            t += 1;
+            Sample { elapsed_ns: t, ..s }
+        };
+        for i in 1..=1000u64 {
+            let pid = i as u32;
+            // Faults peak at cgroup 500: the largest are 498..=502.
+            let n = 1000 - i.abs_diff(500);
+            b.push(&at(Sample {
+                procs: vec![ProcSample {
+                    pid,
+                    cgroup: i,
+                    faults: f(n),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }));
+            b.push(&at(Sample {
+                exited: vec![pid],
+                cgroups_gone: vec![i],
+                ..Default::default()
+            }));
+            assert!(
+                b.now.cgroups.len() <= 2,
+                "{} in the snapshot",
+                b.now.cgroups.len()
+            );
+            assert!(b.retired.len() <= 2 * 5 + 64, "{} kept", b.retired.len());
+        }
+        b.push(&at(Sample::default()));
+        b.trim_retired();
+        let mut ids: Vec<u64> = b.cgroups().map(|(id, _)| id).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, [498, 499, 500, 501, 502]);
     }
 }

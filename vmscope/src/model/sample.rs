@@ -136,6 +136,11 @@ pub struct Sample {
     /// one of these pids is a new process under a reused pid.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exited: Vec<u32>,
+    /// Cgroups removed by this sample, among those earlier samples listed
+    /// (`cgroups`, or a process's `cgroup`): a reader may forget one once
+    /// none of its processes is alive.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cgroups_gone: Vec<u64>,
     /// Per-process entries deleted after their process exited, ever
     /// (`proc_inserts - proc_entries - proc_pruned` were evicted).
     #[serde(default)]

@@ -89,6 +89,11 @@ impl Snapshot {
             self.charge(p);
             self.procs.insert(p.pid, p.clone());
         }
+        for id in &s.cgroups_gone {
+            if let Some(c) = self.cgroups.get_mut(id) {
+                c.gone_ns = Some(s.elapsed_ns);
+            }
+        }
         for c in &s.cgroups {
             let state = self.cgroups.entry(c.id).or_default();
             if c.path.is_some() {
@@ -121,6 +126,23 @@ impl Snapshot {
                 self.cgroups.entry(p.cgroup).or_default().live += 1;
             }
         }
+    }
+
+    /// Takes out the cgroups removed at an earlier sample than the latest
+    /// whose processes have all ended: their figures are final. (One
+    /// sample's grace, for the counts of processes read after their
+    /// cgroup went.)
+    pub fn retire_gone_cgroups(&mut self) -> Vec<(u64, CgroupState)> {
+        let now = self.elapsed_ns;
+        let done: Vec<u64> = self
+            .cgroups
+            .iter()
+            .filter(|(_, c)| c.live == 0 && c.gone_ns.is_some_and(|t| t < now))
+            .map(|(&id, _)| id)
+            .collect();
+        done.into_iter()
+            .filter_map(|id| Some((id, self.cgroups.remove(&id)?)))
+            .collect()
     }
 
     /// Whether `pid`'s process started afresh at the latest sample (its
@@ -303,5 +325,39 @@ mod tests {
         assert!(snap.procs.is_empty());
         assert_eq!(snap.hists["x"].sum_ns, 1);
         assert_eq!((snap.elapsed_ns, snap.ended.as_slice()), (5, &[1][..]));
+    }
+
+    /// A removed cgroup is retired once none of its processes is alive and
+    /// a sample has passed since it went; an alive one never is.
+    #[test]
+    fn a_removed_cgroup_is_retired_once_its_processes_have_ended() {
+        let mut snap = Snapshot::default();
+        let at = |t: u64, procs, exited, gone| Sample {
+            elapsed_ns: t,
+            procs,
+            exited,
+            cgroups_gone: gone,
+            ..Default::default()
+        };
+        snap.apply(&at(
+            1,
+            vec![in_cgroup(1, 10, 5), in_cgroup(2, 20, 5)],
+            vec![],
+            vec![],
+        ));
+        // Cgroup 10 removed while pid 1 is still counted live.
+        snap.apply(&at(2, vec![], vec![], vec![10]));
+        assert!(snap.retire_gone_cgroups().is_empty(), "pid 1 not ended yet");
+        snap.apply(&at(3, vec![], vec![1], vec![]));
+        let retired = snap.retire_gone_cgroups();
+        assert_eq!(retired.len(), 1);
+        assert_eq!((retired[0].0, retired[0].1.counts.madvise_calls), (10, 5));
+        assert_eq!(snap.cgroups.keys().copied().collect::<Vec<_>>(), [20]);
+        // Removed and emptied at the same sample: one sample's grace.
+        snap.apply(&at(4, vec![], vec![2], vec![20]));
+        assert!(snap.retire_gone_cgroups().is_empty());
+        snap.apply(&at(5, vec![], vec![], vec![]));
+        assert_eq!(snap.retire_gone_cgroups().len(), 1);
+        assert!(snap.cgroups.is_empty());
     }
 }

@@ -59,6 +59,16 @@ fn check_cgroup(path: &str) -> anyhow::Result<()> {
             format!("--cgroup {path}: no cgroups to follow: {e}"),
         )
     })?;
+    if path.len() >= vmscope_common::SCOPE_PATH_BYTES {
+        return Err(exit::failure(
+            exit::USAGE,
+            format!(
+                "--cgroup {}...: longer than {} bytes, which vmscope cannot follow; follow a cgroup above it",
+                path.chars().take(40).collect::<String>(),
+                vmscope_common::SCOPE_PATH_BYTES - 1
+            ),
+        ));
+    }
     if !path.starts_with('/') || path.split('/').any(|p| p == "..") || !cgroupfs::exists(&h, path) {
         return Err(exit::failure(
             exit::USAGE,

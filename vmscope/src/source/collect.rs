@@ -9,8 +9,8 @@ use std::{
 use anyhow::Context as _;
 
 use vmscope_common::{
-    FAULT_CLASSES, FaultCache, HIST_BUCKETS, MmSwap, OomVictim, ProcStats, cache_flags, counter,
-    hist, madvise, oom_field,
+    CgroupEvent, FAULT_CLASSES, FaultCache, HIST_BUCKETS, MmSwap, OomVictim, ProcStats,
+    cache_flags, cgroup_event, counter, hist, madvise, oom_field,
 };
 
 use crate::{
@@ -62,12 +62,25 @@ pub struct Collector {
     last_hists: HashMap<u32, HistSample>,
     /// Cgroup names (None: no cgroup attribution).
     names: Option<cgroupfs::Names>,
+    /// The cgroups samples listed that are not known to be gone yet, with
+    /// when each was first listed.
+    listed: HashMap<u64, Instant>,
+    /// `CGROUP_EVENTS_LOST` at the last read.
+    cgroup_events_lost: u64,
     /// Limit-hit counters, to tell which limit an OOM kill answered.
     limits: limits::LimitWatch,
     /// Entries read for the last time, for [`Collector::prune`].
     doomed_procs: Vec<u32>,
     doomed_mms: Vec<u64>,
 }
+
+/// How often the cgroup hierarchy is walked for removals: where the kernel
+/// reports them, only as a safety net.
+const WALK_REPORTED: std::time::Duration = std::time::Duration::from_secs(60);
+const WALK_UNREPORTED: std::time::Duration = std::time::Duration::from_secs(10);
+/// The probes that report cgroups created and removed.
+const CGROUP_MKDIR: &str = "cgroup:cgroup_mkdir";
+const CGROUP_RMDIR: &str = "cgroup:cgroup_rmdir";
 
 /// Room for `/proc/vmstat` (about 5 KiB on 6.18).
 const VMSTAT_BUF: usize = 64 * 1024;
@@ -90,6 +103,8 @@ impl Collector {
             doomed_procs: Vec::new(),
             doomed_mms: Vec::new(),
             names: None,
+            listed: HashMap::new(),
+            cgroup_events_lost: 0,
             limits: limits::LimitWatch::default(),
         }
     }
@@ -136,7 +151,8 @@ impl Collector {
         let (hists, stall_ns_by_cpu) = self.changed_hists(probes)?;
         let rmap = probes.rmap.as_mut().map(|s| s.read()).transpose()?;
         let mut oom_kills = self.oom_kills(probes, &cgroup_of);
-        let cgroups = self.cgroups(&procs);
+        let mut cgroups_gone = self.cgroup_upkeep(probes, c(counter::CGROUP_EVENTS_LOST));
+        let cgroups = self.cgroups(&procs, &mut cgroups_gone);
         self.blame_limits(&mut oom_kills, &cgroups, &mut probes.kernel_log);
         Ok(Sample {
             oom_kills,
@@ -164,6 +180,7 @@ impl Collector {
             mm_entries: swap.entries,
             mm_inserts: c(counter::MM_INSERTS),
             exited,
+            cgroups_gone,
             proc_pruned: self.proc_pruned,
             mm_pruned: self.mm.pruned,
         })
@@ -228,13 +245,36 @@ impl Collector {
         // Processes with swap traffic but no other activity while recorded.
         for (&pid, &(out, inn)) in &swap.by_tgid {
             if !seen.contains(&pid) {
+                seen.insert(pid);
                 let comm = proc_comm(pid);
                 let p = proc_sample(pid, comm, &ProcStats::default(), out, inn);
                 self.push_changed(&mut procs, p);
             }
         }
+        self.vanished(&seen, exited);
         procs.sort_by_key(|p| p.pid);
         procs
+    }
+
+    /// Processes whose entries left the map without a last read (evicted
+    /// to make room): once the process is gone too, it has ended, and
+    /// nothing more is kept of it (else a host's every short-lived process
+    /// would stay here, and in the views, for good). One still alive is
+    /// kept: its next entry is a new one (see `reused`).
+    fn vanished(&mut self, seen: &HashSet<u32>, exited: &mut Vec<u32>) {
+        let gone: Vec<u32> = self
+            .last
+            .keys()
+            .filter(|pid| !seen.contains(pid))
+            .filter(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists())
+            .copied()
+            .collect();
+        for pid in gone {
+            self.forget(pid);
+            if !exited.contains(&pid) {
+                exited.push(pid);
+            }
+        }
     }
 
     /// Whether `pid`'s entry now belongs to another process than before:
@@ -299,16 +339,77 @@ impl Collector {
     /// The OOM victims' records since the last read (draining the ring
     /// buffer is reading it), on the recording's clock, each with its
     /// memory cgroup as it stands now.
-    /// The cgroups of `procs` (those that changed), with their books.
-    fn cgroups(&mut self, procs: &[ProcSample]) -> Vec<CgroupSample> {
+    /// Takes in the cgroups created and removed since the last read (a
+    /// walk of the hierarchy stands in, less often, where the kernel does
+    /// not report them or some reports were lost), and returns those that
+    /// samples listed and are now gone. The limit watcher forgets the
+    /// removed ones.
+    fn cgroup_upkeep(&mut self, probes: &mut Loaded, lost: u64) -> Vec<u64> {
+        let Some(names) = self.names.as_mut() else {
+            return Vec::new();
+        };
+        let reported = crate::model::probes::probe_usable(&probes.probes, CGROUP_MKDIR)
+            && crate::model::probes::probe_usable(&probes.probes, CGROUP_RMDIR);
+        if let Some(ring) = probes.cgroup_events.as_mut() {
+            while let Some(item) = ring.next() {
+                if item.len() < std::mem::size_of::<CgroupEvent>() {
+                    continue;
+                }
+                // SAFETY: a whole record; `CgroupEvent` is plain integers
+                // and bytes, any bit pattern valid, read unaligned.
+                let e = unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<CgroupEvent>()) };
+                match e.kind {
+                    cgroup_event::CREATED if e.len > 0 => {
+                        let len = (e.len as usize).min(e.path.len());
+                        names.created(e.id, String::from_utf8_lossy(&e.path[..len]).into_owned());
+                    }
+                    cgroup_event::REMOVED => names.removed(e.id),
+                    _ => {}
+                }
+            }
+        }
+        let missed = !reported || lost != self.cgroup_events_lost;
+        self.cgroup_events_lost = lost;
+        names.refresh(if missed {
+            WALK_UNREPORTED
+        } else {
+            WALK_REPORTED
+        });
+        for (_, path) in names.take_removed() {
+            self.limits.forget(&path);
+        }
+        let mut gone: Vec<u64> = self
+            .listed
+            .iter()
+            .filter(|(id, since)| names.gone_since(**id, **since))
+            .map(|(&id, _)| id)
+            .collect();
+        gone.sort_unstable();
+        for id in &gone {
+            self.listed.remove(id);
+        }
+        gone
+    }
+
+    /// The cgroups of `procs` (those that changed), with their books; one
+    /// already gone is added to `gone`.
+    fn cgroups(&mut self, procs: &[ProcSample], gone: &mut Vec<u64>) -> Vec<CgroupSample> {
         let Some(names) = self.names.as_mut() else {
             return Vec::new();
         };
         let ids: std::collections::BTreeSet<u64> =
             procs.iter().map(|p| p.cgroup).filter(|c| *c != 0).collect();
+        let now = Instant::now();
         ids.into_iter()
             .map(|id| {
                 let path = names.path(id);
+                if !self.listed.contains_key(&id) && !gone.contains(&id) {
+                    if names.gone_since(id, now) {
+                        gone.push(id);
+                    } else {
+                        self.listed.insert(id, now);
+                    }
+                }
                 let books = path
                     .as_deref()
                     .and_then(|p| cgroupfs::books(names.hierarchy(), p));

@@ -95,8 +95,11 @@ pub struct Loaded {
     /// The hierarchy processes are keyed by (see `cgroup_offsets`), or why
     /// there is no cgroup attribution.
     pub cgroups: Result<cgroupfs::Hierarchy, String>,
-    /// The cgroups a `--cgroup` recording follows (`cgroup.rs`).
-    scope_cgroups: HashMap<MapData, u64, u8>,
+    /// The cgroup a `--cgroup` recording follows, by path (`cgroup.rs`).
+    scope_path: Array<MapData, vmscope_common::ScopePath>,
+    /// Cgroups created and removed (`CgroupEvent`), from the
+    /// `cgroup_mkdir`/`cgroup_rmdir` programs.
+    pub cgroup_events: Option<RingBuf<MapData>>,
 }
 
 impl Loaded {
@@ -113,11 +116,31 @@ impl Loaded {
             .context("bumping the followed set's epoch")
     }
 
-    /// Follows cgroup `id`: a task moved into it joins the followed set.
-    pub fn scope_cgroup(&mut self, id: u64) -> anyhow::Result<()> {
-        self.scope_cgroups
-            .insert(id, 1, 0)
-            .with_context(|| format!("adding cgroup {id} to the followed cgroups"))
+    /// Follows cgroup `path` (below the hierarchy's root) and every cgroup
+    /// below it: a task moved into one joins the followed set.
+    pub fn scope_path(&mut self, path: &str) -> anyhow::Result<()> {
+        // As the kernel writes paths: no empty or `.` parts, no trailing
+        // slash but the root's.
+        let parts: Vec<&str> = path
+            .split('/')
+            .filter(|p| !p.is_empty() && *p != ".")
+            .collect();
+        let path = &format!("/{}", parts.join("/"));
+        let bytes = path.as_bytes();
+        if bytes.len() >= vmscope_common::SCOPE_PATH_BYTES {
+            anyhow::bail!(
+                "cgroup path {path} is longer than {} bytes",
+                vmscope_common::SCOPE_PATH_BYTES - 1
+            );
+        }
+        let mut v = vmscope_common::ScopePath {
+            len: bytes.len() as u64,
+            path: [0; vmscope_common::SCOPE_PATH_BYTES],
+        };
+        v.path[..bytes.len()].copy_from_slice(bytes);
+        self.scope_path
+            .set(0, v, 0)
+            .with_context(|| format!("setting the followed cgroup to {path}"))
     }
 
     /// Tasks ever added to the followed set, by the fork hook and by
@@ -469,6 +492,12 @@ const SPECS: &[Spec] = &[
     spec("cgroup", &["cgroup_attach_task"], &[])
         .btf("cgroup_attach_task_btf")
         .optional(attach_fields),
+    spec("cgroup", &["cgroup_mkdir"], &[])
+        .classic_only(RARE_CLASSIC)
+        .optional(cgroup_dir_fields),
+    spec("cgroup", &["cgroup_rmdir"], &[])
+        .classic_only(RARE_CLASSIC)
+        .optional(cgroup_dir_fields),
 ];
 
 const RARE_CLASSIC: &str = "classic tracepoint by design, not tp_btf: a rare event (a \
@@ -506,10 +535,9 @@ const MMAP_LOCK_CLASSIC: &str = "classic tracepoint by design, not tp_btf: its r
 fn attach_fields(fmt: &EventFormat) -> Offsets {
     const FIELDS: Fields = &[
         (off::ATTACH_DST_ROOT, "dst_root", &[4]),
-        (off::ATTACH_DST_ID, "dst_id", &[8]),
         (off::ATTACH_PID, "pid", &[4]),
     ];
-    FIELDS
+    let mut offs: Offsets = FIELDS
         .iter()
         .filter_map(|&(idx, name, sizes)| match fmt.int_field(name, sizes) {
             Ok(f) => Some((idx, f.offset)),
@@ -518,7 +546,39 @@ fn attach_fields(fmt: &EventFormat) -> Offsets {
                 None
             }
         })
-        .collect()
+        .collect();
+    offs.extend(data_loc(fmt, "dst_path").map(|at| (off::ATTACH_DST_PATH, at)));
+    offs
+}
+
+/// The offset of `__data_loc` string field `name`'s word, when the record
+/// has one.
+fn data_loc(fmt: &EventFormat, name: &str) -> Option<u32> {
+    fmt.field(name)
+        .filter(|f| f.data_loc && f.size == 4)
+        .map(|f| f.offset)
+}
+
+/// The `cgroup:cgroup_mkdir`/`cgroup_rmdir` fields by which a cgroup
+/// created or removed is reported; without them the programs report
+/// nothing and names come from walking the hierarchy.
+fn cgroup_dir_fields(fmt: &EventFormat) -> Offsets {
+    const FIELDS: Fields = &[
+        (off::CGROUP_DIR_ROOT, "root", &[4]),
+        (off::CGROUP_DIR_ID, "id", &[8]),
+    ];
+    let mut offs: Offsets = FIELDS
+        .iter()
+        .filter_map(|&(idx, name, sizes)| match fmt.int_field(name, sizes) {
+            Ok(f) => Some((idx, f.offset)),
+            Err(e) => {
+                log::debug!("cgroup:{}: {e}", fmt.name);
+                None
+            }
+        })
+        .collect();
+    offs.extend(data_loc(fmt, "path").map(|at| (off::CGROUP_DIR_PATH, at)));
+    offs
 }
 
 /// The `oom:mark_victim` record's scalar fields (older kernels have only
@@ -1356,16 +1416,21 @@ impl Loaded {
         let fault_cache = PerCpuArray::try_from(take(&mut ebpf, "FAULT_CACHE")?)?;
         let tracked = HashMap::try_from(take(&mut ebpf, "TRACKED")?)?;
         let track_epoch = Array::try_from(take(&mut ebpf, "TRACK_EPOCH")?)?;
-        let scope_cgroups = HashMap::try_from(take(&mut ebpf, "SCOPE_CGROUPS")?)?;
+        let scope_path = Array::try_from(take(&mut ebpf, "SCOPE_PATH")?)?;
         let oom_victims = ebpf
             .take_map("OOM_VICTIMS")
             .map(RingBuf::try_from)
             .transpose()?;
+        let cgroup_events = ebpf
+            .take_map("CGROUP_EVENTS")
+            .map(RingBuf::try_from)
+            .transpose()?;
         Ok(Self {
             oom_victims,
+            cgroup_events,
             kernel_log: Err("not opened".into()),
             cgroups: Err("not set up".into()),
-            scope_cgroups,
+            scope_path,
             _ebpf: ebpf,
             counters,
             hists,

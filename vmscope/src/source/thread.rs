@@ -217,34 +217,48 @@ struct Worker {
     scope: Option<CgroupScope>,
 }
 
-/// A followed cgroup subtree: its cgroups and processes so far. Cgroups
-/// created below it later, and processes that entered it some other way
-/// than a move the kernel side saw, are found at the next read.
+/// A followed cgroup subtree. The kernel side follows a task moved into
+/// the cgroup or any cgroup below it (by path, so cgroups created later
+/// count too) and the children of followed tasks; the processes in it at
+/// the start, and those that entered it without a move (started straight
+/// into a cgroup), are found by the scan at each read. Only the processes
+/// there now are kept: nothing grows with the cgroups and processes that
+/// come and go.
 struct CgroupScope {
     path: String,
-    cgroups: std::collections::HashSet<u64>,
     pids: std::collections::HashSet<u32>,
 }
 
 impl CgroupScope {
-    /// Adds what is in the subtree now; returns the processes new to it.
+    /// Starts following `path` (the kernel side first, so that no move is
+    /// missed between the two), then scans it.
+    fn start(path: String, probes: &mut Loaded) -> anyhow::Result<(Self, Vec<u32>)> {
+        probes.scope_path(&path)?;
+        let mut scope = CgroupScope {
+            path,
+            pids: Default::default(),
+        };
+        let new = scope.scan(probes)?;
+        Ok((scope, new))
+    }
+
+    /// The processes in the subtree now; returns those new to it.
     fn scan(&mut self, probes: &mut Loaded) -> anyhow::Result<Vec<u32>> {
         let h = probes
             .cgroups
             .clone()
             .map_err(|e| anyhow!("--cgroup needs cgroup attribution, which is unavailable: {e}"))?;
+        let mut now = std::collections::HashSet::new();
         let mut new = Vec::new();
-        for (id, path) in cgroupfs::below(&h, &self.path) {
-            if self.cgroups.insert(id) {
-                probes.scope_cgroup(id)?;
-            }
+        for (_, path) in cgroupfs::below(&h, &self.path) {
             for pid in cgroupfs::procs(&h, &path) {
-                if self.pids.insert(pid) {
+                if now.insert(pid) && !self.pids.contains(&pid) {
                     probes.track(pid)?;
                     new.push(pid);
                 }
             }
         }
+        self.pids = now;
         Ok(new)
     }
 }
@@ -291,15 +305,10 @@ impl Worker {
                 let _ = reply.send(self.probes.track(pid));
             }
             Cmd::Cgroup(path, reply) => {
-                let mut scope = CgroupScope {
-                    path,
-                    cgroups: Default::default(),
-                    pids: Default::default(),
-                };
-                let r = scope.scan(&mut self.probes);
-                if r.is_ok() {
+                let r = CgroupScope::start(path, &mut self.probes).map(|(scope, new)| {
                     self.scope = Some(scope);
-                }
+                    new
+                });
                 let _ = reply.send(r);
             }
             Cmd::Start(start, interval) => {

@@ -7,7 +7,7 @@
 //! mount, and cached; a cgroup removed during the run keeps its last name.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, HashMap, VecDeque},
     os::unix::fs::MetadataExt,
     path::PathBuf,
     time::{Duration, Instant},
@@ -131,16 +131,27 @@ pub fn unescape_octal(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The most names kept (a bound against a host that creates cgroups
-/// without end).
+/// The most names kept of cgroups alive (a bound against a host that
+/// creates cgroups without end).
 const MAX_NAMES: usize = 65536;
+/// The most names kept of cgroups removed while watched: a sample may
+/// still list one whose last process's counts are read after it went.
+const MAX_GONE: usize = 4096;
 /// A walk for an unknown id happens at most this often.
 const REWALK: Duration = Duration::from_secs(1);
 
-/// Cgroup names by id, cached.
+/// Cgroup names by id: those alive as of the last walk (or as created
+/// since, see [`Names::created`]), and the most recent of those removed
+/// since. Nothing grows with the number of cgroups a host creates over
+/// time, only with the number alive at once.
 pub struct Names {
     hierarchy: Hierarchy,
     names: HashMap<u64, String>,
+    /// Removed cgroups' names, and their ids oldest first.
+    gone: HashMap<u64, String>,
+    gone_order: VecDeque<u64>,
+    /// Removed since the last [`Names::take_removed`].
+    removed: Vec<(u64, String)>,
     walked: Option<Instant>,
 }
 
@@ -149,6 +160,9 @@ impl Names {
         Self {
             hierarchy,
             names: HashMap::new(),
+            gone: HashMap::new(),
+            gone_order: VecDeque::new(),
+            removed: Vec::new(),
             walked: None,
         }
     }
@@ -158,22 +172,81 @@ impl Names {
     }
 
     /// The path of cgroup `id`, walking the hierarchy again (at most once a
-    /// second) when it is not known yet.
+    /// second) when it is not known yet. A removed cgroup keeps its name
+    /// (ids are not reused while the kernel runs).
     pub fn path(&mut self, id: u64) -> Option<String> {
         if let Some(p) = self.names.get(&id) {
             return Some(p.clone());
         }
         if self.walked.is_none_or(|t| t.elapsed() >= REWALK) {
             self.walk();
+            if let Some(p) = self.names.get(&id) {
+                return Some(p.clone());
+            }
         }
-        self.names.get(&id).cloned()
+        self.gone.get(&id).cloned()
     }
 
+    /// Cgroup `id` was created at `path` (as the kernel reported it).
+    pub fn created(&mut self, id: u64, path: String) {
+        if self.names.len() < MAX_NAMES || self.names.contains_key(&id) {
+            self.names.insert(id, path);
+        }
+    }
+
+    /// Cgroup `id` was removed: its name is kept among the recently gone.
+    pub fn removed(&mut self, id: u64) {
+        if let Some(p) = self.names.remove(&id) {
+            self.bury(id, p);
+        }
+    }
+
+    /// How many names are kept (alive, gone).
+    pub fn len(&self) -> (usize, usize) {
+        (self.names.len(), self.gone.len())
+    }
+
+    /// Whether cgroup `id` is known to be gone: reported removed, or not
+    /// found by a walk made at `since` or later.
+    pub fn gone_since(&self, id: u64, since: Instant) -> bool {
+        !self.names.contains_key(&id)
+            && (self.gone.contains_key(&id) || self.walked.is_some_and(|t| t >= since))
+    }
+
+    /// The cgroups found removed since the last call, with their paths.
+    pub fn take_removed(&mut self) -> Vec<(u64, String)> {
+        std::mem::take(&mut self.removed)
+    }
+
+    /// Walks the hierarchy if the last walk is older than `period`: the
+    /// way removals are found where the kernel does not report them.
+    pub fn refresh(&mut self, period: Duration) {
+        if self.walked.is_none_or(|t| t.elapsed() >= period) {
+            self.walk();
+        }
+    }
+
+    fn bury(&mut self, id: u64, path: String) {
+        self.removed.push((id, path.clone()));
+        if self.gone.insert(id, path).is_none() {
+            self.gone_order.push_back(id);
+        }
+        while self.gone_order.len() > MAX_GONE {
+            if let Some(old) = self.gone_order.pop_front() {
+                self.gone.remove(&old);
+            }
+        }
+    }
+
+    /// The names as the hierarchy is now; those no longer there are
+    /// buried.
     fn walk(&mut self) {
         self.walked = Some(Instant::now());
-        for (ino, name) in below(&self.hierarchy, "/") {
-            if self.names.len() < MAX_NAMES || self.names.contains_key(&ino) {
-                self.names.insert(ino, name);
+        let now: HashMap<u64, String> = below(&self.hierarchy, "/").into_iter().collect();
+        let old = std::mem::replace(&mut self.names, now);
+        for (id, p) in old {
+            if !self.names.contains_key(&id) {
+                self.bury(id, p);
             }
         }
     }
@@ -337,5 +410,59 @@ cpu\t0\t1\t1\nmemory\t0\t47\t1\n";
         assert_eq!(below(&h, "/a/b"), vec![(ino, "/a/b".to_owned())]);
         std::fs::remove_dir_all(&tmp).unwrap();
         assert_eq!(names.path(ino).as_deref(), Some("/a/b"));
+    }
+
+    #[test]
+    fn names_stay_bounded_by_what_is_alive_however_many_cgroups_come_and_go() {
+        // tmpfs, like cgroupfs, does not hand a removed directory's inode
+        // number to the next one (ext4 does).
+        let tmp = tempfile::tempdir_in("/dev/shm").unwrap();
+        let mut names = Names::new(Hierarchy {
+            kind: Kind::V2,
+            mount: tmp.path().to_owned(),
+            id: 0,
+        });
+        std::fs::create_dir(tmp.path().join("keep")).unwrap();
+        let keep = std::fs::metadata(tmp.path().join("keep")).unwrap().ino();
+        let mut last = None;
+        // More cgroups than either bound, created and removed one by one,
+        // each looked up while it lives (a walk per lookup, as a second
+        // apart would do).
+        for i in 0..(MAX_GONE as u64 + 500) {
+            let dir = tmp.path().join(format!("c{i}"));
+            std::fs::create_dir(&dir).unwrap();
+            let ino = std::fs::metadata(&dir).unwrap().ino();
+            names.walked = None;
+            assert_eq!(names.path(ino), Some(format!("/c{i}")), "alive");
+            std::fs::remove_dir(&dir).unwrap();
+            last = Some((ino, i));
+        }
+        // An unknown id: a walk, which finds the last one gone.
+        names.walked = None;
+        assert_eq!(names.path(u64::MAX), None);
+        let (ino, i) = last.unwrap();
+        // The most recently removed is still named; the alive one too.
+        assert_eq!(names.path(ino), Some(format!("/c{i}")));
+        assert_eq!(names.path(keep).as_deref(), Some("/keep"));
+        let (alive, gone) = names.len();
+        assert_eq!(alive, 2, "the root and /keep");
+        assert!(gone <= MAX_GONE, "{gone} removed names kept");
+    }
+
+    #[test]
+    fn cgroups_reported_created_and_removed_are_named_without_a_walk() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut names = Names::new(Hierarchy {
+            kind: Kind::V2,
+            mount: tmp.path().to_owned(),
+            id: 0,
+        });
+        names.walked = Some(Instant::now());
+        // Never on disk: only the kernel's report names it.
+        names.created(77, "/short/lived".into());
+        assert_eq!(names.path(77).as_deref(), Some("/short/lived"));
+        names.removed(77);
+        assert_eq!(names.path(77).as_deref(), Some("/short/lived"));
+        assert_eq!(names.len(), (0, 1));
     }
 }

@@ -146,6 +146,12 @@ impl LimitWatch {
         }
     }
 
+    /// Cgroup `path` was removed: its counter goes (one created at the
+    /// path later starts from 0, as one created since the start does).
+    pub fn forget(&mut self, path: &str) {
+        self.reads.remove(path);
+    }
+
     /// A kill the kernel log blamed on cgroup `path`'s limit: on v2 it
     /// takes its unit of that counter's growth, which a later kill without
     /// a summary must not blame again. (On v1 the growth of a limit's
