@@ -1,7 +1,8 @@
 //! State stays bounded by the processes alive, not the processes seen: the
 //! kernel's per-process and followed-set entries go when a process exits,
-//! its last counts are still recorded, and a reused pid starts from zero
-//! with its own name.
+//! its last counts are still recorded, one whose exited entry was evicted
+//! unread is still reported ended, and a reused pid starts from zero with
+//! its own name.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
 use std::{process::Command, time::Duration};
@@ -74,6 +75,63 @@ fn process_churn_leaves_no_entries_behind_and_loses_no_counts() {
     let kernel = u64_at(ru, "/minflt") + u64_at(ru, "/majflt");
     let scope = u64_at(&rec["totals"]["scope_faults"], "/total");
     assert_within_pct("tree faults vs rusage under churn", scope, kernel, 2.0);
+}
+
+/// A hundred processes read alive, whose exited entries are then evicted
+/// unread by 12,000 newer ones (more than the per-process map holds)
+/// within one interval: each is still reported ended (so no view keeps it
+/// for good), and the evictions are counted.
+#[test]
+fn an_exited_process_evicted_before_its_last_read_is_still_ended() {
+    const TEST: &str = "an_exited_process_evicted_before_its_last_read_is_still_ended";
+    if !root_or_skip(TEST) {
+        return;
+    }
+    let _one = PIDS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = tempfile::tempdir().unwrap();
+    let c = testchild();
+    let pids = dir.path().join("pids");
+    // Read alive at 10 s, gone by 12 s, evicted by the forks before the
+    // read at 20 s or the one after.
+    let script = format!(
+        "for i in $(seq 100); do {c} idle 11000 & echo $! >> {p}; done; sleep 12; {c} forks 12000; wait",
+        c = c.display(),
+        p = pids.display()
+    );
+    let out = dir.path().join("evicted.json");
+    let mut cmd = Command::new(vmscope_bin());
+    cmd.args(["record", "-i", "10s", "-o"])
+        .arg(&out)
+        .args(["--", "sh", "-c", &script]);
+    let o = run_with_timeout(cmd, Duration::from_secs(300));
+    assert!(o.status.success(), "record: {:?} {}", o.status, text(&o.stderr));
+    let rec = read_json(&out);
+    assert!(
+        u64_at(&rec["lost"], "/proc_evictions") >= 100,
+        "the forks did not evict enough entries: {:#}",
+        rec["lost"]
+    );
+    let exited: std::collections::HashSet<u64> = rec["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["exited"].as_array().cloned().unwrap_or_default())
+        .filter_map(|v| v.as_u64())
+        .collect();
+    let idle: Vec<u64> = std::fs::read_to_string(&pids)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(idle.len(), 100);
+    let never: Vec<&u64> = idle.iter().filter(|p| !exited.contains(p)).collect();
+    assert!(
+        never.is_empty(),
+        "{} of the 100 idle processes never reported ended: {never:?}",
+        never.len()
+    );
 }
 
 /// Two processes under one pid, one after the other (the pid forced with
