@@ -30,7 +30,7 @@ const EXIT_NEED_ROOT: u8 = 77;
 /// Long-lived processes faulting steadily beside the churn.
 const LONG_LIVED: usize = 4;
 /// Memory growth allowed per tool.
-const GOAL_GROWTH_KB: u64 = 5 * 1024;
+pub const GOAL_GROWTH_KB: u64 = 5 * 1024;
 /// Readings before this are warm-up (allocator arenas, first maps read).
 const WARM_UP: Duration = Duration::from_secs(5);
 
@@ -85,7 +85,7 @@ pub fn bench_soak(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
     let stream = dir.join("record.jsonl");
     let port = free_port()?;
 
-    let mut kids = Kids(Vec::new());
+    let mut kids = Kids::default();
     let tools = start_tools(&mut kids, &vmscope, &testchild, port, &stream, a.processes)?;
     let [(_, serve_pid), (_, top_pid), (_, record_pid)] = tools;
     let start = Instant::now();
@@ -117,7 +117,7 @@ pub fn bench_soak(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
         watch.scrapes,
         watch.failed_scrapes
     );
-    let mut ok = report_usage(&tools, &watch.readings);
+    let mut ok = report_usage(&tools, &watch.readings, WARM_UP);
     ok &= report_decreased(&watch.decreased);
     ok &= record_books(&stream, a.processes, record_code)?;
     if !ok {
@@ -127,7 +127,7 @@ pub fn bench_soak(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
 }
 
 /// Builds vmscope and the test child; returns their paths.
-fn build(ws: &mut Workspace) -> Result<(PathBuf, PathBuf)> {
+pub fn build(ws: &mut Workspace) -> Result<(PathBuf, PathBuf)> {
     tasks::build(ws)?;
     let mut cmd = ws.cargo([
         "build",
@@ -143,7 +143,7 @@ fn build(ws: &mut Workspace) -> Result<(PathBuf, PathBuf)> {
 }
 
 /// The tools under test and their pids.
-type Tools = [(&'static str, u32); 3];
+pub type Tools = [(&'static str, u32); 3];
 
 /// Starts the long-lived processes, `serve` (waiting until it answers),
 /// `top --batch`, and `record` over `processes` short-lived ones.
@@ -190,21 +190,21 @@ fn start_tools(
 }
 
 /// What the once-a-second readings found.
-struct Watch {
+pub struct Watch {
     /// Each tool's usage, by time since the start.
-    readings: Vec<(Duration, [Option<Usage>; 3])>,
+    pub readings: Vec<(Duration, [Option<Usage>; 3])>,
     /// The previous scrape's counter series.
     last: BTreeMap<String, f64>,
-    scrapes: u64,
-    failed_scrapes: u64,
+    pub scrapes: u64,
+    pub failed_scrapes: u64,
     /// Series that went down between two scrapes.
-    decreased: Vec<String>,
+    pub decreased: Vec<String>,
     /// When the next reading is due.
     next: Instant,
 }
 
 impl Watch {
-    fn new(start: Instant) -> Self {
+    pub fn new(start: Instant) -> Self {
         Self {
             readings: Vec::new(),
             last: BTreeMap::new(),
@@ -216,11 +216,11 @@ impl Watch {
     }
 
     /// Waits for the next second, then scrapes `/metrics` and reads each
-    /// tool's usage.
-    fn read(&mut self, port: u16, start: Instant, tools: Tools) {
+    /// tool's usage; returns what the scrape read.
+    pub fn read(&mut self, port: u16, start: Instant, tools: Tools) -> Option<String> {
         self.next += Duration::from_secs(1);
         std::thread::sleep(self.next.saturating_duration_since(Instant::now()));
-        match scrape(port) {
+        let body = match scrape(port) {
             Ok(body) => {
                 self.scrapes += 1;
                 let now = counters(&body);
@@ -234,29 +234,37 @@ impl Watch {
                 // Series that went (a pruned process's) are not compared
                 // again; Prometheus marks them stale.
                 self.last = now;
+                Some(body)
             }
             Err(e) => {
                 self.failed_scrapes += 1;
                 say!("bench soak: scrape failed: {e:#}");
+                None
             }
-        }
+        };
         self.readings
             .push((start.elapsed(), tools.map(|(_, pid)| Usage::of(pid).ok())));
+        body
     }
 }
 
-/// Each tool's memory after the warm-up, halfway and at the end, and its
-/// CPU per second; whether every tool kept within the growth goal.
-fn report_usage(tools: &Tools, readings: &[(Duration, [Option<Usage>; 3])]) -> bool {
+/// Each tool's memory at `from` (after the warm-up), halfway from there
+/// and at the end, and its CPU per second; whether every tool kept within
+/// the growth goal.
+pub fn report_usage(
+    tools: &Tools,
+    readings: &[(Duration, [Option<Usage>; 3])],
+    from: Duration,
+) -> bool {
     println!(
-        "  tool     RSS at {} s   halfway    at end   growth  2nd half   CPU/s",
-        WARM_UP.as_secs()
+        "  tool     RSS at {:>3} s  halfway    at end   growth  2nd half   CPU/s",
+        from.as_secs()
     );
     let mut ok = true;
     for (i, (name, _)) in tools.iter().enumerate() {
         let warm = readings
             .iter()
-            .find(|(t, u)| *t >= WARM_UP && u[i].is_some())
+            .find(|(t, u)| *t >= from && u[i].is_some())
             .and_then(|(t, u)| u[i].map(|u| (*t, u)));
         let end = readings
             .iter()
@@ -297,7 +305,7 @@ fn report_usage(tools: &Tools, readings: &[(Duration, [Option<Usage>; 3])]) -> b
 }
 
 /// The series that went down (the first ten); whether there were none.
-fn report_decreased(decreased: &[String]) -> bool {
+pub fn report_decreased(decreased: &[String]) -> bool {
     println!(
         "  exported series that went down between scrapes: {}{}",
         decreased.len(),
@@ -368,13 +376,13 @@ fn record_books(stream: &Path, processes: u64, code: std::process::ExitStatus) -
 }
 
 #[derive(Clone, Copy)]
-struct Usage {
-    rss_kb: u64,
-    cpu_s: f64,
+pub struct Usage {
+    pub rss_kb: u64,
+    pub cpu_s: f64,
 }
 
 impl Usage {
-    fn of(pid: u32) -> Result<Usage> {
+    pub fn of(pid: u32) -> Result<Usage> {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
         let rss_kb = status
             .lines()
@@ -417,7 +425,7 @@ fn counters(body: &str) -> BTreeMap<String, f64> {
         .collect()
 }
 
-fn scrape(port: u16) -> Result<String> {
+pub fn scrape(port: u16) -> Result<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
@@ -430,7 +438,7 @@ fn scrape(port: u16) -> Result<String> {
     Ok(body.to_string())
 }
 
-fn wait_healthy(port: u16) -> Result<()> {
+pub fn wait_healthy(port: u16) -> Result<()> {
     let until = Instant::now() + Duration::from_secs(60);
     while Instant::now() < until {
         if scrape(port).is_ok() {
@@ -441,18 +449,24 @@ fn wait_healthy(port: u16) -> Result<()> {
     bail!("bench soak: vmscope serve did not answer on port {port} within 60 s")
 }
 
-fn free_port() -> Result<u16> {
+pub fn free_port() -> Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
     Ok(l.local_addr()?.port())
 }
 
 /// Processes started here: stopped (SIGTERM, then SIGKILL after 5 s) and
 /// reaped when dropped, and killed by the kernel if xtask dies first.
-struct Kids(Vec<(String, Child)>);
+#[derive(Default)]
+pub struct Kids(Vec<(String, Child)>);
 
 impl Kids {
-    fn spawn(&mut self, what: &str, mut cmd: Command) -> Result<u32> {
-        cmd.stdin(Stdio::null()).stdout(Stdio::null());
+    pub fn spawn(&mut self, what: &str, cmd: Command) -> Result<u32> {
+        self.spawn_to(what, cmd, Stdio::null())
+    }
+
+    /// [`Kids::spawn`] with its standard output going to `stdout`.
+    pub fn spawn_to(&mut self, what: &str, mut cmd: Command, stdout: Stdio) -> Result<u32> {
+        cmd.stdin(Stdio::null()).stdout(stdout);
         // SAFETY: one async-signal-safe call in the child.
         unsafe {
             cmd.pre_exec(|| {
@@ -470,7 +484,7 @@ impl Kids {
         Ok(pid)
     }
 
-    fn try_wait(&mut self, pid: u32) -> Result<Option<std::process::ExitStatus>> {
+    pub fn try_wait(&mut self, pid: u32) -> Result<Option<std::process::ExitStatus>> {
         for (what, c) in &mut self.0 {
             if c.id() == pid {
                 return c.try_wait().with_context(|| format!("waiting for {what}"));
@@ -479,7 +493,7 @@ impl Kids {
         Ok(None)
     }
 
-    fn signal(&self, pid: u32, sig: libc::c_int) {
+    pub fn signal(&self, pid: u32, sig: libc::c_int) {
         // SAFETY: a child of ours, not yet reaped.
         unsafe { libc::kill(pid as libc::pid_t, sig) };
     }
