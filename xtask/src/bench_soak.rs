@@ -6,6 +6,14 @@
 //! and any exported series that went down between two scrapes, against the
 //! goals: under 5 MB of growth per tool, no series going down, and `record`
 //! following every new child of its tree.
+//!
+//! `cargo xtask bench soak --cgroups N [--rate R] [--concurrency K]
+//! [--pages P] [--minutes M] [--ci]` churns cgroups instead: N cgroups made, each given
+//! one short-lived faulting process, and removed, while the same three
+//! tools watch (`serve --per-cgroup 20`, `top --batch --cgroups`, `record
+//! --cgroup`). See [`crate::bench_soak_cgroups`] for what it checks. This
+//! file holds what both modes share: the tools' usage, the scrapes, and the
+//! processes started.
 
 use std::{
     collections::BTreeMap,
@@ -21,6 +29,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
+    bench_soak_cgroups,
     process::{self, Exit, say},
     tasks,
     workspace::Workspace,
@@ -35,14 +44,27 @@ pub const GOAL_GROWTH_KB: u64 = 5 * 1024;
 const WARM_UP: Duration = Duration::from_secs(5);
 
 struct Args {
-    processes: u64,
+    processes: Option<u64>,
     minutes: Option<f64>,
+    cgroups: Option<u64>,
+    concurrency: Option<usize>,
+    pages: Option<u64>,
+    rate: Option<f64>,
+    ci: bool,
 }
+
+const USAGE: &str = "takes --processes N and --minutes M, or --cgroups N with \
+                     --concurrency K, --pages P, --rate R, --minutes M and --ci";
 
 fn parse(args: &[OsString]) -> Result<Args> {
     let mut a = Args {
-        processes: 100_000,
+        processes: None,
         minutes: None,
+        cgroups: None,
+        concurrency: None,
+        pages: None,
+        rate: None,
+        ci: false,
     };
     let mut it = args.iter().map(|s| s.to_string_lossy().into_owned());
     while let Some(flag) = it.next() {
@@ -50,11 +72,28 @@ fn parse(args: &[OsString]) -> Result<Args> {
             it.next()
                 .with_context(|| format!("bench soak: {flag} needs a value"))
         };
+        let count = |v: String, what: &str| -> Result<u64> {
+            match v.parse::<u64>() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => bail!("bench soak: {what} takes a positive count, not {v:?}"),
+            }
+        };
         match flag.as_str() {
-            "--processes" => {
-                a.processes = value()?
+            "--processes" => a.processes = Some(count(value()?, "--processes")?),
+            "--cgroups" => a.cgroups = Some(count(value()?, "--cgroups")?),
+            "--concurrency" => {
+                a.concurrency = Some(count(value()?, "--concurrency")?.min(256) as usize)
+            }
+            "--pages" => a.pages = Some(count(value()?, "--pages")?),
+            "--ci" => a.ci = true,
+            "--rate" => {
+                let r: f64 = value()?
                     .parse()
-                    .context("bench soak: --processes takes a count")?
+                    .context("bench soak: --rate takes cgroups per second")?;
+                if !(r >= 0.0 && r.is_finite()) {
+                    bail!("bench soak: --rate must be 0 (as fast as they go) or more");
+                }
+                a.rate = Some(r);
             }
             "--minutes" => {
                 let m: f64 = value()?
@@ -65,10 +104,15 @@ fn parse(args: &[OsString]) -> Result<Args> {
                 }
                 a.minutes = Some(m);
             }
-            other => bail!(
-                "bench soak: unknown argument {other:?} (takes --processes N and --minutes M)"
-            ),
+            other => bail!("bench soak: unknown argument {other:?} ({USAGE})"),
         }
+    }
+    let cgroup_mode = a.cgroups.is_some() || a.ci;
+    if cgroup_mode && a.processes.is_some() {
+        bail!("bench soak: --processes and --cgroups are two different soaks; give one");
+    }
+    if !cgroup_mode && (a.concurrency.is_some() || a.pages.is_some() || a.rate.is_some()) {
+        bail!("bench soak: --concurrency, --pages and --rate go with --cgroups N");
     }
     Ok(a)
 }
@@ -79,14 +123,26 @@ pub fn bench_soak(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
         say!("bench soak: vmscope must run as root; run `cargo xtask bench soak` as root");
         return Err(Exit(EXIT_NEED_ROOT).into());
     }
+    if a.cgroups.is_some() || a.ci {
+        let asked = bench_soak_cgroups::Asked {
+            cgroups: a.cgroups,
+            concurrency: a.concurrency,
+            pages: a.pages,
+            rate: a.rate,
+            minutes: a.minutes,
+            ci: a.ci,
+        };
+        return bench_soak_cgroups::bench_soak_cgroups(ws, &asked);
+    }
+    let processes = a.processes.unwrap_or(100_000);
     let (vmscope, testchild) = build(ws)?;
     let dir = ws.target_dir()?.join("soak");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let stream = dir.join("record.jsonl");
     let port = free_port()?;
 
-    let mut kids = Kids::default();
-    let tools = start_tools(&mut kids, &vmscope, &testchild, port, &stream, a.processes)?;
+    let mut kids = Kids(Vec::new());
+    let tools = start_tools(&mut kids, &vmscope, &testchild, port, &stream, processes)?;
     let [(_, serve_pid), (_, top_pid), (_, record_pid)] = tools;
     let start = Instant::now();
     let mut watch = Watch::new(start);
@@ -112,14 +168,14 @@ pub fn bench_soak(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
     println!(
         "soak: {} processes forked, faulted and exited in {:.0} s beside {LONG_LIVED} long-lived ones; \
          /metrics scraped {} times ({} failed)",
-        a.processes,
+        processes,
         elapsed.as_secs_f64(),
         watch.scrapes,
         watch.failed_scrapes
     );
     let mut ok = report_usage(&tools, &watch.readings, WARM_UP);
     ok &= report_decreased(&watch.decreased);
-    ok &= record_books(&stream, a.processes, record_code)?;
+    ok &= record_books(&stream, processes, record_code)?;
     if !ok {
         bail!("bench soak: a goal was missed (see above)");
     }
