@@ -6,6 +6,14 @@
 //! and any exported series that went down between two scrapes, against the
 //! goals: under 5 MB of growth per tool, no series going down, and `record`
 //! following every new child of its tree.
+//!
+//! `cargo xtask bench soak --cgroups N [--rate R] [--concurrency K]
+//! [--pages P] [--minutes M] [--ci]` churns cgroups instead: N cgroups made, each given
+//! one short-lived faulting process, and removed, while the same three
+//! tools watch (`serve --per-cgroup 20`, `top --batch --cgroups`, `record
+//! --cgroup`). See [`crate::bench_soak_cgroups`] for what it checks. This
+//! file holds what both modes share: the tools' usage, the scrapes, and the
+//! processes started.
 
 use std::{
     collections::BTreeMap,
@@ -21,6 +29,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
+    bench_soak_cgroups,
     process::{self, Exit, say},
     tasks,
     workspace::Workspace,
@@ -30,19 +39,32 @@ const EXIT_NEED_ROOT: u8 = 77;
 /// Long-lived processes faulting steadily beside the churn.
 const LONG_LIVED: usize = 4;
 /// Memory growth allowed per tool.
-const GOAL_GROWTH_KB: u64 = 5 * 1024;
+pub const GOAL_GROWTH_KB: u64 = 5 * 1024;
 /// Readings before this are warm-up (allocator arenas, first maps read).
 const WARM_UP: Duration = Duration::from_secs(5);
 
 struct Args {
-    processes: u64,
+    processes: Option<u64>,
     minutes: Option<f64>,
+    cgroups: Option<u64>,
+    concurrency: Option<usize>,
+    pages: Option<u64>,
+    rate: Option<f64>,
+    ci: bool,
 }
+
+const USAGE: &str = "takes --processes N and --minutes M, or --cgroups N with \
+                     --concurrency K, --pages P, --rate R, --minutes M and --ci";
 
 fn parse(args: &[OsString]) -> Result<Args> {
     let mut a = Args {
-        processes: 100_000,
+        processes: None,
         minutes: None,
+        cgroups: None,
+        concurrency: None,
+        pages: None,
+        rate: None,
+        ci: false,
     };
     let mut it = args.iter().map(|s| s.to_string_lossy().into_owned());
     while let Some(flag) = it.next() {
@@ -50,11 +72,28 @@ fn parse(args: &[OsString]) -> Result<Args> {
             it.next()
                 .with_context(|| format!("bench soak: {flag} needs a value"))
         };
+        let count = |v: String, what: &str| -> Result<u64> {
+            match v.parse::<u64>() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => bail!("bench soak: {what} takes a positive count, not {v:?}"),
+            }
+        };
         match flag.as_str() {
-            "--processes" => {
-                a.processes = value()?
+            "--processes" => a.processes = Some(count(value()?, "--processes")?),
+            "--cgroups" => a.cgroups = Some(count(value()?, "--cgroups")?),
+            "--concurrency" => {
+                a.concurrency = Some(count(value()?, "--concurrency")?.min(256) as usize)
+            }
+            "--pages" => a.pages = Some(count(value()?, "--pages")?),
+            "--ci" => a.ci = true,
+            "--rate" => {
+                let r: f64 = value()?
                     .parse()
-                    .context("bench soak: --processes takes a count")?
+                    .context("bench soak: --rate takes cgroups per second")?;
+                if !(r >= 0.0 && r.is_finite()) {
+                    bail!("bench soak: --rate must be 0 (as fast as they go) or more");
+                }
+                a.rate = Some(r);
             }
             "--minutes" => {
                 let m: f64 = value()?
@@ -65,10 +104,15 @@ fn parse(args: &[OsString]) -> Result<Args> {
                 }
                 a.minutes = Some(m);
             }
-            other => bail!(
-                "bench soak: unknown argument {other:?} (takes --processes N and --minutes M)"
-            ),
+            other => bail!("bench soak: unknown argument {other:?} ({USAGE})"),
         }
+    }
+    let cgroup_mode = a.cgroups.is_some() || a.ci;
+    if cgroup_mode && a.processes.is_some() {
+        bail!("bench soak: --processes and --cgroups are two different soaks; give one");
+    }
+    if !cgroup_mode && (a.concurrency.is_some() || a.pages.is_some() || a.rate.is_some()) {
+        bail!("bench soak: --concurrency, --pages and --rate go with --cgroups N");
     }
     Ok(a)
 }
@@ -79,6 +123,18 @@ pub fn bench_soak(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
         say!("bench soak: vmscope must run as root; run `cargo xtask bench soak` as root");
         return Err(Exit(EXIT_NEED_ROOT).into());
     }
+    if a.cgroups.is_some() || a.ci {
+        let asked = bench_soak_cgroups::Asked {
+            cgroups: a.cgroups,
+            concurrency: a.concurrency,
+            pages: a.pages,
+            rate: a.rate,
+            minutes: a.minutes,
+            ci: a.ci,
+        };
+        return bench_soak_cgroups::bench_soak_cgroups(ws, &asked);
+    }
+    let processes = a.processes.unwrap_or(100_000);
     let (vmscope, testchild) = build(ws)?;
     let dir = ws.target_dir()?.join("soak");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -86,7 +142,7 @@ pub fn bench_soak(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
     let port = free_port()?;
 
     let mut kids = Kids(Vec::new());
-    let tools = start_tools(&mut kids, &vmscope, &testchild, port, &stream, a.processes)?;
+    let tools = start_tools(&mut kids, &vmscope, &testchild, port, &stream, processes)?;
     let [(_, serve_pid), (_, top_pid), (_, record_pid)] = tools;
     let start = Instant::now();
     let mut watch = Watch::new(start);
@@ -112,14 +168,14 @@ pub fn bench_soak(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
     println!(
         "soak: {} processes forked, faulted and exited in {:.0} s beside {LONG_LIVED} long-lived ones; \
          /metrics scraped {} times ({} failed)",
-        a.processes,
+        processes,
         elapsed.as_secs_f64(),
         watch.scrapes,
         watch.failed_scrapes
     );
-    let mut ok = report_usage(&tools, &watch.readings);
+    let mut ok = report_usage(&tools, &watch.readings, WARM_UP);
     ok &= report_decreased(&watch.decreased);
-    ok &= record_books(&stream, a.processes, record_code)?;
+    ok &= record_books(&stream, processes, record_code)?;
     if !ok {
         bail!("bench soak: a goal was missed (see above)");
     }
@@ -127,7 +183,7 @@ pub fn bench_soak(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
 }
 
 /// Builds vmscope and the test child; returns their paths.
-fn build(ws: &mut Workspace) -> Result<(PathBuf, PathBuf)> {
+pub fn build(ws: &mut Workspace) -> Result<(PathBuf, PathBuf)> {
     tasks::build(ws)?;
     let mut cmd = ws.cargo([
         "build",
@@ -143,7 +199,7 @@ fn build(ws: &mut Workspace) -> Result<(PathBuf, PathBuf)> {
 }
 
 /// The tools under test and their pids.
-type Tools = [(&'static str, u32); 3];
+pub type Tools = [(&'static str, u32); 3];
 
 /// Starts the long-lived processes, `serve` (waiting until it answers),
 /// `top --batch`, and `record` over `processes` short-lived ones.
@@ -190,21 +246,21 @@ fn start_tools(
 }
 
 /// What the once-a-second readings found.
-struct Watch {
+pub struct Watch {
     /// Each tool's usage, by time since the start.
-    readings: Vec<(Duration, [Option<Usage>; 3])>,
+    pub readings: Vec<(Duration, [Option<Usage>; 3])>,
     /// The previous scrape's counter series.
     last: BTreeMap<String, f64>,
-    scrapes: u64,
-    failed_scrapes: u64,
+    pub scrapes: u64,
+    pub failed_scrapes: u64,
     /// Series that went down between two scrapes.
-    decreased: Vec<String>,
+    pub decreased: Vec<String>,
     /// When the next reading is due.
     next: Instant,
 }
 
 impl Watch {
-    fn new(start: Instant) -> Self {
+    pub fn new(start: Instant) -> Self {
         Self {
             readings: Vec::new(),
             last: BTreeMap::new(),
@@ -216,11 +272,11 @@ impl Watch {
     }
 
     /// Waits for the next second, then scrapes `/metrics` and reads each
-    /// tool's usage.
-    fn read(&mut self, port: u16, start: Instant, tools: Tools) {
+    /// tool's usage; returns what the scrape read.
+    pub fn read(&mut self, port: u16, start: Instant, tools: Tools) -> Option<String> {
         self.next += Duration::from_secs(1);
         std::thread::sleep(self.next.saturating_duration_since(Instant::now()));
-        match scrape(port) {
+        let body = match scrape(port) {
             Ok(body) => {
                 self.scrapes += 1;
                 let now = counters(&body);
@@ -234,29 +290,37 @@ impl Watch {
                 // Series that went (a pruned process's) are not compared
                 // again; Prometheus marks them stale.
                 self.last = now;
+                Some(body)
             }
             Err(e) => {
                 self.failed_scrapes += 1;
                 say!("bench soak: scrape failed: {e:#}");
+                None
             }
-        }
+        };
         self.readings
             .push((start.elapsed(), tools.map(|(_, pid)| Usage::of(pid).ok())));
+        body
     }
 }
 
-/// Each tool's memory after the warm-up, halfway and at the end, and its
-/// CPU per second; whether every tool kept within the growth goal.
-fn report_usage(tools: &Tools, readings: &[(Duration, [Option<Usage>; 3])]) -> bool {
+/// Each tool's memory at `from` (after the warm-up), halfway from there
+/// and at the end, and its CPU per second; whether every tool kept within
+/// the growth goal.
+pub fn report_usage(
+    tools: &Tools,
+    readings: &[(Duration, [Option<Usage>; 3])],
+    from: Duration,
+) -> bool {
     println!(
-        "  tool     RSS at {} s   halfway    at end   growth  2nd half   CPU/s",
-        WARM_UP.as_secs()
+        "  tool     RSS at {:>3} s  halfway    at end   growth  2nd half   CPU/s",
+        from.as_secs()
     );
     let mut ok = true;
     for (i, (name, _)) in tools.iter().enumerate() {
         let warm = readings
             .iter()
-            .find(|(t, u)| *t >= WARM_UP && u[i].is_some())
+            .find(|(t, u)| *t >= from && u[i].is_some())
             .and_then(|(t, u)| u[i].map(|u| (*t, u)));
         let end = readings
             .iter()
@@ -297,7 +361,7 @@ fn report_usage(tools: &Tools, readings: &[(Duration, [Option<Usage>; 3])]) -> b
 }
 
 /// The series that went down (the first ten); whether there were none.
-fn report_decreased(decreased: &[String]) -> bool {
+pub fn report_decreased(decreased: &[String]) -> bool {
     println!(
         "  exported series that went down between scrapes: {}{}",
         decreased.len(),
@@ -368,13 +432,13 @@ fn record_books(stream: &Path, processes: u64, code: std::process::ExitStatus) -
 }
 
 #[derive(Clone, Copy)]
-struct Usage {
-    rss_kb: u64,
-    cpu_s: f64,
+pub struct Usage {
+    pub rss_kb: u64,
+    pub cpu_s: f64,
 }
 
 impl Usage {
-    fn of(pid: u32) -> Result<Usage> {
+    pub fn of(pid: u32) -> Result<Usage> {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
         let rss_kb = status
             .lines()
@@ -417,7 +481,7 @@ fn counters(body: &str) -> BTreeMap<String, f64> {
         .collect()
 }
 
-fn scrape(port: u16) -> Result<String> {
+pub fn scrape(port: u16) -> Result<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
@@ -430,7 +494,7 @@ fn scrape(port: u16) -> Result<String> {
     Ok(body.to_string())
 }
 
-fn wait_healthy(port: u16) -> Result<()> {
+pub fn wait_healthy(port: u16) -> Result<()> {
     let until = Instant::now() + Duration::from_secs(60);
     while Instant::now() < until {
         if scrape(port).is_ok() {
@@ -441,18 +505,24 @@ fn wait_healthy(port: u16) -> Result<()> {
     bail!("bench soak: vmscope serve did not answer on port {port} within 60 s")
 }
 
-fn free_port() -> Result<u16> {
+pub fn free_port() -> Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port")?;
     Ok(l.local_addr()?.port())
 }
 
 /// Processes started here: stopped (SIGTERM, then SIGKILL after 5 s) and
 /// reaped when dropped, and killed by the kernel if xtask dies first.
-struct Kids(Vec<(String, Child)>);
+#[derive(Default)]
+pub struct Kids(Vec<(String, Child)>);
 
 impl Kids {
-    fn spawn(&mut self, what: &str, mut cmd: Command) -> Result<u32> {
-        cmd.stdin(Stdio::null()).stdout(Stdio::null());
+    pub fn spawn(&mut self, what: &str, cmd: Command) -> Result<u32> {
+        self.spawn_to(what, cmd, Stdio::null())
+    }
+
+    /// [`Kids::spawn`] with its standard output going to `stdout`.
+    pub fn spawn_to(&mut self, what: &str, mut cmd: Command, stdout: Stdio) -> Result<u32> {
+        cmd.stdin(Stdio::null()).stdout(stdout);
         // SAFETY: one async-signal-safe call in the child.
         unsafe {
             cmd.pre_exec(|| {
@@ -470,7 +540,7 @@ impl Kids {
         Ok(pid)
     }
 
-    fn try_wait(&mut self, pid: u32) -> Result<Option<std::process::ExitStatus>> {
+    pub fn try_wait(&mut self, pid: u32) -> Result<Option<std::process::ExitStatus>> {
         for (what, c) in &mut self.0 {
             if c.id() == pid {
                 return c.try_wait().with_context(|| format!("waiting for {what}"));
@@ -479,7 +549,7 @@ impl Kids {
         Ok(None)
     }
 
-    fn signal(&self, pid: u32, sig: libc::c_int) {
+    pub fn signal(&self, pid: u32, sig: libc::c_int) {
         // SAFETY: a child of ours, not yet reaped.
         unsafe { libc::kill(pid as libc::pid_t, sig) };
     }

@@ -1,6 +1,7 @@
 //! vmscope's development tasks: `cargo xtask <command>`.
 
 mod bench_soak;
+mod bench_soak_cgroups;
 mod bench_startup;
 mod bench_top;
 mod bootstrap;
@@ -62,7 +63,11 @@ enum Cmd {
     /// (as root, `--processes N --minutes M`) runs serve, top --batch and
     /// record --format jsonl through N short-lived processes and prints
     /// their memory growth, CPU, losses and any exported series that went
-    /// down
+    /// down; `soak --cgroups N` (`--concurrency K --pages P --minutes M`,
+    /// or `--ci`) runs them through N cgroups made, given one faulting
+    /// process each and removed, and checks memory, bounded per-cgroup
+    /// series, that every cgroup is named and charged its faults, and that
+    /// the system is restored
     Bench {
         #[arg(value_parser = clap::builder::PossibleValuesParser::new(["overhead", "top", "startup", "soak"]))]
         name: String,
