@@ -1,12 +1,14 @@
 //! `vmscope serve` against clients that try to lock it out, run as a real
 //! process over real sockets: a slowloris of 600 connections while a real
-//! Prometheus keeps scraping and another address is served; a client that
-//! stops reading; accept failures (EMFILE, from a lowered RLIMIT_NOFILE);
-//! refreshes that fail (the map reads' bpf(2) calls made to fail by
-//! tracing the server with ptrace); the default bind being loopback; and
-//! the capabilities it gives up once attached (as root, and as uid 65534
-//! with file capabilities), with faults still counted after and a swap
-//! device that appears later still getting its probe.
+//! Prometheus keeps scraping and another address is served; 512 keep-alive
+//! connections from 32 addresses that keep asking, holding every place
+//! before Prometheus arrives; a client that stops reading; accept failures
+//! (EMFILE, from a lowered RLIMIT_NOFILE); refreshes that fail (the map
+//! reads' bpf(2) calls made to fail by tracing the server with ptrace); the
+//! default bind being loopback; and the capabilities it gives up once
+//! attached (as root, and as uid 65534 with file capabilities), with faults
+//! still counted after and a swap device that appears later still getting
+//! its probe.
 //!
 //! The tests run one at a time (they measure times and CPU).
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
@@ -14,7 +16,10 @@
 use std::{
     io::{ErrorKind, Read as _, Write as _},
     net::{Ipv4Addr, SocketAddr, TcpStream},
-    sync::{Mutex, MutexGuard},
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -234,6 +239,243 @@ fn slowloris_of_600_leaves_prometheus_and_other_peers_served() {
          {HEAD_TIMEOUT:?} + 2 s after opening: {late:?}",
         open.len(),
         late.len()
+    );
+}
+
+/// Peer addresses in the keep-alive crowd: 127.0.0.2 and up.
+const CROWD_ADDRESSES: u8 = 32;
+/// Connections per address: the server's turns per peer.
+const CROWD_PER_ADDRESS: usize = 16;
+/// How often each connection asks; within the head timeout, so that the
+/// server never closes one for being idle too long.
+const CROWD_PERIOD: Duration = Duration::from_secs(2);
+
+/// What one address's connections have seen so far.
+#[derive(Default)]
+struct Tally {
+    answered: AtomicUsize,
+    opened: AtomicUsize,
+    /// Connections found closed by the server.
+    closed: AtomicUsize,
+}
+
+/// Keep-alive clients at many peer addresses, a thread per address, each
+/// connection asking `HEAD /healthz` every [`CROWD_PERIOD`] and, when the
+/// server has closed it, opening a new one at its next turn, as a real
+/// client would. Stopped (threads joined, sockets closed) when dropped.
+struct Crowd {
+    stop: Arc<AtomicBool>,
+    tallies: Vec<Arc<Tally>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Crowd {
+    fn start(to: SocketAddr) -> Crowd {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tallies: Vec<Arc<Tally>> = (0..CROWD_ADDRESSES).map(|_| Arc::default()).collect();
+        let threads = tallies
+            .iter()
+            .zip(2u8..)
+            .map(|(tally, last)| {
+                let (stop, tally) = (stop.clone(), tally.clone());
+                let from = Ipv4Addr::new(127, 0, 0, last);
+                std::thread::spawn(move || ask_for_ever(from, to, &stop, &tally))
+            })
+            .collect();
+        Crowd {
+            stop,
+            tallies,
+            threads,
+        }
+    }
+
+    /// Per address: (answered, opened, closed by the server).
+    fn tally(&self) -> Vec<(usize, usize, usize)> {
+        self.tallies
+            .iter()
+            .map(|t| {
+                (
+                    t.answered.load(Ordering::Relaxed),
+                    t.opened.load(Ordering::Relaxed),
+                    t.closed.load(Ordering::Relaxed),
+                )
+            })
+            .collect()
+    }
+}
+
+impl Drop for Crowd {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One address's [`CROWD_PER_ADDRESS`] connections, until `stop`.
+fn ask_for_ever(from: Ipv4Addr, to: SocketAddr, stop: &AtomicBool, tally: &Tally) {
+    struct Client {
+        s: Option<TcpStream>,
+        due: Instant,
+        /// Bytes after the last complete answer.
+        got: Vec<u8>,
+    }
+    const HEAD: &[u8] = b"HEAD /healthz HTTP/1.1\r\nHost: vmscope\r\n\r\n";
+    let start = Instant::now();
+    let mut clients: Vec<Client> = (0..CROWD_PER_ADDRESS)
+        .map(|i| Client {
+            s: None,
+            due: start + CROWD_PERIOD * i as u32 / CROWD_PER_ADDRESS as u32,
+            got: Vec::new(),
+        })
+        .collect();
+    let mut buf = [0u8; 4096];
+    while !stop.load(Ordering::Relaxed) {
+        for c in &mut clients {
+            let mut gone = false;
+            if let Some(s) = c.s.as_mut() {
+                loop {
+                    match s.read(&mut buf) {
+                        Ok(0) => gone = true,
+                        Ok(n) => {
+                            c.got.extend_from_slice(&buf[..n]);
+                            continue;
+                        }
+                        Err(e) => gone = e.kind() != ErrorKind::WouldBlock,
+                    }
+                    break;
+                }
+                // A HEAD answer is a head alone.
+                while let Some(end) = c.got.windows(4).position(|w| w == b"\r\n\r\n") {
+                    c.got.drain(..end + 4);
+                    tally.answered.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            if gone {
+                c.s = None;
+                c.got.clear();
+                tally.closed.fetch_add(1, Ordering::Relaxed);
+            }
+            let now = Instant::now();
+            if now < c.due {
+                continue;
+            }
+            c.due += CROWD_PERIOD;
+            if c.due < now {
+                c.due = now + CROWD_PERIOD;
+            }
+            if c.s.is_none() {
+                c.s = connect_from(from, to, None).ok().inspect(|s| {
+                    s.set_nonblocking(true).unwrap();
+                    tally.opened.fetch_add(1, Ordering::Relaxed);
+                });
+            }
+            if let Some(s) = c.s.as_mut()
+                && s.write_all(HEAD).is_err()
+            {
+                c.s = None;
+                tally.closed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// 32 peer addresses × 16 keep-alive connections that keep asking fill
+/// every one of the server's 512 places before Prometheus arrives; it must
+/// still get in at every scrape, and the crowd must still be answered.
+#[test]
+fn keep_alive_crowd_of_32_peers_leaves_prometheus_scraping() {
+    const TEST: &str = "keep_alive_crowd_of_32_peers_leaves_prometheus_scraping";
+    if !root_or_skip(TEST) || !tool_or_skip(TEST, "prometheus") {
+        return;
+    }
+    let _serial = one_at_a_time();
+    const WINDOW: Duration = Duration::from_secs(24);
+    let serve = Serve::start(&["--listen", "127.0.0.1:0", "-i", "500ms"]);
+    let crowd = Crowd::start(serve.addr);
+    // Every connection opened and asked at least once.
+    std::thread::sleep(CROWD_PERIOD + Duration::from_secs(2));
+    let settled = crowd.tally();
+    let prom = Prometheus::start(serve.addr);
+    let t = Instant::now();
+    while !prom
+        .value("count_over_time(up[1m])")
+        .is_some_and(|n| n >= 1.0)
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "Prometheus: no scrape after 30 s: {:?}\n{}",
+            prom.query("up"),
+            prom.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let before = crowd.tally();
+    std::thread::sleep(WINDOW);
+    let after = crowd.tally();
+    let window = format!("{}s", WINDOW.as_secs());
+    let scrapes = prom.value(&format!("count_over_time(up[{window}])"));
+    let scraped = prom.value(&format!("sum_over_time(up[{window}])"));
+    let min_up = prom.value(&format!("min_over_time(up[{window}])"));
+    drop(crowd);
+    let (body, _) = scrape_from(LOCAL, serve.addr);
+    drop(prom);
+
+    let sum = |v: &[(usize, usize, usize)]| {
+        v.iter()
+            .fold((0, 0, 0), |a, t| (a.0 + t.0, a.1 + t.1, a.2 + t.2))
+    };
+    let answered: Vec<usize> = before.iter().zip(&after).map(|(b, a)| a.0 - b.0).collect();
+    let least = answered.iter().min().copied().unwrap_or_default();
+    let (s, (b, a)) = (sum(&settled), (sum(&before), sum(&after)));
+    eprintln!(
+        "{TEST}: {CROWD_ADDRESSES} addresses × {CROWD_PER_ADDRESS} keep-alive connections, \
+         HEAD /healthz every {CROWD_PERIOD:?}; before Prometheus: {} opened, {} answered, {} \
+         closed by the server; over {window} of Prometheus: {scrapes:?} scrapes, \
+         {scraped:?} with up = 1, min up {min_up:?}; the crowd: {} answered (least per address \
+         {least}), {} re-opened, {} closed by the server; dropped: idle_keep_alive {}, \
+         connection_limit {}, head_timeout {}",
+        s.1,
+        s.0,
+        s.2,
+        a.0 - b.0,
+        a.1 - b.1,
+        a.2 - b.2,
+        dropped(&body, "idle_keep_alive"),
+        dropped(&body, "connection_limit"),
+        dropped(&body, "head_timeout"),
+    );
+    assert!(
+        s.1 >= CROWD_ADDRESSES as usize * CROWD_PER_ADDRESS && s.0 >= s.1,
+        "the crowd never held the server's places: {settled:?}"
+    );
+    assert_eq!(
+        min_up,
+        Some(1.0),
+        "Prometheus failed scrapes among the crowd ({scraped:?} of {scrapes:?} up)\n{}",
+        serve.stderr()
+    );
+    assert!(
+        scrapes.is_some_and(|n| n >= WINDOW.as_secs_f64() / 2.0),
+        "only {scrapes:?} Prometheus scrapes in {window}"
+    );
+    // 16 connections × 12 turns each, less what the server closed.
+    assert!(
+        least >= 100,
+        "an address of the crowd was answered only {least} times in {window}: {answered:?}"
+    );
+    // Room is made once for Prometheus; the connection that made it is
+    // refused after, rather than closing another of the crowd's in turn.
+    let reopened = a.1 - b.1;
+    assert!(
+        reopened <= 4 * (WINDOW.as_secs() / CROWD_PERIOD.as_secs()) as usize,
+        "the crowd re-opened {reopened} connections in {window}: closing each other's in turn"
+    );
+    assert!(
+        dropped(&body, "idle_keep_alive") >= 1.0,
+        "the server counted no idle keep-alive connection closed:\n{body}"
     );
 }
 

@@ -13,9 +13,22 @@
 //!   [`MAX_CONNECTIONS`]; at a limit, the oldest
 //!   connection of that peer (or of anyone, at the total limit) that has
 //!   been open for [`DISPLACE_AFTER`] without sending a request head makes
-//!   room, else the new one is closed at once. Connections that never ask
-//!   for anything only displace each other, and a newcomer has that long
-//!   to ask before it can be displaced;
+//!   room. Connections that never ask for anything only displace each
+//!   other, and a newcomer has that long to ask before it can be displaced;
+//! - at the total limit, when no such connection is left, an idle
+//!   keep-alive connection (its last answer written out, no request head
+//!   since) of the peer holding the most connections makes room, oldest
+//!   first, provided that peer holds at least two more than the newcomer's
+//!   or the newcomer's holds none. A peer never closes its own, a
+//!   connection is never closed while a request of it is being answered,
+//!   and a newcomer whose peer holds none gets in as long as any connection
+//!   is idle, so peers that keep asking cannot lock out a scraper however
+//!   many addresses they use. Each such close evens the holdings out (the
+//!   sum of their squares falls), so closes cannot go round in a circle;
+//!   only peers holding one connection each take turns, one per newcomer.
+//!   The client sees a keep-alive connection closed between requests,
+//!   which HTTP allows at any time and clients retry;
+//! - otherwise the new connection is closed at once;
 //! - a failed accept (EMFILE and the like) is retried with backoff, logged
 //!   once per burst;
 //! - a failed refresh is logged once per burst and the last good body is
@@ -29,7 +42,7 @@ use std::{
     pin::Pin,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicU8, AtomicU64, Ordering},
     },
     task::{Context, Poll},
     time::{Duration, Instant},
@@ -101,14 +114,18 @@ enum Dropped {
     PeerLimit,
     /// The same at [`MAX_CONNECTIONS`].
     ConnectionLimit,
+    /// An idle keep-alive connection closed at [`MAX_CONNECTIONS`] to let
+    /// in a peer holding fewer (see [`Conns::close_idle`]).
+    IdleKeepAlive,
     HeadTimeout,
     WriteTimeout,
 }
 
 impl Dropped {
-    const ALL: [Dropped; 4] = [
+    const ALL: [Dropped; 5] = [
         Dropped::PeerLimit,
         Dropped::ConnectionLimit,
+        Dropped::IdleKeepAlive,
         Dropped::HeadTimeout,
         Dropped::WriteTimeout,
     ];
@@ -117,6 +134,7 @@ impl Dropped {
         match self {
             Dropped::PeerLimit => "peer_limit",
             Dropped::ConnectionLimit => "connection_limit",
+            Dropped::IdleKeepAlive => "idle_keep_alive",
             Dropped::HeadTimeout => "head_timeout",
             Dropped::WriteTimeout => "write_timeout",
         }
@@ -229,11 +247,31 @@ fn flight_metrics(
 }
 
 /// A response body sent as a few shared chunks, with its exact length.
-struct Chunks(VecDeque<Bytes>);
+struct Chunks {
+    chunks: VecDeque<Bytes>,
+    /// The phase of the connection it answers, told when hyper is done
+    /// with the body (all of it taken, or none for HEAD).
+    answering: Option<Arc<Phase>>,
+}
 
 impl Chunks {
+    fn new(chunks: impl Into<VecDeque<Bytes>>) -> Chunks {
+        Chunks {
+            chunks: chunks.into(),
+            answering: None,
+        }
+    }
+
     fn one(b: Bytes) -> Chunks {
-        Chunks(VecDeque::from([b]))
+        Chunks::new([b])
+    }
+}
+
+impl Drop for Chunks {
+    fn drop(&mut self) {
+        if let Some(p) = &self.answering {
+            p.handed_over();
+        }
     }
 }
 
@@ -245,15 +283,121 @@ impl Body for Chunks {
         mut self: Pin<&mut Self>,
         _: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Poll::Ready(self.0.pop_front().map(|b| Ok(Frame::data(b))))
+        Poll::Ready(self.chunks.pop_front().map(|b| Ok(Frame::data(b))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.0.is_empty()
+        self.chunks.is_empty()
     }
 
     fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.0.iter().map(|b| b.len() as u64).sum())
+        SizeHint::with_exact(self.chunks.iter().map(|b| b.len() as u64).sum())
+    }
+}
+
+/// Where a connection stands between its requests, for choosing which one
+/// may be closed to make room.
+struct Phase(AtomicU8);
+
+impl Phase {
+    /// No request head yet.
+    const FRESH: u8 = 0;
+    /// A request head has arrived; hyper does not have all of its answer.
+    const ANSWERING: u8 = 1;
+    /// Hyper has all of the answer; some may not be written out yet.
+    const SENDING: u8 = 2;
+    /// The last answer is written out and no request head has come since:
+    /// an idle keep-alive connection, or one whose next head is arriving.
+    const IDLE: u8 = 3;
+
+    fn new() -> Phase {
+        Phase(AtomicU8::new(Phase::FRESH))
+    }
+
+    /// Whether a request head has ever arrived.
+    fn asked(&self) -> bool {
+        self.0.load(Ordering::Relaxed) != Phase::FRESH
+    }
+
+    fn idle(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == Phase::IDLE
+    }
+
+    /// A request head arrived.
+    fn request(&self) {
+        self.0.store(Phase::ANSWERING, Ordering::Relaxed);
+    }
+
+    /// Hyper is done with the answer's body.
+    fn handed_over(&self) {
+        let _ = self.0.compare_exchange(
+            Phase::ANSWERING,
+            Phase::SENDING,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// The socket was flushed with nothing left in hyper's buffer.
+    fn written(&self) {
+        let _ = self.0.compare_exchange(
+            Phase::SENDING,
+            Phase::IDLE,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// A connection's socket, telling its [`Phase`] when an answer has been
+/// written out: hyper writes its buffer out whole before it flushes the
+/// socket, and flushes after every write.
+struct Tracked {
+    stream: tokio::net::TcpStream,
+    phase: Arc<Phase>,
+}
+
+impl tokio::io::AsyncRead for Tracked {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Tracked {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let r = Pin::new(&mut self.stream).poll_flush(cx);
+        if let Poll::Ready(Ok(())) = r {
+            self.phase.written();
+        }
+        r
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
 
@@ -274,8 +418,7 @@ struct Peer {
 struct Conn {
     peer: IpAddr,
     opened: Instant,
-    /// Set once a request head has arrived: no longer displaceable.
-    asked: Arc<AtomicBool>,
+    phase: Arc<Phase>,
     close: Arc<Notify>,
 }
 
@@ -283,7 +426,7 @@ struct Conn {
 struct Ticket {
     id: u64,
     conns: Arc<Mutex<Conns>>,
-    asked: Arc<AtomicBool>,
+    phase: Arc<Phase>,
     close: Arc<Notify>,
     turns: Arc<tokio::sync::Semaphore>,
 }
@@ -308,6 +451,11 @@ impl Conns {
         Some(conn)
     }
 
+    /// How many connections `peer` holds.
+    fn held(&self, peer: IpAddr) -> usize {
+        self.per_peer.get(&peer).map_or(0, |p| p.open)
+    }
+
     /// Closes the oldest connection (of `peer`, when given) that has not
     /// sent a request head yet, if it has been open for [`DISPLACE_AFTER`];
     /// false when there is none.
@@ -315,9 +463,34 @@ impl Conns {
         let victim = self
             .open
             .iter()
-            .find(|(_, c)| peer.is_none_or(|p| c.peer == p) && !c.asked.load(Ordering::Relaxed))
+            .find(|(_, c)| peer.is_none_or(|p| c.peer == p) && !c.phase.asked())
             .filter(|(_, c)| c.opened.elapsed() >= DISPLACE_AFTER)
             .map(|(&id, _)| id);
+        self.close(victim)
+    }
+
+    /// Closes the oldest idle keep-alive connection of the peer holding
+    /// the most, for a newcomer from `peer`, if that one holds at least two
+    /// more than `peer` or `peer` holds none; false when there is none.
+    /// Either way the newcomer's peer is not the victim's, and with two
+    /// more the holdings end up more even (n² + m² falls when n ≥ m + 2
+    /// become n - 1 and m + 1), so newcomers cannot close each other's
+    /// connections in a circle.
+    fn close_idle(&mut self, peer: IpAddr) -> bool {
+        let has = self.held(peer);
+        let victim = self
+            .open
+            .iter()
+            .filter(|(_, c)| c.phase.idle())
+            .map(|(&id, c)| (self.held(c.peer), std::cmp::Reverse(id)))
+            .filter(|&(n, _)| has == 0 || n >= has + 2)
+            .max()
+            .map(|(_, std::cmp::Reverse(id))| id);
+        self.close(victim)
+    }
+
+    /// Removes `victim` and tells its task to close it; false for none.
+    fn close(&mut self, victim: Option<u64>) -> bool {
         match victim.and_then(|id| self.remove(id)) {
             Some(c) => {
                 c.close.notify_one();
@@ -332,27 +505,31 @@ impl Conns {
 /// says which limit refused it.
 fn admit(conns: &Arc<Mutex<Conns>>, peer: IpAddr, shared: &Shared) -> Option<Ticket> {
     let mut c = conns.lock().ok()?;
-    if c.per_peer.get(&peer).map_or(0, |p| p.open) >= MAX_PER_PEER {
+    if c.held(peer) >= MAX_PER_PEER {
         shared.count(Dropped::PeerLimit);
         if !c.displace(Some(peer)) {
             return None;
         }
     } else if c.open.len() >= MAX_CONNECTIONS {
-        shared.count(Dropped::ConnectionLimit);
-        if !c.displace(None) {
+        if c.displace(None) {
+            shared.count(Dropped::ConnectionLimit);
+        } else if c.close_idle(peer) {
+            shared.count(Dropped::IdleKeepAlive);
+        } else {
+            shared.count(Dropped::ConnectionLimit);
             return None;
         }
     }
     let id = c.next;
     c.next += 1;
-    let asked = Arc::new(AtomicBool::new(false));
+    let phase = Arc::new(Phase::new());
     let close = Arc::new(Notify::new());
     c.open.insert(
         id,
         Conn {
             peer,
             opened: Instant::now(),
-            asked: asked.clone(),
+            phase: phase.clone(),
             close: close.clone(),
         },
     );
@@ -365,7 +542,7 @@ fn admit(conns: &Arc<Mutex<Conns>>, peer: IpAddr, shared: &Shared) -> Option<Tic
     Some(Ticket {
         id,
         conns: conns.clone(),
-        asked,
+        phase,
         close,
         turns,
     })
@@ -717,15 +894,20 @@ async fn connection(stream: tokio::net::TcpStream, shared: Arc<Shared>, ticket: 
         () = ticket.close.notified() => return,
     };
     let service = {
-        let (shared, deadline, asked) = (shared.clone(), deadline.clone(), ticket.asked.clone());
+        let (shared, deadline, phase) = (shared.clone(), deadline.clone(), ticket.phase.clone());
         hyper::service::service_fn(move |req| {
-            asked.store(true, Ordering::Relaxed);
+            phase.request();
             if let Ok(mut d) = deadline.lock() {
                 *d = tokio::time::Instant::now() + WRITE_TIMEOUT;
             }
-            let r = respond(&req, &shared);
+            let mut r = respond(&req, &shared);
+            r.body_mut().answering = Some(phase.clone());
             async move { Ok::<_, Infallible>(r) }
         })
+    };
+    let stream = Tracked {
+        stream,
+        phase: ticket.phase.clone(),
     };
     let conn = hyper::server::conn::http1::Builder::new()
         .max_buf_size(MAX_HEAD_BYTES)
@@ -751,7 +933,7 @@ async fn connection(stream: tokio::net::TcpStream, shared: Arc<Shared>, ticket: 
                 if d > now {
                     sleep.as_mut().reset(d);
                 } else {
-                    shared.count(if ticket.asked.load(Ordering::Relaxed) {
+                    shared.count(if ticket.phase.asked() {
                         Dropped::WriteTimeout
                     } else {
                         Dropped::HeadTimeout
@@ -810,7 +992,7 @@ fn respond(req: &Request<Incoming>, shared: &Shared) -> Response<Chunks> {
                     b.openmetrics
                 }
             };
-            let mut r = Response::new(Chunks(VecDeque::from([body, Bytes::from(own)])));
+            let mut r = Response::new(Chunks::new([body, Bytes::from(own)]));
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
                 header::HeaderValue::from_static(format.content_type()),
@@ -822,5 +1004,220 @@ fn respond(req: &Request<Incoming>, shared: &Shared) -> Response<Chunks> {
             StatusCode::NOT_FOUND,
             "not found: try /metrics or /healthz\n",
         ),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "tests fail loudly")]
+mod tests {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    use super::*;
+
+    /// Opens a connection from 127.0.0.`peer` in `phase`; its id.
+    fn open(c: &mut Conns, peer: u8, phase: u8) -> u64 {
+        let id = c.next;
+        c.next += 1;
+        let peer = IpAddr::from([127, 0, 0, peer]);
+        c.open.insert(
+            id,
+            Conn {
+                peer,
+                opened: Instant::now(),
+                phase: Arc::new(Phase(AtomicU8::new(phase))),
+                close: Arc::new(Notify::new()),
+            },
+        );
+        c.per_peer
+            .entry(peer)
+            .or_insert_with(|| Peer {
+                open: 0,
+                turns: Arc::new(tokio::sync::Semaphore::new(SERVED_PER_PEER)),
+            })
+            .open += 1;
+        id
+    }
+
+    fn newcomer(peer: u8) -> IpAddr {
+        IpAddr::from([127, 0, 0, peer])
+    }
+
+    #[test]
+    fn an_idle_connection_of_the_biggest_holder_makes_room_oldest_first() {
+        let mut c = Conns::default();
+        let busy = open(&mut c, 2, Phase::ANSWERING);
+        let oldest_idle = open(&mut c, 2, Phase::IDLE);
+        open(&mut c, 2, Phase::IDLE);
+        open(&mut c, 3, Phase::IDLE);
+        open(&mut c, 3, Phase::IDLE);
+        assert!(c.close_idle(newcomer(1)));
+        assert!(!c.open.contains_key(&oldest_idle) && c.open.contains_key(&busy));
+        assert_eq!((c.held(newcomer(2)), c.held(newcomer(3))), (2, 2));
+    }
+
+    #[test]
+    fn connections_being_answered_or_never_asked_are_not_idle() {
+        let mut c = Conns::default();
+        for phase in [Phase::FRESH, Phase::ANSWERING, Phase::SENDING] {
+            open(&mut c, 2, phase);
+        }
+        let idle = open(&mut c, 3, Phase::IDLE);
+        assert!(c.close_idle(newcomer(1)));
+        assert!(!c.open.contains_key(&idle));
+        assert!(!c.close_idle(newcomer(1)), "closed a busy connection");
+        assert_eq!(c.open.len(), 3);
+    }
+
+    #[test]
+    fn a_peer_closes_only_for_holdings_two_bigger_than_its_own() {
+        let mut c = Conns::default();
+        for _ in 0..3 {
+            open(&mut c, 2, Phase::IDLE);
+        }
+        open(&mut c, 3, Phase::IDLE);
+        open(&mut c, 3, Phase::IDLE);
+        // 3 against 2: closing would only swap the holdings round.
+        assert!(!c.close_idle(newcomer(3)));
+        // Its own, never.
+        assert!(!c.close_idle(newcomer(2)));
+        assert_eq!(c.open.len(), 5);
+        // 3 against 1: one of the bigger holder's goes, then 2 against 1
+        // is even enough.
+        open(&mut c, 4, Phase::IDLE);
+        assert!(c.close_idle(newcomer(4)));
+        assert_eq!(c.held(newcomer(2)), 2);
+        assert!(!c.close_idle(newcomer(4)));
+        assert_eq!(c.open.len(), 5);
+    }
+
+    #[test]
+    fn a_peer_holding_none_takes_a_turn_among_peers_holding_one() {
+        let mut c = Conns::default();
+        let first = open(&mut c, 2, Phase::IDLE);
+        open(&mut c, 3, Phase::IDLE);
+        assert!(c.close_idle(newcomer(4)));
+        assert!(!c.open.contains_key(&first));
+        // A peer holding one does not close another's one.
+        open(&mut c, 4, Phase::IDLE);
+        assert!(!c.close_idle(newcomer(4)));
+    }
+
+    /// Reads one answer's head and its `content-length` bytes of body.
+    async fn answer(s: &mut tokio::net::TcpStream, body: bool) -> usize {
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&got[..end]).to_lowercase();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse().unwrap());
+                if !body || got.len() >= end + 4 + len {
+                    return len;
+                }
+            }
+            let n = s.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed after {} bytes", got.len());
+            got.extend_from_slice(&buf[..n]);
+        }
+    }
+
+    /// A client's socket and the server's end of it.
+    async fn pair() -> (tokio::net::TcpStream, tokio::net::TcpStream, SocketAddr) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, from) = listener.accept().await.unwrap();
+        (client, server, from)
+    }
+
+    fn settle() -> tokio::time::Sleep {
+        tokio::time::sleep(Duration::from_millis(200))
+    }
+
+    /// An answer in one chunk is all with hyper at once, and the
+    /// connection is idle only once the client has taken it.
+    #[tokio::test]
+    async fn an_answer_all_with_hyper_is_not_idle_until_written_out() {
+        let (mut client, server, _) = pair().await;
+        let phase = Arc::new(Phase::new());
+        let service = {
+            let phase = phase.clone();
+            hyper::service::service_fn(move |_| {
+                phase.request();
+                let mut body = Chunks::one(Bytes::from(vec![b'#'; 32 << 20]));
+                body.answering = Some(phase.clone());
+                async move { Ok::<_, Infallible>(Response::new(body)) }
+            })
+        };
+        let stream = Tracked {
+            stream: server,
+            phase: phase.clone(),
+        };
+        tokio::spawn(
+            hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service),
+        );
+        client
+            .write_all(b"GET / HTTP/1.1\r\nHost: vmscope\r\n\r\n")
+            .await
+            .unwrap();
+        settle().await;
+        assert_eq!(phase.0.load(Ordering::Relaxed), Phase::SENDING);
+        assert_eq!(answer(&mut client, true).await, 32 << 20);
+        settle().await;
+        assert!(phase.idle(), "not idle after the answer was read");
+    }
+
+    /// A real connection served by [`connection`]: idle only once an
+    /// answer has been read whole, and then closed by [`Conns::close_idle`].
+    #[tokio::test]
+    async fn a_connection_is_idle_only_once_its_answer_is_written_out() {
+        let shared = Arc::new(Shared {
+            bodies: Mutex::new(Bodies {
+                // More than the socket buffers hold without a reader.
+                prometheus: Bytes::from(vec![b'#'; 32 << 20]),
+                openmetrics: Bytes::new(),
+                rendered: Instant::now(),
+            }),
+            refresh_failures: AtomicU64::new(0),
+            dropped: Default::default(),
+            flight: None,
+        });
+        let (mut client, server, from) = pair().await;
+        let conns = Arc::new(Mutex::new(Conns::default()));
+        let ticket = admit(&conns, from.ip(), &shared).unwrap();
+        let phase = ticket.phase.clone();
+        tokio::spawn(connection(server, shared, ticket));
+        settle().await;
+        assert!(!phase.asked());
+
+        client
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: vmscope\r\n\r\n")
+            .await
+            .unwrap();
+        settle().await;
+        assert!(phase.asked() && !phase.idle(), "idle while answering");
+        assert!(!conns.lock().unwrap().close_idle(newcomer(9)));
+        assert!(answer(&mut client, true).await > 32 << 20);
+        settle().await;
+        assert!(phase.idle(), "not idle after the answer was read");
+
+        client
+            .write_all(b"HEAD /healthz HTTP/1.1\r\nHost: vmscope\r\n\r\n")
+            .await
+            .unwrap();
+        answer(&mut client, false).await;
+        settle().await;
+        assert!(phase.idle(), "not idle after a HEAD answer");
+        assert!(conns.lock().unwrap().close_idle(newcomer(9)));
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(2), client.read_to_end(&mut rest));
+        assert!(
+            matches!(read.await, Ok(Ok(0))),
+            "still open, or sent {rest:?}"
+        );
     }
 }
