@@ -117,6 +117,23 @@ pub fn test(ws: &mut Workspace, extra: &[OsString]) -> Result<()> {
         cmd.args(extra).env("VMSCOPE_BIN", &bin);
         step("test", cmd)?;
     }
+    // The cgroup soak: 10,000 cgroups come and go under serve, top and
+    // record (root: it creates cgroups and loads eBPF programs).
+    if process::effective_uid()? == 0 {
+        say!("test: soak: cargo xtask bench soak --ci");
+        if let Err(e) = crate::bench_soak::bench_soak(ws, &["--ci".into()]) {
+            if e.downcast_ref::<Exit>().is_none() {
+                say!("test: soak: {e:#}");
+            }
+            say!("test: step `soak` failed");
+            failed.push("soak");
+        }
+    } else if std::env::var("VMSCOPE_REQUIRE_BPF").is_ok_and(|v| v == "1") {
+        say!("test: step `soak` cannot run without root, and VMSCOPE_REQUIRE_BPF=1 forbids skipping");
+        failed.push("soak");
+    } else {
+        say!("test: soak: skipped (needs root); run `sudo cargo xtask bench soak --ci`");
+    }
     // The kernel matrix: the core suite inside Debian's 6.1 and 6.12 under
     // qemu (root: it installs qemu and loads eBPF programs in the guests).
     if process::effective_uid()? == 0 {
