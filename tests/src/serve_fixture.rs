@@ -150,10 +150,10 @@ pub fn tool_or_skip(test: &str, tool: &str) -> bool {
     let required = std::env::var("VMSCOPE_REQUIRE_BPF").is_ok_and(|v| v == "1");
     assert!(
         !required,
-        "{test}: {tool} is not installed (Debian package `prometheus`), \
+        "{test}: {tool} is not installed (Debian package `{tool}`), \
          and VMSCOPE_REQUIRE_BPF=1 forbids skipping"
     );
-    eprintln!("skipped {test}: {tool} is not installed (Debian package `prometheus`)");
+    eprintln!("skipped {test}: {tool} is not installed (Debian package `{tool}`)");
     false
 }
 

@@ -106,7 +106,12 @@ fn an_exited_process_evicted_before_its_last_read_is_still_ended() {
         .arg(&out)
         .args(["--", "sh", "-c", &script]);
     let o = run_with_timeout(cmd, Duration::from_secs(300));
-    assert!(o.status.success(), "record: {:?} {}", o.status, text(&o.stderr));
+    assert!(
+        o.status.success(),
+        "record: {:?} {}",
+        o.status,
+        text(&o.stderr)
+    );
     let rec = read_json(&out);
     assert!(
         u64_at(&rec["lost"], "/proc_evictions") >= 100,

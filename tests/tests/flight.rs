@@ -17,6 +17,7 @@ use std::{
 };
 
 use serde_json::Value;
+use vmscope_tests::serve_fixture::tool_or_skip;
 use vmscope_tests::{
     assert_valid, pages, path_str, pressure, root_or_skip, schema, serve_fixture, testchild, text,
     vmscope_within,
@@ -312,7 +313,6 @@ fn top_keeps_a_flight_recorder_too() {
 /// owned by uid 65534, whole, and `vmscope report` reads it.
 #[test]
 fn under_sudo_an_oom_recording_is_written_as_the_invoking_user() {
-    use std::os::unix::fs::MetadataExt as _;
     if !root_or_skip("under_sudo_an_oom_recording_is_written_as_the_invoking_user") {
         return;
     }
@@ -365,6 +365,14 @@ fn under_sudo_an_oom_recording_is_written_as_the_invoking_user() {
         }
     }
     assert!(writer, "no vmscope-oom thread");
+    oom_recording_is_the_users(&serve, tmp.path(), &dir, USER);
+}
+
+/// A memcg OOM kill while `serve` runs with `--on-oom dir`: its recording
+/// appears within 15 s, owned by `user`, whole and valid, and `vmscope
+/// report` reads it.
+fn oom_recording_is_the_users(serve: &serve_fixture::Serve, tmp: &Path, dir: &Path, user: u32) {
+    use std::os::unix::fs::MetadataExt as _;
     let cg = pressure::MemCgroup::no_swap(LIMIT);
     let status = cg
         .command(testchild())
@@ -374,7 +382,7 @@ fn under_sudo_an_oom_recording_is_written_as_the_invoking_user() {
     assert_eq!(status.signal(), Some(9), "{status:?}");
     let reaped = Instant::now();
     let file = loop {
-        if let Some(f) = oom_files(&dir).into_iter().next() {
+        if let Some(f) = oom_files(dir).into_iter().next() {
             break f;
         }
         assert!(
@@ -388,7 +396,7 @@ fn under_sudo_an_oom_recording_is_written_as_the_invoking_user() {
     let meta = std::fs::metadata(&file).unwrap();
     assert_eq!(
         (meta.uid(), meta.gid()),
-        (USER, USER),
+        (user, user),
         "{}: owner; serve said:\n{}",
         file.display(),
         serve.stderr()
@@ -396,7 +404,7 @@ fn under_sudo_an_oom_recording_is_written_as_the_invoking_user() {
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap())
         .unwrap_or_else(|e| panic!("{}: not whole JSON: {e}", file.display()));
     assert_valid(&schema("recording.schema.json"), &doc, "the OOM recording");
-    let html = tmp.path().join("oom.html");
+    let html = tmp.join("oom.html");
     let o = vmscope_within(
         &["report", path_str(&file), "-o", path_str(&html)],
         Duration::from_secs(60),
@@ -409,12 +417,79 @@ fn under_sudo_an_oom_recording_is_written_as_the_invoking_user() {
         serve.stderr()
     );
     eprintln!(
-        "under sudo: {} owned by {}:{}, {} samples",
+        "as uid {user}: {} owned by {}:{}, {} samples",
         file.display(),
         meta.uid(),
         meta.gid(),
         doc["samples"].as_array().unwrap().len()
     );
+}
+
+/// A sudoers rule letting `nobody` run one program as root without a
+/// password, removed when dropped.
+struct SudoRule(PathBuf);
+
+impl SudoRule {
+    fn new(program: &Path) -> SudoRule {
+        let path = PathBuf::from(format!(
+            "/etc/sudoers.d/vmscope-test-{}",
+            std::process::id()
+        ));
+        std::fs::write(
+            &path,
+            format!("nobody ALL=(root) NOPASSWD: {}\n", program.display()),
+        )
+        .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o440)).unwrap();
+        SudoRule(path)
+    }
+}
+
+impl Drop for SudoRule {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The same through the real `sudo`, started by the user `nobody` (a
+/// sudoers rule for the test's binary, removed afterwards): sudo sets
+/// SUDO_UID/SUDO_GID and its own environment, and the OOM recording is
+/// written as `nobody`.
+#[test]
+fn under_real_sudo_an_oom_recording_is_written_as_the_invoking_user() {
+    const TEST: &str = "under_real_sudo_an_oom_recording_is_written_as_the_invoking_user";
+    // (setpriv is util-linux's, on every Debian system.)
+    if !root_or_skip(TEST) || !tool_or_skip(TEST, "sudo") {
+        return;
+    }
+    const USER: u32 = 65534;
+    let _lock = pressure::exclusive();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = tmp.path().join("oom");
+    std::fs::create_dir(&dir).unwrap();
+    std::os::unix::fs::chown(&dir, Some(USER), Some(USER)).unwrap();
+    let bin = std::fs::canonicalize(vmscope_tests::vmscope_bin()).unwrap();
+    let _rule = SudoRule::new(&bin);
+    let mut cmd = std::process::Command::new("setpriv");
+    cmd.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--",
+        "sudo",
+        "-n",
+    ])
+    .arg(&bin)
+    .args(["serve", "--listen", "127.0.0.1:0", "--history", "30s"])
+    .arg("--on-oom")
+    .arg(&dir)
+    // Where nobody's sudo starts from: not the test's directory, which
+    // it may not reach.
+    .current_dir("/");
+    let serve = serve_fixture::Serve::start_cmd(cmd);
+    std::thread::sleep(Duration::from_secs(2));
+    oom_recording_is_the_users(&serve, tmp.path(), &dir, USER);
 }
 
 /// serve's resident set size, in bytes.

@@ -129,7 +129,9 @@ pub fn test(ws: &mut Workspace, extra: &[OsString]) -> Result<()> {
             failed.push("soak");
         }
     } else if std::env::var("VMSCOPE_REQUIRE_BPF").is_ok_and(|v| v == "1") {
-        say!("test: step `soak` cannot run without root, and VMSCOPE_REQUIRE_BPF=1 forbids skipping");
+        say!(
+            "test: step `soak` cannot run without root, and VMSCOPE_REQUIRE_BPF=1 forbids skipping"
+        );
         failed.push("soak");
     } else {
         say!("test: soak: skipped (needs root); run `sudo cargo xtask bench soak --ci`");
