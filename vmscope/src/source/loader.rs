@@ -873,7 +873,11 @@ fn attach_classic_first(
     btf_ok: &Result<(), String>,
 ) -> ProbeStatus {
     let (Some(prog), Ok((event, _))) = (s.btf_prog, &plan.event) else {
-        return attach_planned(ebpf, s.category, s.prog, plan);
+        let mut status = attach_planned(ebpf, s.category, s.prog, plan);
+        if status.attached && status.reason.is_none() {
+            status.reason = s.classic_why.map(String::from);
+        }
+        return status;
     };
     let (event, probe) = (*event, plan.probe.clone());
     let why = match &plan.classic {

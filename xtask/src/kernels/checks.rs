@@ -182,6 +182,7 @@ pub fn judge(c: &Console) -> KernelResult {
     checks.push(fork_check(c));
     checks.push(cgroup_faults_check(c));
     checks.push(cgroup_swap_check(c));
+    checks.push(cgroup_subtree_check(c));
     checks.push(oom_check(
         c,
         "oom_memcg_v2",
@@ -599,6 +600,32 @@ fn cgroup_faults_check(c: &Console) -> Check {
     }
     let how = rec["cgroup_scheme"]["hierarchy"].as_str().unwrap_or("none");
     check(NAME, ok, format!("{} (keyed by {how})", figures.join("; ")))
+}
+
+/// `record --cgroup /s` while three cgroups are created below it, each
+/// given one short-lived process and removed: each is followed, named by
+/// its path and charged its child's faults (rusage) within 2%.
+fn cgroup_subtree_check(c: &Console) -> Check {
+    const NAME: &str = "record_cgroup_subtree_v2";
+    let rec = match c.recording("subtree") {
+        Ok(r) => r,
+        Err(e) => return check(NAME, false, e),
+    };
+    let mut ok = true;
+    let mut figures = Vec::new();
+    for i in 1..=3 {
+        let path = format!("/s/c{i}");
+        let Some((books, _)) = rusage(c, &format!("sub{i}")) else {
+            return check(NAME, false, format!("no rusage from the child in {path}"));
+        };
+        let got = cgroup_row(&rec, &path).map(|r| u(r, "/totals/faults/total"));
+        ok &= got.is_some_and(|g| within(g, books, 2.0));
+        figures.push(match got {
+            Some(g) => format!("{path} {g} vs rusage {books}"),
+            None => format!("{path} absent (rusage {books})"),
+        });
+    }
+    check(NAME, ok, figures.join("; "))
 }
 
 /// The swapping cgroup's swap-out and swap-in against pswpout/pswpin (it

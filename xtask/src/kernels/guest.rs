@@ -127,6 +127,20 @@ mkdir -p /sys/fs/cgroup/a /sys/fs/cgroup/b
 rec cgroups -- sh -c "sh -c 'echo \$\$ > /sys/fs/cgroup/a/cgroup.procs && exec $T --report /tmp/cga.ru touch {cg_a}' & sh -c 'echo \$\$ > /sys/fs/cgroup/b/cgroup.procs && exec $T --report /tmp/cgb.ru touch {cg_b}' & wait"
 show cga.ru /tmp/cga.ru
 show cgb.ru /tmp/cgb.ru
+# record --cgroup on /s while three cgroups are created below it, each given
+# one process that moves itself in, and removed.
+cat > /tmp/subtree.sh <<'EOF'
+for i in 1 2 3; do
+    mkdir /sys/fs/cgroup/s/c$i
+    sh -c "echo \$\$ > /sys/fs/cgroup/s/c$i/cgroup.procs && exec /bin/vmscope-testchild --report /tmp/sub$i.ru touch {cg_b}"
+    rmdir /sys/fs/cgroup/s/c$i
+done
+EOF
+mkdir -p /sys/fs/cgroup/s
+rec subtree --cgroup /s -- sh /tmp/subtree.sh
+show sub1.ru /tmp/sub1.ru
+show sub2.ru /tmp/sub2.ru
+show sub3.ru /tmp/sub3.ru
 
 rec rmap64 -- vmscope workload rmap --sharers {rmap_sharers} --size {rmap_size}M
 rec rmap1 -- vmscope workload rmap --sharers 1 --size {rmap_size}M
