@@ -114,12 +114,32 @@ fn in_scope(ctx: &TracePointContext, word: u32) -> bool {
     if got < n {
         return false;
     }
-    if buf
-        .iter()
-        .zip(scope.path.iter())
-        .take(n)
-        .any(|(a, b)| a != b)
-    {
+    // Word by word, every word compared and the bytes past `n` masked
+    // out: a loop of fixed trip count whose exit does not depend on `n`
+    // (a loop bounded by `n` the verifier cannot bound), and few enough
+    // iterations that the verifier's walk of the branches on `n` stays
+    // small.
+    let mut diff = 0u64;
+    for w in 0..SCOPE_PATH_BYTES / 8 {
+        let start = w * 8;
+        // SAFETY: both arrays hold SCOPE_PATH_BYTES bytes, 8-aligned (a
+        // map value, and a field after a u64), so words 0..64 lie within.
+        let (a, b) = unsafe {
+            (
+                buf.as_ptr().add(start).cast::<u64>().read(),
+                scope.path.as_ptr().add(start).cast::<u64>().read(),
+            )
+        };
+        let mask = if start + 8 <= n {
+            u64::MAX
+        } else if start < n {
+            (1u64 << (8 * (n - start))) - 1
+        } else {
+            0
+        };
+        diff |= (a ^ b) & mask;
+    }
+    if diff != 0 {
         return false;
     }
     // The path itself, or one below it (not a sibling sharing a prefix).
