@@ -2029,6 +2029,91 @@ pub fn run_row(name: &str) -> Option<&'static RunRow> {
 /// The latency quantiles bench and compare show for each histogram.
 pub const QUANTILES: &[&str] = &["p50", "p90", "p99"];
 
+/// The type of a Prometheus family, as its `# TYPE` line gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+impl Kind {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// What a family's series are about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Scope {
+    /// The whole system (or the scope a recording follows).
+    System,
+    /// One series per process (`serve --per-process N`).
+    Process,
+    /// One series per cgroup (`serve --per-cgroup N`), or by cgroup.
+    Cgroup,
+    /// The exporter itself.
+    Exporter,
+}
+
+impl Scope {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Scope::System => "system",
+            Scope::Process => "process",
+            Scope::Cgroup => "cgroup",
+            Scope::Exporter => "exporter",
+        }
+    }
+}
+
+/// A Prometheus family the exporter writes beside the tables above (its
+/// own figures, PSI, madvise, the per-cgroup series...): declared once,
+/// next to the code that writes it, which takes its HELP and TYPE lines
+/// from here, as `docs/metrics.md` takes its row.
+#[derive(Clone, Copy, Debug)]
+pub struct Family {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub scope: Scope,
+    /// Its series' label names, in order (a histogram's `le` aside).
+    pub labels: &'static [&'static str],
+    pub help: &'static str,
+}
+
+impl Family {
+    pub const fn counter(
+        scope: Scope,
+        name: &'static str,
+        labels: &'static [&'static str],
+        help: &'static str,
+    ) -> Family {
+        Family {
+            name,
+            kind: Kind::Counter,
+            scope,
+            labels,
+            help,
+        }
+    }
+
+    pub const fn gauge(
+        scope: Scope,
+        name: &'static str,
+        labels: &'static [&'static str],
+        help: &'static str,
+    ) -> Family {
+        Family {
+            kind: Kind::Gauge,
+            ..Family::counter(scope, name, labels, help)
+        }
+    }
+}
+
 /// `docs/metrics.md`: the reference, written from these tables (a test
 /// keeps the checked-in page current).
 pub fn reference() -> String {
