@@ -2029,15 +2029,100 @@ pub fn run_row(name: &str) -> Option<&'static RunRow> {
 /// The latency quantiles bench and compare show for each histogram.
 pub const QUANTILES: &[&str] = &["p50", "p90", "p99"];
 
-/// `docs/metrics.md`: the reference, written from these tables (a test
-/// keeps the checked-in page current).
-pub fn reference() -> String {
+/// The type of a Prometheus family, as its `# TYPE` line gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+impl Kind {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// What a family's series are about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Scope {
+    /// The whole system (or the scope a recording follows).
+    System,
+    /// One series per process (`serve --per-process N`).
+    Process,
+    /// One series per cgroup (`serve --per-cgroup N`), or by cgroup.
+    Cgroup,
+    /// The exporter itself.
+    Exporter,
+}
+
+impl Scope {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Scope::System => "system",
+            Scope::Process => "process",
+            Scope::Cgroup => "cgroup",
+            Scope::Exporter => "exporter",
+        }
+    }
+}
+
+/// A Prometheus family the exporter writes beside the tables above (its
+/// own figures, PSI, madvise, the per-cgroup series...): declared once,
+/// next to the code that writes it, which takes its HELP and TYPE lines
+/// from here, as `docs/metrics.md` takes its row.
+#[derive(Clone, Copy, Debug)]
+pub struct Family {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub scope: Scope,
+    /// Its series' label names, in order (a histogram's `le` aside).
+    pub labels: &'static [&'static str],
+    pub help: &'static str,
+}
+
+impl Family {
+    pub const fn counter(
+        scope: Scope,
+        name: &'static str,
+        labels: &'static [&'static str],
+        help: &'static str,
+    ) -> Family {
+        Family {
+            name,
+            kind: Kind::Counter,
+            scope,
+            labels,
+            help,
+        }
+    }
+
+    pub const fn gauge(
+        scope: Scope,
+        name: &'static str,
+        labels: &'static [&'static str],
+        help: &'static str,
+    ) -> Family {
+        Family {
+            kind: Kind::Gauge,
+            ..Family::counter(scope, name, labels, help)
+        }
+    }
+}
+
+/// `docs/metrics.md`: the reference, written from these tables and the
+/// exporter's `served` families (a test keeps the checked-in page current).
+pub fn reference(served: &[Family]) -> String {
     use std::fmt::Write as _;
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "# Metrics reference\n\nGenerated from `vmscope/src/model/catalogue.rs` (a test fails when this page \
-         is stale; `VMSCOPE_BLESS=1 cargo test -p vmscope --lib catalogue` rewrites it). A metric \
+        "# Metrics reference\n\nGenerated from `vmscope/src/model/catalogue.rs` and the exporter's \
+         family tables in `vmscope/src/serve/` (a test fails when this page is stale; `VMSCOPE_BLESS=1 cargo test -p vmscope --lib catalogue` rewrites it). A metric \
          whose probe is not attached is unavailable, with the reason, in every view: never 0. \
          `doctor` lists the probes and their fallbacks.\n"
     );
@@ -2047,6 +2132,7 @@ pub fn reference() -> String {
     rates_md(&mut o);
     runs_md(&mut o);
     vmstat_md(&mut o);
+    families_md(&mut o, served);
     o
 }
 
@@ -2226,6 +2312,73 @@ fn vmstat_md(o: &mut String) {
     );
 }
 
+/// Every family `serve` exports: the catalogue's, then the `served` ones,
+/// by scope, then name.
+pub fn families(served: &[Family]) -> Vec<Family> {
+    let mut all: Vec<Family> = Vec::new();
+    for c in COUNTERS {
+        if let Export::Plain(name, help) = c.export {
+            all.push(Family::counter(Scope::System, name, &[], help));
+        }
+    }
+    for (name, label, help) in COUNTER_FAMILIES {
+        let labels = std::slice::from_ref(label);
+        all.push(Family::counter(Scope::System, name, labels, help));
+    }
+    for f in HIST_FAMILIES {
+        all.push(Family {
+            name: f.metric,
+            kind: Kind::Histogram,
+            scope: Scope::System,
+            labels: if f.label.is_empty() {
+                &[]
+            } else {
+                std::slice::from_ref(&f.label)
+            },
+            help: f.help,
+        });
+    }
+    for f in PROC_FIELDS {
+        if let Some(name) = f.metric {
+            all.push(Family::counter(
+                Scope::Process,
+                name,
+                &["pid", "comm"],
+                f.help,
+            ));
+        }
+    }
+    all.extend_from_slice(served);
+    all.sort_by(|a, b| a.scope.cmp(&b.scope).then(a.name.cmp(b.name)));
+    all.dedup_by(|a, b| a.name == b.name);
+    all
+}
+
+fn families_md(o: &mut String, served: &[Family]) {
+    use std::fmt::Write as _;
+    let _ = writeln!(
+        o,
+        "\n## Prometheus families\n\nEvery family `vmscope serve` exports, by scope. A family whose \
+         probe is not attached is left out (`vmscope_probe_available` says 0 for the probe); \
+         per-process families only with `--per-process N`, per-cgroup ones (OOM kills by \
+         cgroup aside) only with `--per-cgroup N`, `vmscope_flight_*` only with `--on-oom`. In OpenMetrics a counter's `# TYPE` and \
+         `# HELP` lines name it without `_total`.\n\n\
+         | family | type | labels | scope | meaning |\n|---|---|---|---|---|"
+    );
+    for f in families(served) {
+        let labels: Vec<String> = f.labels.iter().map(|l| format!("`{l}`")).collect();
+        let _ = writeln!(
+            o,
+            "| `{}` | {} | {} | {} | {} |",
+            f.name,
+            f.kind.name(),
+            labels.join(", "),
+            f.scope.name(),
+            f.help
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2263,7 +2416,7 @@ mod tests {
     #[test]
     fn docs_metrics_page_is_current() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/metrics.md");
-        let want = reference();
+        let want = reference(&crate::serve::export::served_families());
         if std::env::var_os("VMSCOPE_BLESS").is_some() {
             std::fs::write(path, &want).expect("writing docs/metrics.md");
         }
@@ -2272,6 +2425,17 @@ mod tests {
             have == want,
             "docs/metrics.md is stale: VMSCOPE_BLESS=1 cargo test -p vmscope --lib catalogue"
         );
+    }
+
+    #[test]
+    fn no_family_is_declared_twice() {
+        let served = crate::serve::export::served_families();
+        let mut names: Vec<&str> = served.iter().map(|f| f.name).collect();
+        names.extend(families(&[]).iter().map(|f| f.name));
+        let n = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), n);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use vmscope_common::{FAULT_CLASSES, fault_class_name};
 
 use crate::{
     model::{
-        catalogue::{self, Export},
+        catalogue::{self, Export, Family, Scope},
         hist::{self, HistSample},
         probes::{FaultSource, ProbeStatus},
         sample::{MadviseCounts, Sample},
@@ -54,6 +54,176 @@ impl Format {
 /// durations fall in the first, larger ones only in `+Inf`.
 pub const FIRST_BUCKET: u32 = 8; // 256 ns
 pub const LAST_BUCKET: u32 = 36; // ~68.7 s
+
+const fn system(name: &'static str, labels: &'static [&'static str], help: &'static str) -> Family {
+    Family::counter(Scope::System, name, labels, help)
+}
+
+const fn system_gauge(
+    name: &'static str,
+    labels: &'static [&'static str],
+    help: &'static str,
+) -> Family {
+    Family::gauge(Scope::System, name, labels, help)
+}
+
+pub const BUILD_INFO: Family =
+    system_gauge("vmscope_build_info", &["version"], "vmscope's version.");
+pub const PROBE_AVAILABLE: Family = system_gauge(
+    "vmscope_probe_available",
+    &["probe"],
+    "1 if the probe is attached (or waiting with nothing to count), 0 if not.",
+);
+pub const PAGE_FAULTS: Family = system(
+    "vmscope_page_faults_total",
+    &["mode", "class"],
+    "Page faults by mode and x86 error-code class; mode=\"gup\" counts those taken \
+     through get_user_pages (populate, mlock, remote access), which have no class.",
+);
+pub const MADVISE_CALLS: Family = system(
+    "vmscope_madvise_calls_total",
+    &["behavior"],
+    "madvise calls by behaviour.",
+);
+pub const MADVISE_BYTES: Family = system(
+    "vmscope_madvise_bytes_total",
+    &["behavior"],
+    "Bytes advised by successful madvise calls.",
+);
+pub const MADVISE_ERRORS: Family = system(
+    "vmscope_madvise_errors_total",
+    &["behavior"],
+    "madvise calls that failed.",
+);
+pub const SWAP_IN: Family = system(
+    "vmscope_swap_in_pages_total",
+    &[],
+    "Pages swapped in (system-wide, /proc/vmstat pswpin).",
+);
+pub const SWAP_OUT: Family = system(
+    "vmscope_swap_out_pages_total",
+    &[],
+    "Pages swapped out (system-wide, /proc/vmstat pswpout).",
+);
+pub const VMSTAT_EVENTS: Family = system(
+    "vmscope_vmstat_events_total",
+    &["counter"],
+    "Counters from /proc/vmstat, by name.",
+);
+pub const PSI_SOME_RATIO: Family = system_gauge(
+    "vmscope_psi_memory_some_ratio",
+    &[],
+    "Share of the last 10 s some task stalled on memory.",
+);
+pub const PSI_SOME_SECONDS: Family = system(
+    "vmscope_psi_memory_some_seconds_total",
+    &[],
+    "Time some task stalled on memory.",
+);
+pub const PSI_FULL_RATIO: Family = system_gauge(
+    "vmscope_psi_memory_full_ratio",
+    &[],
+    "Share of the last 10 s all tasks stalled on memory.",
+);
+pub const PSI_FULL_SECONDS: Family = system(
+    "vmscope_psi_memory_full_seconds_total",
+    &[],
+    "Time all tasks stalled on memory.",
+);
+
+/// The system-wide families written here beside the catalogue's.
+pub const FAMILIES: &[Family] = &[
+    BUILD_INFO,
+    PROBE_AVAILABLE,
+    PAGE_FAULTS,
+    MADVISE_CALLS,
+    MADVISE_BYTES,
+    MADVISE_ERRORS,
+    SWAP_IN,
+    SWAP_OUT,
+    VMSTAT_EVENTS,
+    PSI_SOME_RATIO,
+    PSI_SOME_SECONDS,
+    PSI_FULL_RATIO,
+    PSI_FULL_SECONDS,
+];
+
+const fn exporter(
+    name: &'static str,
+    kind: catalogue::Kind,
+    labels: &'static [&'static str],
+    help: &'static str,
+) -> Family {
+    Family {
+        name,
+        kind,
+        scope: Scope::Exporter,
+        labels,
+        help,
+    }
+}
+
+/// The exporter's own figures, written by `serve` after the sample's
+/// families (they change between refreshes).
+pub const BODY_AGE: Family = exporter(
+    "vmscope_exporter_body_age_seconds",
+    catalogue::Kind::Gauge,
+    &[],
+    "Seconds since the served metrics were sampled (grows while refreshes fail).",
+);
+pub const REFRESH_FAILURES: Family = exporter(
+    "vmscope_exporter_refresh_failures_total",
+    catalogue::Kind::Counter,
+    &[],
+    "Refreshes of the metrics that failed (the last good ones were served meanwhile).",
+);
+pub const CONNECTIONS_DROPPED: Family = exporter(
+    "vmscope_exporter_connections_dropped_total",
+    catalogue::Kind::Counter,
+    &["reason"],
+    "Connections the exporter closed itself, by reason.",
+);
+/// The flight recorder's (`--on-oom`).
+pub const FLIGHT_WRITTEN: Family = exporter(
+    "vmscope_flight_recordings_written_total",
+    catalogue::Kind::Counter,
+    &[],
+    "OOM recordings written to the --on-oom directory (an episode's final rewrite counts again).",
+);
+pub const FLIGHT_FAILED: Family = exporter(
+    "vmscope_flight_recordings_failed_total",
+    catalogue::Kind::Counter,
+    &[],
+    "OOM recordings that could not be written (each logged).",
+);
+pub const FLIGHT_REMOVED: Family = exporter(
+    "vmscope_flight_recordings_removed_total",
+    catalogue::Kind::Counter,
+    &[],
+    "Old OOM recordings removed to keep within --on-oom-keep and --on-oom-max-bytes.",
+);
+pub const FLIGHT_SAMPLES_DROPPED: Family = exporter(
+    "vmscope_flight_samples_dropped_total",
+    catalogue::Kind::Counter,
+    &[],
+    "Samples the flight recorder dropped because its writer was behind.",
+);
+
+pub const EXPORTER_FAMILIES: &[Family] = &[
+    BODY_AGE,
+    REFRESH_FAILURES,
+    CONNECTIONS_DROPPED,
+    FLIGHT_WRITTEN,
+    FLIGHT_FAILED,
+    FLIGHT_REMOVED,
+    FLIGHT_SAMPLES_DROPPED,
+];
+
+/// Every family declared outside the catalogue: here, in [`cgroups`], and
+/// the exporter's own.
+pub fn served_families() -> Vec<Family> {
+    [FAMILIES, cgroups::FAMILIES, EXPORTER_FAMILIES].concat()
+}
 
 /// Everything vmscope knows, cumulative since it started: the samples
 /// replayed into a snapshot, and the first /proc/vmstat and PSI readings.
@@ -121,6 +291,20 @@ fn help_text(format: Format, help: &str) -> String {
     }
 }
 
+/// A family's `# HELP` and `# TYPE` lines, named as `format` names it (an
+/// OpenMetrics counter without its `_total`).
+pub fn write_head(out: &mut String, format: Format, f: &Family) {
+    let name = match (format, f.kind) {
+        (Format::OpenMetrics, catalogue::Kind::Counter) => {
+            f.name.strip_suffix("_total").unwrap_or(f.name)
+        }
+        _ => f.name,
+    };
+    let help = help_text(format, f.help);
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {}", f.kind.name());
+}
+
 fn labels(pairs: &[(&str, &str)]) -> String {
     if pairs.is_empty() {
         return String::new();
@@ -149,45 +333,38 @@ type Series<'a> = Vec<(Vec<(&'a str, String)>, String)>;
 type HistSeries<'a> = Vec<(Vec<(&'a str, String)>, &'a HistSample)>;
 
 impl Writer {
-    fn family(&mut self, name: &str, kind: &str, help: &str, series: Series<'_>) {
+    /// A family's lines, none when it has no series.
+    fn write(&mut self, f: &Family, series: Series<'_>) {
         if series.is_empty() {
             return;
         }
-        let counter = kind == "counter";
-        let family = match (self.format, counter) {
-            (Format::OpenMetrics, true) => name.strip_suffix("_total").unwrap_or(name),
-            _ => name,
-        };
-        let help = help_text(self.format, help);
-        let _ = writeln!(self.out, "# HELP {family} {help}");
-        let _ = writeln!(self.out, "# TYPE {family} {kind}");
+        write_head(&mut self.out, self.format, f);
         for (ls, value) in series {
             let pairs: Vec<(&str, &str)> = ls.iter().map(|(k, v)| (*k, v.as_str())).collect();
-            let _ = writeln!(self.out, "{name}{} {value}", labels(&pairs));
+            let _ = writeln!(self.out, "{}{} {value}", f.name, labels(&pairs));
         }
     }
 
-    fn counter(&mut self, name: &str, help: &str, series: Series<'_>) {
-        self.family(name, "counter", help, series);
-    }
-
-    fn gauge(&mut self, name: &str, help: &str, series: Series<'_>) {
-        self.family(name, "gauge", help, series);
+    /// A counter of the catalogue.
+    fn counter(&mut self, name: &'static str, help: &'static str, series: Series<'_>) {
+        self.write(&Family::counter(Scope::System, name, &[], help), series);
     }
 
     /// One histogram family; each entry is (labels, sample).
     fn histogram(
         &mut self,
-        name: &str,
-        help: &str,
+        name: &'static str,
+        help: &'static str,
         hists: Vec<(Vec<(&str, String)>, &HistSample)>,
     ) {
         if hists.is_empty() {
             return;
         }
-        let help = help_text(self.format, help);
-        let _ = writeln!(self.out, "# HELP {name} {help}");
-        let _ = writeln!(self.out, "# TYPE {name} histogram");
+        let head = Family {
+            kind: catalogue::Kind::Histogram,
+            ..Family::counter(Scope::System, name, &[], help)
+        };
+        write_head(&mut self.out, self.format, &head);
         for (ls, h) in hists {
             let dense = hist::dense(h);
             let total: u64 = dense.iter().sum();
@@ -220,17 +397,15 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
         out: String::new(),
         format,
     };
-    w.gauge(
-        "vmscope_build_info",
-        "vmscope's version.",
+    w.write(
+        &BUILD_INFO,
         vec![(
             vec![("version", env!("CARGO_PKG_VERSION").to_string())],
             "1".into(),
         )],
     );
-    w.gauge(
-        "vmscope_probe_available",
-        "1 if the probe is attached (or waiting with nothing to count), 0 if not.",
+    w.write(
+        &PROBE_AVAILABLE,
         state
             .probes
             .iter()
@@ -291,12 +466,7 @@ fn page_faults(w: &mut Writer, state: &State) {
             state.now.faults.gup.to_string(),
         ));
     }
-    w.counter(
-        "vmscope_page_faults_total",
-        "Page faults by mode and x86 error-code class; mode=\"gup\" counts those taken \
-         through get_user_pages (populate, mlock, remote access), which have no class.",
-        faults,
-    );
+    w.write(&PAGE_FAULTS, faults);
 }
 
 /// The catalogue's counters: plain ones first, then the labelled families.
@@ -335,27 +505,14 @@ fn counters(w: &mut Writer, state: &State) {
 fn madvise(w: &mut Writer, state: &State) {
     if state.usable(catalogue::probe::MADVISE) {
         type Field = fn(&MadviseCounts) -> u64;
-        let parts: [(&str, &str, Field); 3] = [
-            (
-                "vmscope_madvise_calls_total",
-                "madvise calls by behaviour.",
-                |m| m.calls,
-            ),
-            (
-                "vmscope_madvise_bytes_total",
-                "Bytes advised by successful madvise calls.",
-                |m| m.bytes,
-            ),
-            (
-                "vmscope_madvise_errors_total",
-                "madvise calls that failed.",
-                |m| m.errors,
-            ),
+        let parts: [(&Family, Field); 3] = [
+            (&MADVISE_CALLS, |m| m.calls),
+            (&MADVISE_BYTES, |m| m.bytes),
+            (&MADVISE_ERRORS, |m| m.errors),
         ];
-        for (metric, help, get) in parts {
-            w.counter(
-                metric,
-                help,
+        for (family, get) in parts {
+            w.write(
+                family,
                 state
                     .now
                     .madvise
@@ -369,25 +526,13 @@ fn madvise(w: &mut Writer, state: &State) {
 
 /// /proc/vmstat: pswpin/pswpout, then every recorded counter.
 fn vmstat(w: &mut Writer, state: &State) {
-    for (key, metric, help) in [
-        (
-            "pswpin",
-            "vmscope_swap_in_pages_total",
-            "Pages swapped in (system-wide, /proc/vmstat pswpin).",
-        ),
-        (
-            "pswpout",
-            "vmscope_swap_out_pages_total",
-            "Pages swapped out (system-wide, /proc/vmstat pswpout).",
-        ),
-    ] {
+    for (key, family) in [("pswpin", &SWAP_IN), ("pswpout", &SWAP_OUT)] {
         if let Some(v) = state.vmstat_growth(key) {
-            w.counter(metric, help, vec![(vec![], v.to_string())]);
+            w.write(family, vec![(vec![], v.to_string())]);
         }
     }
-    w.counter(
-        "vmscope_vmstat_events_total",
-        "Counters from /proc/vmstat, by name.",
+    w.write(
+        &VMSTAT_EVENTS,
         state
             .now
             .vmstat
@@ -410,25 +555,15 @@ fn psi(w: &mut Writer, state: &State) {
         let ratio = |v: f64| format!("{}", v / 100.0);
         let base = state.psi_base.unwrap_or_default();
         let grown = |now: u64, then: u64| secs(now.saturating_sub(then) * 1000);
-        w.gauge(
-            "vmscope_psi_memory_some_ratio",
-            "Share of the last 10 s some task stalled on memory.",
-            vec![(vec![], ratio(p.some.avg10))],
-        );
-        w.counter(
-            "vmscope_psi_memory_some_seconds_total",
-            "Time some task stalled on memory.",
+        w.write(&PSI_SOME_RATIO, vec![(vec![], ratio(p.some.avg10))]);
+        w.write(
+            &PSI_SOME_SECONDS,
             vec![(vec![], grown(p.some.total_us, base.some.total_us))],
         );
         if let Some(f) = &p.full {
-            w.gauge(
-                "vmscope_psi_memory_full_ratio",
-                "Share of the last 10 s all tasks stalled on memory.",
-                vec![(vec![], ratio(f.avg10))],
-            );
-            w.counter(
-                "vmscope_psi_memory_full_seconds_total",
-                "Time all tasks stalled on memory.",
+            w.write(&PSI_FULL_RATIO, vec![(vec![], ratio(f.avg10))]);
+            w.write(
+                &PSI_FULL_SECONDS,
                 vec![(
                     vec![],
                     grown(f.total_us, base.full.map_or(0, |b| b.total_us)),

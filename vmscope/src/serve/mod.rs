@@ -167,82 +167,47 @@ impl Shared {
 
     /// The exporter's own metrics, as of now, in `format`.
     fn own_metrics(&self, format: Format, rendered: Instant) -> String {
-        let family = |name: &'static str, counter: bool| match format {
-            Format::OpenMetrics if counter => name.strip_suffix("_total").unwrap_or(name),
-            _ => name,
-        };
         let mut out = String::with_capacity(1024);
-        let age = "vmscope_exporter_body_age_seconds";
+        let age = &export::BODY_AGE;
+        export::write_head(&mut out, format, age);
+        let _ = writeln!(out, "{} {:.3}", age.name, rendered.elapsed().as_secs_f64());
+        let failures = &export::REFRESH_FAILURES;
+        export::write_head(&mut out, format, failures);
         let _ = writeln!(
             out,
-            "# HELP {age} Seconds since the served metrics were sampled \
-             (grows while refreshes fail).\n# TYPE {age} gauge\n{age} {:.3}",
-            rendered.elapsed().as_secs_f64()
+            "{} {}",
+            failures.name,
+            self.refresh_failures.load(Ordering::Relaxed)
         );
-        let failures = "vmscope_exporter_refresh_failures_total";
-        let _ = writeln!(
-            out,
-            "# HELP {f} Refreshes of the metrics that failed (the last good ones \
-             were served meanwhile).\n# TYPE {f} counter\n{failures} {}",
-            self.refresh_failures.load(Ordering::Relaxed),
-            f = family(failures, true),
-        );
-        let dropped = "vmscope_exporter_connections_dropped_total";
-        let _ = writeln!(
-            out,
-            "# HELP {f} Connections the exporter closed itself, by reason.\n# TYPE {f} counter",
-            f = family(dropped, true),
-        );
+        let dropped = &export::CONNECTIONS_DROPPED;
+        export::write_head(&mut out, format, dropped);
         for why in Dropped::ALL {
             let _ = writeln!(
                 out,
-                "{dropped}{{reason=\"{}\"}} {}",
+                "{}{{reason=\"{}\"}} {}",
+                dropped.name,
                 why.label(),
                 self.dropped[why as usize].load(Ordering::Relaxed)
             );
         }
         if let Some(f) = &self.flight {
-            flight_metrics(&mut out, f, family);
+            flight_metrics(&mut out, f, format);
         }
         out
     }
 }
 
 /// The flight recorder's counters (`--on-oom`).
-fn flight_metrics(
-    out: &mut String,
-    f: &oom::Stats,
-    family: impl Fn(&'static str, bool) -> &'static str,
-) {
-    let rows: [(&'static str, &str, &AtomicU64); 4] = [
-        (
-            "vmscope_flight_recordings_written_total",
-            "OOM recordings written to the --on-oom directory (an episode's final rewrite counts again).",
-            &f.written,
-        ),
-        (
-            "vmscope_flight_recordings_failed_total",
-            "OOM recordings that could not be written (each logged).",
-            &f.failed,
-        ),
-        (
-            "vmscope_flight_recordings_removed_total",
-            "Old OOM recordings removed to keep within --on-oom-keep and --on-oom-max-bytes.",
-            &f.removed,
-        ),
-        (
-            "vmscope_flight_samples_dropped_total",
-            "Samples the flight recorder dropped because its writer was behind.",
-            &f.samples_dropped,
-        ),
+fn flight_metrics(out: &mut String, f: &oom::Stats, format: Format) {
+    let rows: [(&crate::model::catalogue::Family, &AtomicU64); 4] = [
+        (&export::FLIGHT_WRITTEN, &f.written),
+        (&export::FLIGHT_FAILED, &f.failed),
+        (&export::FLIGHT_REMOVED, &f.removed),
+        (&export::FLIGHT_SAMPLES_DROPPED, &f.samples_dropped),
     ];
-    for (name, help, n) in rows {
-        let _ = writeln!(
-            out,
-            "# HELP {f} {help}\n# TYPE {f} counter\n{name} {}",
-            n.load(Ordering::Relaxed),
-            f = family(name, true),
-        );
+    for (family, n) in rows {
+        export::write_head(out, format, family);
+        let _ = writeln!(out, "{} {}", family.name, n.load(Ordering::Relaxed));
     }
 }
 

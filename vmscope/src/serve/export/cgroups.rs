@@ -30,7 +30,7 @@ use std::{
 
 use super::{Series, State, Writer, secs};
 use crate::model::{
-    catalogue::probe,
+    catalogue::{Family, Scope, probe},
     cgroup::{CgroupSample, CgroupState},
     oom::OomKill,
     process::ProcSample,
@@ -49,6 +49,134 @@ pub const OOM_CGROUPS: usize = 64;
 pub const UNKNOWN: &str = "unknown";
 /// The label that older labels fold into beyond [`OOM_CGROUPS`].
 pub const OTHER: &str = "other";
+
+const fn counter(
+    name: &'static str,
+    labels: &'static [&'static str],
+    help: &'static str,
+) -> Family {
+    Family::counter(Scope::Cgroup, name, labels, help)
+}
+
+const fn gauge(name: &'static str, help: &'static str) -> Family {
+    Family::gauge(Scope::Cgroup, name, &["cgroup"], help)
+}
+
+pub const OOM_KILLS: Family = counter(
+    "vmscope_cgroup_oom_kills_total",
+    &["cgroup"],
+    "OOM victims the kernel marked, by the victim's cgroup (\"unknown\" when not \
+     known; at most 64 cgroups, the least recently killed in beyond that fold into \
+     \"other\").",
+);
+pub const PAGE_FAULTS: Family = counter(
+    "vmscope_cgroup_page_faults_total",
+    &["cgroup"],
+    "Page faults of the cgroup's processes while in it (top N cgroups by activity).",
+);
+pub const MAJOR_FAULTS: Family = counter(
+    "vmscope_cgroup_major_faults_total",
+    &["cgroup"],
+    "Major faults of the cgroup's processes while in it.",
+);
+pub const SWAP_OUT: Family = counter(
+    "vmscope_cgroup_swap_out_pages_total",
+    &["cgroup"],
+    "Pages of the cgroup's processes swapped out, whoever reclaimed them.",
+);
+pub const SWAP_IN: Family = counter(
+    "vmscope_cgroup_swap_in_pages_total",
+    &["cgroup"],
+    "Pages the cgroup's processes faulted back in from swap.",
+);
+pub const TLB_SHOOTDOWNS: Family = counter(
+    "vmscope_cgroup_tlb_shootdowns_total",
+    &["cgroup"],
+    "TLB shootdown IPIs the cgroup's processes sent.",
+);
+pub const MADVISE_CALLS: Family = counter(
+    "vmscope_cgroup_madvise_calls_total",
+    &["cgroup", "behavior"],
+    "madvise and process_madvise calls of the cgroup's processes, by behaviour \
+     (dontneed, free, cold, pageout, willneed, populate, hugepage: with nohugepage \
+     and collapse, other).",
+);
+pub const DIRTY_PAUSE: Family = counter(
+    "vmscope_cgroup_dirty_pause_seconds_total",
+    &["cgroup"],
+    "Time the cgroup's writers slept in dirty throttling (balance_dirty_pages).",
+);
+pub const DIRECT_COMPACTION: Family = counter(
+    "vmscope_cgroup_direct_compaction_seconds_total",
+    &["cgroup"],
+    "Time the cgroup's allocations spent compacting memory themselves.",
+);
+pub const MMAP_LOCK_WAIT: Family = counter(
+    "vmscope_cgroup_mmap_lock_wait_seconds_total",
+    &["cgroup"],
+    "Time the cgroup's threads waited for their mmap_lock (with --mmap-lock).",
+);
+pub const RECLAIM_STALL: Family = counter(
+    "vmscope_cgroup_reclaim_stall_seconds_total",
+    &["cgroup", "kind"],
+    "Time the cgroup's processes stalled in reclaim, by kind (direct: the system \
+     was short; memcg: a cgroup limit was hit).",
+);
+pub const PROCESSES: Family = gauge(
+    "vmscope_cgroup_processes",
+    "The cgroup's processes vmscope has seen that are alive.",
+);
+pub const MEMORY_USAGE: Family = gauge(
+    "vmscope_cgroup_memory_usage_bytes",
+    "The cgroup's memory usage (v2 memory.current, v1 memory.usage_in_bytes).",
+);
+pub const MEMORY_LIMIT: Family = gauge(
+    "vmscope_cgroup_memory_limit_bytes",
+    "The cgroup's hard limit (v2 memory.max, v1 memory.limit_in_bytes); absent when \
+     unlimited.",
+);
+pub const UNDER_OOM: Family = gauge(
+    "vmscope_cgroup_under_oom",
+    "1 while the cgroup is under OOM (v1 memory.oom_control under_oom).",
+);
+pub const MEMORY_EVENTS: Family = counter(
+    "vmscope_cgroup_memory_events_total",
+    &["cgroup", "event"],
+    "The cgroup's memory events as the kernel counts them (v2 memory.events: low, \
+     high, max, oom, oom_kill...; v1: failcnt, oom_kill).",
+);
+pub const PSI_SOME: Family = counter(
+    "vmscope_cgroup_psi_memory_some_seconds_total",
+    &["cgroup"],
+    "Time some of the cgroup's tasks stalled on memory (v2 memory.pressure).",
+);
+pub const PSI_FULL: Family = counter(
+    "vmscope_cgroup_psi_memory_full_seconds_total",
+    &["cgroup"],
+    "Time all of the cgroup's tasks stalled on memory (v2 memory.pressure).",
+);
+
+/// The families written here.
+pub const FAMILIES: &[Family] = &[
+    OOM_KILLS,
+    PAGE_FAULTS,
+    MAJOR_FAULTS,
+    SWAP_OUT,
+    SWAP_IN,
+    TLB_SHOOTDOWNS,
+    MADVISE_CALLS,
+    DIRTY_PAUSE,
+    DIRECT_COMPACTION,
+    MMAP_LOCK_WAIT,
+    RECLAIM_STALL,
+    PROCESSES,
+    MEMORY_USAGE,
+    MEMORY_LIMIT,
+    UNDER_OOM,
+    MEMORY_EVENTS,
+    PSI_SOME,
+    PSI_FULL,
+];
 
 fn ns(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
@@ -252,11 +380,8 @@ fn oom_kills(w: &mut Writer, state: &State) {
     if !state.usable(probe::OOM_VICTIM) {
         return;
     }
-    w.counter(
-        "vmscope_cgroup_oom_kills_total",
-        "OOM victims the kernel marked, by the victim's cgroup (\"unknown\" when not \
-         known; at most 64 cgroups, the least recently killed in beyond that fold into \
-         \"other\").",
+    w.write(
+        &OOM_KILLS,
         state
             .cgroups
             .oom
@@ -270,71 +395,35 @@ type Get = fn(&ProcSample) -> u64;
 
 /// The cgroups' stall times, in seconds, each where its probe is attached.
 fn times(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)]) {
-    let fields: [(&str, &str, &str, Get); 3] = [
-        (
-            "vmscope_cgroup_dirty_pause_seconds_total",
-            "Time the cgroup's writers slept in dirty throttling (balance_dirty_pages).",
-            probe::DIRTY_THROTTLE,
-            |c| c.dirty_pause_ns,
-        ),
-        (
-            "vmscope_cgroup_direct_compaction_seconds_total",
-            "Time the cgroup's allocations spent compacting memory themselves.",
-            probe::COMPACT_END,
-            |c| c.direct_compaction_ns,
-        ),
-        (
-            "vmscope_cgroup_mmap_lock_wait_seconds_total",
-            "Time the cgroup's threads waited for their mmap_lock (with --mmap-lock).",
-            probe::MMAP_LOCK,
-            |c| c.mmap_read_wait_ns + c.mmap_write_wait_ns,
-        ),
+    let fields: [(&Family, &str, Get); 3] = [
+        (&DIRTY_PAUSE, probe::DIRTY_THROTTLE, |c| c.dirty_pause_ns),
+        (&DIRECT_COMPACTION, probe::COMPACT_END, |c| {
+            c.direct_compaction_ns
+        }),
+        (&MMAP_LOCK_WAIT, probe::MMAP_LOCK, |c| {
+            c.mmap_read_wait_ns + c.mmap_write_wait_ns
+        }),
     ];
-    for (metric, help, probe, get) in fields {
+    for (family, probe, get) in fields {
         if state.usable(probe) {
             let series = rows
                 .iter()
                 .map(|(n, c)| (vec![("cgroup", n.clone())], secs(get(&c.counts))))
                 .collect();
-            w.counter(metric, help, series);
+            w.write(family, series);
         }
     }
 }
 
 fn counts(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)]) {
-    let fields: [(&str, &str, &str, Get); 5] = [
-        (
-            "vmscope_cgroup_page_faults_total",
-            "Page faults of the cgroup's processes while in it (top N cgroups by activity).",
-            probe::ALWAYS,
-            |c| c.faults.total(),
-        ),
-        (
-            "vmscope_cgroup_major_faults_total",
-            "Major faults of the cgroup's processes while in it.",
-            probe::MAJOR_FAULTS,
-            |c| c.major_faults,
-        ),
-        (
-            "vmscope_cgroup_swap_out_pages_total",
-            "Pages of the cgroup's processes swapped out, whoever reclaimed them.",
-            probe::SWAP,
-            |c| c.swap_out_pages,
-        ),
-        (
-            "vmscope_cgroup_swap_in_pages_total",
-            "Pages the cgroup's processes faulted back in from swap.",
-            probe::SWAP,
-            |c| c.swap_in_pages,
-        ),
-        (
-            "vmscope_cgroup_tlb_shootdowns_total",
-            "TLB shootdown IPIs the cgroup's processes sent.",
-            probe::TLB_FLUSH,
-            |c| c.tlb_shootdowns,
-        ),
+    let fields: [(&Family, &str, Get); 5] = [
+        (&PAGE_FAULTS, probe::ALWAYS, |c| c.faults.total()),
+        (&MAJOR_FAULTS, probe::MAJOR_FAULTS, |c| c.major_faults),
+        (&SWAP_OUT, probe::SWAP, |c| c.swap_out_pages),
+        (&SWAP_IN, probe::SWAP, |c| c.swap_in_pages),
+        (&TLB_SHOOTDOWNS, probe::TLB_FLUSH, |c| c.tlb_shootdowns),
     ];
-    for (metric, help, probe, get) in fields {
+    for (family, probe, get) in fields {
         if !state.usable(probe) {
             continue;
         }
@@ -342,7 +431,7 @@ fn counts(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)]) {
             .iter()
             .map(|(n, c)| (vec![("cgroup", n.clone())], get(&c.counts).to_string()))
             .collect();
-        w.counter(metric, help, series);
+        w.write(family, series);
     }
     if state.usable(probe::MADVISE) {
         let calls = rows
@@ -356,13 +445,7 @@ fn counts(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)]) {
                 })
             })
             .collect();
-        w.counter(
-            "vmscope_cgroup_madvise_calls_total",
-            "madvise and process_madvise calls of the cgroup's processes, by behaviour \
-             (dontneed, free, cold, pageout, willneed, populate, hugepage: with nohugepage \
-             and collapse, other).",
-            calls,
-        );
+        w.write(&MADVISE_CALLS, calls);
     }
     times(w, state, rows);
     let mut stall: Series = Vec::new();
@@ -374,15 +457,9 @@ fn counts(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)]) {
             stall.push((vec![("cgroup", n.clone()), ("kind", kind.into())], secs(v)));
         }
     }
-    w.counter(
-        "vmscope_cgroup_reclaim_stall_seconds_total",
-        "Time the cgroup's processes stalled in reclaim, by kind (direct: the system \
-         was short; memcg: a cgroup limit was hit).",
-        stall,
-    );
-    w.gauge(
-        "vmscope_cgroup_processes",
-        "The cgroup's processes vmscope has seen that are alive.",
+    w.write(&RECLAIM_STALL, stall);
+    w.write(
+        &PROCESSES,
         rows.iter()
             .map(|(n, c)| (vec![("cgroup", n.clone())], c.live.to_string()))
             .collect(),
@@ -397,20 +474,10 @@ fn books(w: &mut Writer, rows: &[(String, &CgroupState)]) {
             .filter_map(|(n, c)| Some((vec![("cgroup", n.clone())], f(c.books.as_ref()?)?)))
             .collect()
     };
-    w.gauge(
-        "vmscope_cgroup_memory_usage_bytes",
-        "The cgroup's memory usage (v2 memory.current, v1 memory.usage_in_bytes).",
-        with(&|b| Some(b.usage_bytes?.to_string())),
-    );
-    w.gauge(
-        "vmscope_cgroup_memory_limit_bytes",
-        "The cgroup's hard limit (v2 memory.max, v1 memory.limit_in_bytes); absent when \
-         unlimited.",
-        with(&|b| Some(b.limit_bytes?.to_string())),
-    );
-    w.gauge(
-        "vmscope_cgroup_under_oom",
-        "1 while the cgroup is under OOM (v1 memory.oom_control under_oom).",
+    w.write(&MEMORY_USAGE, with(&|b| Some(b.usage_bytes?.to_string())));
+    w.write(&MEMORY_LIMIT, with(&|b| Some(b.limit_bytes?.to_string())));
+    w.write(
+        &UNDER_OOM,
         with(&|b| Some(b.events.get("under_oom")?.to_string())),
     );
     let mut events: Series = Vec::new();
@@ -423,23 +490,10 @@ fn books(w: &mut Writer, rows: &[(String, &CgroupState)]) {
             ));
         }
     }
-    w.counter(
-        "vmscope_cgroup_memory_events_total",
-        "The cgroup's memory events as the kernel counts them (v2 memory.events: low, \
-         high, max, oom, oom_kill...; v1: failcnt, oom_kill).",
-        events,
-    );
+    w.write(&MEMORY_EVENTS, events);
     let us = |v: u64| secs(v.saturating_mul(1000));
-    w.counter(
-        "vmscope_cgroup_psi_memory_some_seconds_total",
-        "Time some of the cgroup's tasks stalled on memory (v2 memory.pressure).",
-        with(&|b| Some(us(b.psi?.some.total_us))),
-    );
-    w.counter(
-        "vmscope_cgroup_psi_memory_full_seconds_total",
-        "Time all of the cgroup's tasks stalled on memory (v2 memory.pressure).",
-        with(&|b| Some(us(b.psi?.full?.total_us))),
-    );
+    w.write(&PSI_SOME, with(&|b| Some(us(b.psi?.some.total_us))));
+    w.write(&PSI_FULL, with(&|b| Some(us(b.psi?.full?.total_us))));
 }
 
 #[cfg(test)]

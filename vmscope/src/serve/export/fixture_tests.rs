@@ -261,3 +261,101 @@ fn help_escapes_backslash_newline_and_quote() {
         "a \"b\" c\\\\d\\ne"
     );
 }
+
+/// The fixture as `serve --per-process 5 --per-cgroup 5` with every probe
+/// attached would export it: one cgroup with all of the kernel's books, an
+/// OOM kill by cgroup, PSI with its `full` line.
+fn representative() -> State {
+    use crate::model::{
+        catalogue::probe,
+        cgroup::{CgroupBooks, CgroupState},
+    };
+    let (mut state, _, _) = replayed();
+    for p in &mut state.probes {
+        p.attached = true;
+    }
+    for name in [
+        probe::OOM_VICTIM,
+        probe::DIRTY_THROTTLE,
+        probe::COMPACT_END,
+        probe::MMAP_LOCK,
+        probe::MAJOR_FAULTS,
+        probe::SWAP,
+        probe::TLB_FLUSH,
+        probe::MADVISE,
+    ] {
+        state.probes.push(ProbeStatus::tracepoint(name, true));
+    }
+    let full = crate::procstat::PsiLine::default();
+    state.now.psi.get_or_insert_with(Default::default).full = Some(full);
+    let mut counts = ProcSample::default();
+    counts.madvise.free = 1;
+    let books = CgroupBooks {
+        usage_bytes: Some(4096),
+        limit_bytes: Some(1 << 20),
+        events: [("under_oom".to_string(), 0), ("oom_kill".to_string(), 1)].into(),
+        psi: Some(crate::procstat::Psi {
+            some: full,
+            full: Some(full),
+        }),
+        ..Default::default()
+    };
+    let cgroup = CgroupState {
+        path: Some("/work".into()),
+        books: Some(books),
+        counts,
+        live: 1,
+        ..Default::default()
+    };
+    state.now.cgroups.insert(7, cgroup);
+    state.cgroups.top = 5;
+    state.cgroups.exported = vec![7];
+    let kill = crate::model::oom::OomKill {
+        cgroup: Some("/work".into()),
+        ..Default::default()
+    };
+    state.cgroups.count_kills(&[kill], 1);
+    state
+}
+
+/// Every family the exporter writes is in `docs/metrics.md`, with the
+/// labels its declaration gives; the exporter's own families (written by
+/// the server, after these) by their declarations.
+#[test]
+fn every_exported_family_is_documented() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/metrics.md");
+    let docs = std::fs::read_to_string(path).expect("docs/metrics.md");
+    let documented = |name: &str| docs.contains(&format!("| `{name}` |"));
+    let text = render(&representative(), Format::Prometheus, 5);
+    let served = served_families();
+    for family in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        let (name, _) = family.split_once(' ').expect("TYPE NAME KIND");
+        assert!(
+            documented(name),
+            "{name} is exported but not in docs/metrics.md: \
+             VMSCOPE_BLESS=1 cargo test -p vmscope --lib catalogue"
+        );
+    }
+    for f in &served {
+        assert!(documented(f.name), "{} is not in docs/metrics.md", f.name);
+        if f.scope == Scope::Exporter {
+            continue;
+        }
+        assert!(
+            text.contains(&format!("# TYPE {} {}\n", f.name, f.kind.name())),
+            "the representative state exports {}:\n{text}",
+            f.name
+        );
+        let prefix = format!("{}{{", f.name);
+        for series in text.lines().filter_map(|l| l.strip_prefix(prefix.as_str())) {
+            let names: Vec<&str> = series
+                .split("\",")
+                .filter_map(|pair| pair.split_once("=\"").map(|(k, _)| k))
+                .collect();
+            assert_eq!(names, f.labels, "{}{{{series}", f.name);
+        }
+        if f.labels.is_empty() {
+            assert!(!text.contains(&prefix), "{}: labels not declared", f.name);
+        }
+    }
+}
