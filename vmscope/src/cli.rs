@@ -130,14 +130,15 @@ pub struct RmapLabArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(mut_arg("interval", |a| a.help(
+    "Refresh interval, 10ms to 1h (`+`/`-` change it while running)"
+)))]
 pub struct TopArgs {
-    /// Refresh interval, 10ms to 1h (`+`/`-` change it while running).
-    #[arg(short, long, default_value = "1s", value_parser = parse_interval)]
-    pub interval: Duration,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
 
-    /// Restrict per-process figures to these pids and their descendants.
-    #[arg(short, long, value_delimiter = ',')]
-    pub pid: Vec<u32>,
+    #[command(flatten)]
+    pub process: ProcessArgs,
 
     /// Print plain-text snapshots to stdout instead of the screen.
     #[arg(short, long)]
@@ -154,12 +155,30 @@ pub struct TopArgs {
 
     #[command(flatten)]
     pub flight: FlightArgs,
+}
+
+/// How often `top`, `serve` and `record` sample, and whether they attach
+/// the opt-in mmap_lock probes. Each command words `--interval`'s help for
+/// what the interval means to it.
+#[derive(Clone, Debug, Args)]
+pub struct SamplingArgs {
+    #[arg(short, long, default_value = "1s", value_parser = parse_interval)]
+    pub interval: Duration,
 
     /// Attach the mmap_lock probes: wait histograms for read and write
     /// locks, failed trylocks, write hold time and per-process waits. Off by
     /// default: they run on every lock operation (see docs/cost.md).
     #[arg(long)]
     pub mmap_lock: bool,
+}
+
+/// Whose processes `top` and `record` follow, and how often they sample
+/// kernel stacks for the rmap and CPU-cost figures (`serve` does neither).
+#[derive(Clone, Debug, Args)]
+pub struct ProcessArgs {
+    /// Restrict per-process figures to these pids and their descendants.
+    #[arg(short, long, value_delimiter = ',')]
+    pub pid: Vec<u32>,
 
     /// Kernel-stack samples per second per CPU for the rmap and CPU-cost
     /// figures (0 turns sampling off).
@@ -196,14 +215,14 @@ pub struct FlightArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(mut_arg("interval", |a| a.help("How often the metrics are refreshed (10ms to 1h)")))]
 pub struct ServeArgs {
     /// Address to listen on. Anything but loopback must be given explicitly.
     #[arg(long, default_value = "127.0.0.1:9464")]
     pub listen: std::net::SocketAddr,
 
-    /// How often the metrics are refreshed (10ms to 1h).
-    #[arg(short, long, default_value = "1s", value_parser = parse_interval)]
-    pub interval: Duration,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
 
     /// Also export per-process series for the N processes with the most
     /// faults (0: none, which keeps label cardinality fixed; at most 1000).
@@ -216,12 +235,6 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 0,
           value_parser = clap::value_parser!(u16).range(0..=1000))]
     pub per_cgroup: u16,
-
-    /// Attach the mmap_lock probes: wait histograms for read and write
-    /// locks, failed trylocks, write hold time and per-process waits. Off by
-    /// default: they run on every lock operation (see docs/cost.md).
-    #[arg(long)]
-    pub mmap_lock: bool,
 
     #[command(flatten)]
     pub flight: FlightArgs,
@@ -633,6 +646,7 @@ pub enum Format {
 }
 
 #[derive(Debug, Args)]
+#[command(mut_arg("interval", |a| a.help("Sampling interval for the time series (10ms to 1h)")))]
 pub struct RecordArgs {
     /// Output file (`-` for stdout). Written to a temporary name and renamed.
     #[arg(short, long, default_value = "vmscope.json")]
@@ -643,13 +657,12 @@ pub struct RecordArgs {
     #[arg(short, long, value_parser = parse_run_length)]
     pub duration: Option<Duration>,
 
-    /// Sampling interval for the time series (10ms to 1h).
-    #[arg(short, long, default_value = "1s", value_parser = parse_interval)]
-    pub interval: Duration,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
 
-    /// Restrict per-process figures to these pids and their descendants.
-    #[arg(short, long, value_delimiter = ',', conflicts_with = "command")]
-    pub pid: Vec<u32>,
+    #[command(flatten)]
+    pub process: ProcessArgs,
+
     /// Restrict per-process figures to the processes in this cgroup and
     /// below it (a path under the memory controller's hierarchy, e.g.
     /// /system.slice/x.service), those moved in during the run, and their
@@ -677,18 +690,6 @@ pub struct RecordArgs {
     #[arg(long, value_enum, default_value_t = Format::Json)]
     pub format: Format,
 
-    /// Attach the mmap_lock probes: wait histograms for read and write
-    /// locks, failed trylocks, write hold time and per-process waits. Off by
-    /// default: they run on every lock operation (see docs/cost.md).
-    #[arg(long)]
-    pub mmap_lock: bool,
-
-    /// Kernel-stack samples per second per CPU for the rmap and CPU-cost
-    /// figures (0 turns sampling off).
-    #[arg(long, value_name = "HZ", default_value_t = crate::model::rmap::DEFAULT_HZ,
-          value_parser = clap::value_parser!(u32).range(0..=10000))]
-    pub sample_hz: u32,
-
     /// Where rmap functions are timed directly (fentry), time the rmap
     /// maintenance functions too (adding and removing entries on fault,
     /// fork and unmap). Off by default: they run on every page fault.
@@ -696,7 +697,7 @@ pub struct RecordArgs {
     pub rmap_maintenance: bool,
 
     /// The command to run and observe (after `--`).
-    #[arg(last = true, value_name = "CMD")]
+    #[arg(last = true, value_name = "CMD", conflicts_with = "pid")]
     pub command: Vec<String>,
 }
 
@@ -721,7 +722,7 @@ mod tests {
             panic!("not record")
         };
         assert_eq!(r.duration, Some(Duration::from_secs(5)));
-        assert_eq!(r.interval, Duration::from_millis(250));
+        assert_eq!(r.sampling.interval, Duration::from_millis(250));
         assert_eq!(r.command, ["sleep", "1"]);
     }
 
@@ -731,7 +732,7 @@ mod tests {
         let Command::Record(r) = cli.command else {
             panic!("not record")
         };
-        assert_eq!(r.pid, [1, 22, 333]);
+        assert_eq!(r.process.pid, [1, 22, 333]);
     }
 
     #[test]

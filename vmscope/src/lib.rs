@@ -19,6 +19,7 @@ pub mod model;
 pub mod procstat;
 pub mod record;
 pub mod report;
+pub mod sampling;
 pub mod schema;
 pub mod serve;
 pub mod source;

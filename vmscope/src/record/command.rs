@@ -24,24 +24,12 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
     child::save_original_limits();
     // Everything that can be checked before anything runs is checked first.
     let output = Output::prepare(&args.output)?;
-    if args.interval.is_zero() {
-        return Err(exit::failure(
-            exit::USAGE,
-            "--interval must be greater than zero",
-        ));
-    }
+    args.sampling.check()?;
     let resolved = match args.command.first() {
         Some(name) => Some(child::resolve(name)?),
         None => None,
     };
-    for &pid in &args.pid {
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            return Err(exit::failure(
-                exit::USAGE,
-                format!("-p {pid}: no such process"),
-            ));
-        }
-    }
+    args.process.check()?;
     if let Some(path) = &args.cgroup {
         check_cgroup(path)?;
     }
@@ -94,7 +82,7 @@ async fn record(
     };
     let mut book = Book::new(limit, setup.stream.take(), setup.source.probes.clone());
     let start = Instant::now();
-    setup.source.start(start, args.interval);
+    setup.source.start(start, args.sampling.interval);
     book.take(setup.source.next().await)?;
 
     let signals = Signals::install(&[Signal::Int, Signal::Term, Signal::Hup])?;
@@ -168,25 +156,21 @@ impl Setup {
             (ScopeKind::Cgroup, true)
         } else if !args.command.is_empty() {
             (ScopeKind::Command, true)
-        } else if !args.pid.is_empty() {
+        } else if !args.process.pid.is_empty() {
             (ScopeKind::Pids, true)
         } else {
             (ScopeKind::System, false)
         };
-        let source = Source::load(LoadOptions {
+        let opts = LoadOptions {
             filtered,
-            swap: loader::SwapAttach::Auto,
-            sample_hz: args.sample_hz,
-            mmap_lock: args.mmap_lock,
             rmap_maintenance: args.rmap_maintenance,
-        })?;
+            ..args.process.load_options(&args.sampling)
+        };
+        let source = Source::open(opts, &args.process.pid)?;
         for (names, why) in loader::unusable_by_reason(&source.probes) {
             log::warn!("{names} unavailable: {why}");
         }
-        let mut pids = args.pid.clone();
-        for &pid in &pids {
-            source.track(pid)?;
-        }
+        let mut pids = args.process.pid.clone();
         if let Some(path) = &args.cgroup {
             pids = source.track_cgroup(path)?;
             pids.sort_unstable();
@@ -213,7 +197,7 @@ impl Setup {
         };
         let header = record::header(
             &source,
-            args.interval,
+            args.sampling.interval,
             Scope {
                 kind: scope,
                 pids,

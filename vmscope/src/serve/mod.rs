@@ -66,7 +66,6 @@ use crate::{
     exit,
     record::on_oom as oom,
     source::kernel::caps::Privileges,
-    source::loader::{self, LoadOptions},
     source::{Reading, Source, shed::Shed},
 };
 use export::{Format, State};
@@ -514,12 +513,7 @@ fn admit(conns: &Arc<Mutex<Conns>>, peer: IpAddr, shared: &Shared) -> Option<Tic
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
-    if args.interval.is_zero() {
-        return Err(exit::failure(
-            exit::USAGE,
-            "--interval must be greater than zero",
-        ));
-    }
+    args.sampling.check()?;
     oom::check_args(args.flight.history, args.flight.on_oom.as_deref())?;
     Privileges::current().require_bpf()?;
     driver::run(serve(args))
@@ -561,14 +555,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
                 ),
             )
         })?;
-    let mut source = Source::load(LoadOptions {
-        filtered: false,
-        swap: loader::SwapAttach::Auto,
-        // The exporter has no rmap series yet.
-        sample_hz: 0,
-        mmap_lock: args.mmap_lock,
-        rmap_maintenance: false,
-    })?;
+    let mut source = Source::open(args.sampling.load_options(), &[])?;
     let mut state = State {
         fault_source: Some(source.fault_source),
         ..Default::default()
@@ -581,17 +568,17 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     let mut exporter = Exporter {
         state,
         per_process: usize::from(args.per_process),
-        interval: args.interval,
+        interval: args.sampling.interval,
         failures: Burst::default(),
         flight: oom::Recorder::new(
             &args.flight,
             &source,
-            args.interval,
+            args.sampling.interval,
             &[],
             Some("vmscope serve"),
         ),
     };
-    source.start(Instant::now(), args.interval);
+    source.start(Instant::now(), args.sampling.interval);
     // Without a first good sample there is nothing to serve.
     let first = exporter.render(source.next().await)?;
     // The OOM writer starts before this thread gives its privileges up:

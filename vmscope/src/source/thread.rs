@@ -79,9 +79,18 @@ pub struct Source {
 }
 
 impl Source {
-    /// Starts the thread and loads the probes on it; returns once they are
-    /// attached (or with the loader's error).
-    pub fn load(opts: LoadOptions) -> anyhow::Result<Source> {
+    /// Starts the thread, loads the probes on it and follows `pids` (and
+    /// their descendants); returns once they are attached (or with the
+    /// loader's error).
+    pub fn open(opts: LoadOptions, pids: &[u32]) -> anyhow::Result<Source> {
+        let source = Source::load(opts)?;
+        for &pid in pids {
+            source.track(pid)?;
+        }
+        Ok(source)
+    }
+
+    fn load(opts: LoadOptions) -> anyhow::Result<Source> {
         let (cmds, cmd_rx) = std_mpsc::channel();
         let (tx, readings) = mpsc::unbounded_channel();
         let (ready_tx, ready_rx) = std_mpsc::channel();

@@ -37,28 +37,16 @@ use crate::{
     },
     source::Source,
     source::kernel::{caps::Privileges, system},
-    source::loader::{self, LoadOptions},
+    source::loader,
 };
 use app::{Action, App, Header};
 
 pub fn run(args: TopArgs) -> anyhow::Result<u8> {
-    if args.interval.is_zero() {
-        return Err(exit::failure(
-            exit::USAGE,
-            "--interval must be greater than zero",
-        ));
-    }
+    args.sampling.check()?;
     if args.count.is_some() && !args.batch {
         return Err(exit::failure(exit::USAGE, "-n needs --batch"));
     }
-    for &pid in &args.pid {
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            return Err(exit::failure(
-                exit::USAGE,
-                format!("-p {pid}: no such process"),
-            ));
-        }
-    }
+    args.process.check()?;
     if !args.batch && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         return Err(exit::failure(
             exit::USAGE,
@@ -68,16 +56,7 @@ pub fn run(args: TopArgs) -> anyhow::Result<u8> {
     crate::record::on_oom::check_args(args.flight.history, args.flight.on_oom.as_deref())?;
     Privileges::current().require_bpf()?;
     driver::run(async move {
-        let source = Source::load(LoadOptions {
-            filtered: !args.pid.is_empty(),
-            swap: loader::SwapAttach::Auto,
-            sample_hz: args.sample_hz,
-            mmap_lock: args.mmap_lock,
-            rmap_maintenance: false,
-        })?;
-        for &pid in &args.pid {
-            source.track(pid)?;
-        }
+        let source = Source::open(args.process.load_options(&args.sampling), &args.process.pid)?;
         if args.batch {
             batch(&args, source).await
         } else {
@@ -157,8 +136,8 @@ fn header(probes: &[ProbeStatus], args: &TopArgs) -> Header {
             (Some(t), Some(f)) => Some(t.saturating_sub(*f)),
             _ => None,
         },
-        scope: (!args.pid.is_empty()).then(|| {
-            let pids: Vec<String> = args.pid.iter().map(u32::to_string).collect();
+        scope: (!args.process.pid.is_empty()).then(|| {
+            let pids: Vec<String> = args.process.pid.iter().map(u32::to_string).collect();
             format!("pids {} and descendants", pids.join(","))
         }),
     }
@@ -200,8 +179,8 @@ impl<'a> Feed<'a> {
         let flight = crate::record::on_oom::Recorder::new(
             &args.flight,
             source,
-            args.interval,
-            &args.pid,
+            args.sampling.interval,
+            &args.process.pid,
             to_stderr,
         )
         .map(|mut r| {
@@ -247,10 +226,10 @@ impl<'a> Feed<'a> {
 /// `--batch`: plain-text snapshots, one per interval.
 async fn batch(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
     let count = args.count.unwrap_or(1);
-    let mut app = App::new(header(&source.probes, args), args.interval);
+    let mut app = App::new(header(&source.probes, args), args.sampling.interval);
     let mut signals = Signals::install(&[Signal::Int, Signal::Term])?;
     let mut feed = Feed::new(args, &source, Some("vmscope top"))?;
-    source.start(Instant::now(), args.interval);
+    source.start(Instant::now(), args.sampling.interval);
     feed.take(&mut app, source.next().await?);
     let mut out = std::io::stdout().lock();
     for i in 0..count {
@@ -357,12 +336,12 @@ async fn interactive(args: &TopArgs, mut source: Source) -> anyhow::Result<u8> {
     // Caught before the terminal changes modes, so no signal's default
     // action can end vmscope with the terminal left raw.
     let mut signals = Signals::install(&[Signal::Term, Signal::Hup, Signal::Int])?;
-    let mut app = App::new(header(&source.probes, args), args.interval);
+    let mut app = App::new(header(&source.probes, args), args.sampling.interval);
     if args.cgroups {
         app.table = app::Table::Cgroups;
     }
     let mut feed = Feed::new(args, &source, None)?;
-    source.start(Instant::now(), args.interval);
+    source.start(Instant::now(), args.sampling.interval);
     feed.take(&mut app, source.next().await?);
 
     let _guard = TerminalGuard::enter()?;

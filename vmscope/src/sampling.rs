@@ -1,0 +1,123 @@
+//! The setup `top`, `serve` and `record` share: the checks clap cannot make
+//! on their sampling arguments, and the loader's options built from them.
+
+use crate::{
+    cli::{ProcessArgs, SamplingArgs},
+    exit,
+    source::loader::{LoadOptions, SwapAttach},
+};
+
+impl SamplingArgs {
+    /// A zero interval is a usage error. The interval's parser already
+    /// refuses it; this keeps the promise wherever the arguments come from.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if self.interval.is_zero() {
+            return Err(exit::failure(
+                exit::USAGE,
+                "--interval must be greater than zero",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The loader's options for a command that follows every process and
+    /// takes no kernel-stack samples (`serve`: the exporter has no rmap
+    /// series yet). [`ProcessArgs::load_options`] adds what `top` and
+    /// `record` follow.
+    pub fn load_options(&self) -> LoadOptions {
+        LoadOptions {
+            filtered: false,
+            swap: SwapAttach::Auto,
+            sample_hz: 0,
+            mmap_lock: self.mmap_lock,
+            rmap_maintenance: false,
+        }
+    }
+}
+
+impl ProcessArgs {
+    /// Each `-p` pid names a running process.
+    pub fn check(&self) -> anyhow::Result<()> {
+        for &pid in &self.pid {
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                return Err(exit::failure(
+                    exit::USAGE,
+                    format!("-p {pid}: no such process"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The loader's options for `top` and `record`: per-process figures
+    /// filtered when pids are given, kernel stacks sampled at `--sample-hz`.
+    pub fn load_options(&self, sampling: &SamplingArgs) -> LoadOptions {
+        LoadOptions {
+            filtered: !self.pid.is_empty(),
+            sample_hz: self.sample_hz,
+            ..sampling.load_options()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use crate::cli::{Cli, Command};
+
+    fn parse(args: &[&str]) -> Command {
+        let argv = std::iter::once("vmscope").chain(args.iter().copied());
+        Cli::try_parse_from(argv).expect("parses").command
+    }
+
+    #[test]
+    fn serve_follows_everyone_and_samples_no_stacks() {
+        let Command::Serve(s) = parse(&["serve", "--mmap-lock"]) else {
+            panic!("not serve")
+        };
+        let o = s.sampling.load_options();
+        assert!(!o.filtered);
+        assert_eq!(o.sample_hz, 0);
+        assert!(o.mmap_lock);
+        assert!(!o.rmap_maintenance);
+    }
+
+    #[test]
+    fn pids_filter_and_sample_hz_reaches_the_loader() {
+        let Command::Top(t) = parse(&["top", "-p", "1", "--sample-hz", "7"]) else {
+            panic!("not top")
+        };
+        let o = t.process.load_options(&t.sampling);
+        assert!(o.filtered);
+        assert_eq!(o.sample_hz, 7);
+        assert!(!o.mmap_lock);
+        let Command::Record(r) = parse(&["record"]) else {
+            panic!("not record")
+        };
+        let o = r.process.load_options(&r.sampling);
+        assert!(!o.filtered);
+        assert_eq!(o.sample_hz, crate::model::rmap::DEFAULT_HZ);
+    }
+
+    #[test]
+    fn each_command_words_the_shared_interval_for_itself() {
+        use clap::CommandFactory as _;
+        let cli = Cli::command();
+        let help = |cmd: &str| {
+            let sub = cli.find_subcommand(cmd).expect(cmd);
+            let arg = sub.get_arguments().find(|a| a.get_id() == "interval");
+            arg.and_then(|a| a.get_help()).expect(cmd).to_string()
+        };
+        assert!(help("top").starts_with("Refresh interval"));
+        assert!(help("serve").starts_with("How often the metrics are refreshed"));
+        assert!(help("record").starts_with("Sampling interval for the time series"));
+    }
+
+    #[test]
+    fn record_pids_still_conflict_with_a_command() {
+        let argv = ["vmscope", "record", "-p", "1", "--", "true"];
+        let e = Cli::try_parse_from(argv).expect_err("rejects");
+        assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict);
+    }
+}
