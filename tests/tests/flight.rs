@@ -319,12 +319,7 @@ fn under_sudo_an_oom_recording_is_written_as_the_invoking_user() {
     const USER: u32 = 65534;
     let _lock = pressure::exclusive();
     let tmp = tempfile::tempdir().unwrap();
-    // The user must reach its directory.
-    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let dir = tmp.path().join("oom");
-    std::fs::create_dir(&dir).unwrap();
-    std::os::unix::fs::chown(&dir, Some(USER), Some(USER)).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = users_dir(tmp.path(), USER);
     let mut cmd = std::process::Command::new(vmscope_tests::vmscope_bin());
     cmd.args(["serve", "--listen", "127.0.0.1:0", "--history", "30s"])
         .arg("--on-oom")
@@ -366,6 +361,18 @@ fn under_sudo_an_oom_recording_is_written_as_the_invoking_user() {
     }
     assert!(writer, "no vmscope-oom thread");
     oom_recording_is_the_users(&serve, tmp.path(), &dir, USER);
+}
+
+/// `tmp/oom`, owned by `user` (uid and gid) with mode 0755, which root
+/// without CAP_DAC_OVERRIDE cannot write; `tmp` opened for the user to
+/// reach it.
+fn users_dir(tmp: &Path, user: u32) -> PathBuf {
+    std::fs::set_permissions(tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = tmp.join("oom");
+    std::fs::create_dir(&dir).unwrap();
+    std::os::unix::fs::chown(&dir, Some(user), Some(user)).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
 }
 
 /// A memcg OOM kill while `serve` runs with `--on-oom dir`: its recording
@@ -465,10 +472,7 @@ fn under_real_sudo_an_oom_recording_is_written_as_the_invoking_user() {
     const USER: u32 = 65534;
     let _lock = pressure::exclusive();
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let dir = tmp.path().join("oom");
-    std::fs::create_dir(&dir).unwrap();
-    std::os::unix::fs::chown(&dir, Some(USER), Some(USER)).unwrap();
+    let dir = users_dir(tmp.path(), USER);
     let bin = std::fs::canonicalize(vmscope_tests::vmscope_bin()).unwrap();
     let _rule = SudoRule::new(&bin);
     let mut cmd = std::process::Command::new("setpriv");
@@ -645,10 +649,7 @@ fn top_under_sudo_writes_as_the_invoking_user() {
     const USER: u32 = 65534;
     let _lock = pressure::exclusive();
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = tmp.path().join("oom");
-    std::fs::create_dir(&out).unwrap();
-    std::os::unix::fs::chown(&out, Some(USER), Some(USER)).unwrap();
+    let out = users_dir(tmp.path(), USER);
     let top = std::process::Command::new(vmscope_tests::vmscope_bin())
         .args(["top", "--batch", "-n", "6", "--history", "30s", "--on-oom"])
         .arg(&out)

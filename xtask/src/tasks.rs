@@ -24,6 +24,33 @@ fn build_vmscope(ws: &Workspace) -> Result<()> {
     process::run(&mut cmd)
 }
 
+/// Runs step `name` (`shown` is its command line) when `root`; without
+/// root it is skipped with a line, or fails under VMSCOPE_REQUIRE_BPF=1.
+/// Whether it passed (or was skipped).
+fn root_step(root: bool, name: &str, shown: &str, run: impl FnOnce() -> Result<()>) -> bool {
+    if !root {
+        if std::env::var("VMSCOPE_REQUIRE_BPF").is_ok_and(|v| v == "1") {
+            say!(
+                "test: step `{name}` cannot run without root, and VMSCOPE_REQUIRE_BPF=1 forbids skipping"
+            );
+            return false;
+        }
+        say!("test: {name}: skipped (needs root); run `sudo {shown}`");
+        return true;
+    }
+    say!("test: {name}: {shown}");
+    match run() {
+        Ok(()) => true,
+        Err(e) => {
+            if e.downcast_ref::<Exit>().is_none() {
+                say!("test: {name}: {e:#}");
+            }
+            say!("test: step `{name}` failed");
+            false
+        }
+    }
+}
+
 /// Builds vmscope and replaces this process with it (through sudo when not
 /// root). Replacing rather than waiting means the caller sees vmscope's own
 /// exit status (a shell reports 128+N for death by signal N), and Ctrl-C
@@ -119,41 +146,18 @@ pub fn test(ws: &mut Workspace, extra: &[OsString]) -> Result<()> {
     }
     // The cgroup soak: 10,000 cgroups come and go under serve, top and
     // record (root: it creates cgroups and loads eBPF programs).
-    if process::effective_uid()? == 0 {
-        say!("test: soak: cargo xtask bench soak --ci");
-        if let Err(e) = crate::bench_soak::bench_soak(ws, &["--ci".into()]) {
-            if e.downcast_ref::<Exit>().is_none() {
-                say!("test: soak: {e:#}");
-            }
-            say!("test: step `soak` failed");
-            failed.push("soak");
-        }
-    } else if std::env::var("VMSCOPE_REQUIRE_BPF").is_ok_and(|v| v == "1") {
-        say!(
-            "test: step `soak` cannot run without root, and VMSCOPE_REQUIRE_BPF=1 forbids skipping"
-        );
+    let root = process::effective_uid()? == 0;
+    if !root_step(root, "soak", "cargo xtask bench soak --ci", || {
+        crate::bench_soak::bench_soak(ws, &["--ci".into()])
+    }) {
         failed.push("soak");
-    } else {
-        say!("test: soak: skipped (needs root); run `sudo cargo xtask bench soak --ci`");
     }
     // The kernel matrix: the core suite inside Debian's 6.1 and 6.12 under
     // qemu (root: it installs qemu and loads eBPF programs in the guests).
-    if process::effective_uid()? == 0 {
-        say!("test: kernels: cargo xtask kernels");
-        if let Err(e) = crate::kernels::kernels(ws, &[], crate::kernels::Accel::Auto, false) {
-            if e.downcast_ref::<Exit>().is_none() {
-                say!("test: kernels: {e:#}");
-            }
-            say!("test: step `kernels` failed");
-            failed.push("kernels");
-        }
-    } else if std::env::var("VMSCOPE_REQUIRE_BPF").is_ok_and(|v| v == "1") {
-        say!(
-            "test: step `kernels` cannot run without root, and VMSCOPE_REQUIRE_BPF=1 forbids skipping"
-        );
+    if !root_step(root, "kernels", "cargo xtask kernels", || {
+        crate::kernels::kernels(ws, &[], crate::kernels::Accel::Auto, false)
+    }) {
         failed.push("kernels");
-    } else {
-        say!("test: kernels: skipped (needs root to install qemu); run `sudo cargo xtask kernels`");
     }
     if failed.is_empty() {
         say!("test: all steps passed");

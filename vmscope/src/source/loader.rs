@@ -537,18 +537,24 @@ fn attach_fields(fmt: &EventFormat) -> Offsets {
         (off::ATTACH_DST_ROOT, "dst_root", &[4]),
         (off::ATTACH_PID, "pid", &[4]),
     ];
-    let mut offs: Offsets = FIELDS
+    let mut offs = present_fields(fmt, FIELDS);
+    offs.extend(data_loc(fmt, "dst_path").map(|at| (off::ATTACH_DST_PATH, at)));
+    offs
+}
+
+/// The offsets of those of `fields` this kernel's record has as integers
+/// of an accepted size; each other one is absent (said at debug level).
+fn present_fields(fmt: &EventFormat, fields: Fields) -> Offsets {
+    fields
         .iter()
         .filter_map(|&(idx, name, sizes)| match fmt.int_field(name, sizes) {
             Ok(f) => Some((idx, f.offset)),
             Err(e) => {
-                log::debug!("cgroup:cgroup_attach_task: {e}");
+                log::debug!("{e}");
                 None
             }
         })
-        .collect();
-    offs.extend(data_loc(fmt, "dst_path").map(|at| (off::ATTACH_DST_PATH, at)));
-    offs
+        .collect()
 }
 
 /// The offset of `__data_loc` string field `name`'s word, when the record
@@ -567,16 +573,7 @@ fn cgroup_dir_fields(fmt: &EventFormat) -> Offsets {
         (off::CGROUP_DIR_ROOT, "root", &[4]),
         (off::CGROUP_DIR_ID, "id", &[8]),
     ];
-    let mut offs: Offsets = FIELDS
-        .iter()
-        .filter_map(|&(idx, name, sizes)| match fmt.int_field(name, sizes) {
-            Ok(f) => Some((idx, f.offset)),
-            Err(e) => {
-                log::debug!("cgroup:{}: {e}", fmt.name);
-                None
-            }
-        })
-        .collect();
+    let mut offs = present_fields(fmt, FIELDS);
     offs.extend(data_loc(fmt, "path").map(|at| (off::CGROUP_DIR_PATH, at)));
     offs
 }
@@ -599,16 +596,7 @@ const OOM_FIELDS: Fields = &[
 /// (a field of another shape counts as absent), `comm` as a `char[16]`
 /// array or a `__data_loc` string.
 fn oom_fields(fmt: &EventFormat) -> Offsets {
-    let mut offs: Offsets = OOM_FIELDS
-        .iter()
-        .filter_map(|&(idx, name, sizes)| match fmt.int_field(name, sizes) {
-            Ok(f) => Some((idx, f.offset)),
-            Err(e) => {
-                log::debug!("oom:mark_victim: {e}");
-                None
-            }
-        })
-        .collect();
+    let mut offs = present_fields(fmt, OOM_FIELDS);
     match fmt.field("comm") {
         Some(f) if f.data_loc && f.size == 4 => {
             offs.extend([(off::OOM_COMM, f.offset), (off::OOM_COMM_DATA_LOC, 1)]);
