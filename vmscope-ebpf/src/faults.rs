@@ -59,12 +59,17 @@ fn count_for_process(slot: usize) {
             // can change that (e.g. `-p`, or the wrapped command released
             // from its gate, or a pid reused by a followed child): look
             // again only then, and count from then on if it is followed.
+            // The entry is created here: odd generation meanwhile, as in
+            // `switch`, so that a read of the entries that missed it and a
+            // read of the caches that counts it are not taken together.
             let epoch = maps::track_epoch();
             if (*c).epoch != epoch {
                 (*c).epoch = epoch;
+                (*c).generation += 1;
                 if maps::current_proc().is_some() {
                     (*c).flags |= cache_flags::IN_SCOPE;
                 }
+                (*c).generation += 1;
             }
         }
         // Re-read and masked so the index is bounded in a way older

@@ -44,6 +44,11 @@ pub struct Snapshot {
     /// here that is also in `procs` is a new process under a reused pid:
     /// its counters started from zero.
     pub ended: Vec<u32>,
+    /// Processes seen without a cgroup (their entry read before its
+    /// cgroup was known), by pid: what was charged of them when they were
+    /// last seen with one (none: nothing). Their growth is charged from
+    /// there once their cgroup is known.
+    uncharged: BTreeMap<u32, Option<Box<ProcSample>>>,
 }
 
 impl Snapshot {
@@ -81,6 +86,7 @@ impl Snapshot {
             .filter_map(|pid| self.procs.remove(pid))
             .collect();
         for p in &gone {
+            self.uncharged.remove(&p.pid);
             if let Some(c) = self.cgroups.get_mut(&p.cgroup) {
                 c.live = c.live.saturating_sub(1);
             }
@@ -110,12 +116,21 @@ impl Snapshot {
     /// now (a process that moved is charged to its new cgroup from there).
     fn charge(&mut self, p: &ProcSample) {
         let old = self.procs.get(&p.pid);
-        if p.cgroup != 0 {
+        if p.cgroup == 0 {
+            self.uncharged
+                .entry(p.pid)
+                .or_insert_with(|| old.map(|o| Box::new(o.clone())));
+        } else {
+            let pending = self.uncharged.remove(&p.pid);
+            let base = match &pending {
+                Some(b) => b.as_deref(),
+                None => old,
+            };
             self.cgroups
                 .entry(p.cgroup)
                 .or_default()
                 .counts
-                .add_growth(p, old);
+                .add_growth(p, base);
         }
         let was = old.map(|o| o.cgroup);
         if was != Some(p.cgroup) {
@@ -227,6 +242,44 @@ mod tests {
             ..Default::default()
         });
         assert!(!snap.cgroups.contains_key(&0));
+    }
+
+    /// A process read before its cgroup was known (its entry's first
+    /// counts, from a CPU's cache) is charged everything once it is, and a
+    /// known one read once without loses nothing either.
+    #[test]
+    fn growth_seen_without_a_cgroup_is_charged_once_the_cgroup_is_known() {
+        let mut snap = Snapshot::default();
+        let calls = |snap: &Snapshot, id: u64| snap.cgroups[&id].counts.madvise_calls;
+        snap.apply(&Sample {
+            procs: vec![in_cgroup(1, 0, 34)],
+            ..Default::default()
+        });
+        assert!(snap.cgroups.is_empty());
+        snap.apply(&Sample {
+            procs: vec![in_cgroup(1, 155, 8000)],
+            ..Default::default()
+        });
+        assert_eq!(calls(&snap, 155), 8000);
+        snap.apply(&Sample {
+            procs: vec![in_cgroup(1, 0, 8100)],
+            ..Default::default()
+        });
+        snap.apply(&Sample {
+            procs: vec![in_cgroup(1, 155, 8200)],
+            ..Default::default()
+        });
+        assert_eq!(calls(&snap, 155), 8200);
+        // Ended while unknown: nothing is left waiting.
+        snap.apply(&Sample {
+            procs: vec![in_cgroup(2, 0, 5)],
+            ..Default::default()
+        });
+        snap.apply(&Sample {
+            exited: vec![2],
+            ..Default::default()
+        });
+        assert!(snap.uncharged.is_empty());
     }
 
     #[test]

@@ -115,15 +115,7 @@ impl Collector {
     /// afterwards. (The stack sampler's counts are drained as they are
     /// read: draining is how that map is read.)
     pub fn sample(&mut self, probes: &mut Loaded) -> anyhow::Result<Sample> {
-        // The counters and /proc/vmstat back to back, with nothing between
-        // that could fault (the buffers were used once before), so the
-        // fault-timing counters and pgfault describe one instant.
-        if self.vmstat_buf.is_empty() {
-            self.vmstat_buf = vec![b' '; VMSTAT_BUF];
-            let _ = read_counters(probes)?;
-        }
-        let counters = read_counters(probes)?;
-        let vmstat = procstat::read_into(&mut self.vmstat_buf).unwrap_or_default();
+        let (counters, vmstat) = self.read_instant(probes)?;
         let (table, entries, cached) = read_procs(probes)?;
         if self.names.is_none()
             && let Ok(h) = &probes.cgroups
@@ -184,6 +176,39 @@ impl Collector {
             proc_pruned: self.proc_pruned,
             mm_pruned: self.mm.pruned,
         })
+    }
+
+    /// The counters and /proc/vmstat as of one instant, as far as faults
+    /// go: the fault-timing counters and pgfault are compared exactly, so
+    /// no fault may end between the two reads. The two are read back to
+    /// back, and the counters once more after; a fault that ended in
+    /// between, on any CPU (ours: a page of code run for the first time;
+    /// another process's), shows in the second read, and the pair is taken
+    /// again (a few times at most, then the last pair is kept). Both reads
+    /// are made once before the first sample, so that their code and
+    /// buffers are mapped by then.
+    fn read_instant(&mut self, probes: &Loaded) -> anyhow::Result<(Vec<u64>, procstat::Vmstat)> {
+        const FAULT_ENDS: [u32; 3] = [
+            counter::FAULT_TIMED,
+            counter::FAULT_RETRIES,
+            counter::FAULT_UNTIMED,
+        ];
+        if self.vmstat_buf.is_empty() {
+            self.vmstat_buf = vec![b' '; VMSTAT_BUF];
+            let _ = read_counters(probes)?;
+            let _ = procstat::read_into(&mut self.vmstat_buf);
+        }
+        let ends = |c: &[u64]| FAULT_ENDS.map(|i| c.get(i as usize).copied().unwrap_or(0));
+        let mut tries = 0;
+        loop {
+            let counters = read_counters(probes)?;
+            let vmstat = procstat::read_into(&mut self.vmstat_buf).unwrap_or_default();
+            let after = read_counters(probes)?;
+            tries += 1;
+            if ends(&counters) == ends(&after) || tries == 4 {
+                return Ok((counters, vmstat));
+            }
+        }
     }
 
     /// Exited processes whose last counts are in `table`: read a last time
