@@ -954,6 +954,107 @@ fn endpoints_errors_and_limits() {
     );
 }
 
+/// The first scrape, before anything happened: each latency histogram
+/// whose probe is attached is there with all its buckets (at whatever
+/// count the first interval saw), so `rate()` works from the start; one
+/// whose probe is not attached is absent, its availability series at 0.
+#[test]
+fn the_first_scrape_has_every_attached_histogram_with_its_buckets() {
+    const TEST: &str = "the_first_scrape_has_every_attached_histogram_with_its_buckets";
+    if !root_or_skip(TEST) {
+        return;
+    }
+    let serve = Serve::start(&["--listen", "127.0.0.1:0"]);
+    let samples = samples_or_panic(&scrape(serve.addr));
+    let available = |probe: &str| {
+        named(&samples, "vmscope_probe_available")
+            .iter()
+            .find(|s| s.label("probe") == Some(probe))
+            .map(|s| s.value == 1.0)
+            .unwrap_or_else(|| panic!("no availability series for {probe}"))
+    };
+    // (family, label, value, the probe that feeds it)
+    let expected = [
+        (
+            "vmscope_reclaim_duration_seconds",
+            "kind",
+            "direct",
+            "vmscan:mm_vmscan_direct_reclaim_end",
+        ),
+        (
+            "vmscope_reclaim_duration_seconds",
+            "kind",
+            "memcg",
+            "vmscan:mm_vmscan_memcg_reclaim_end",
+        ),
+        (
+            "vmscope_madvise_duration_seconds",
+            "behavior",
+            "free",
+            "syscalls:sys_exit_madvise",
+        ),
+        (
+            "vmscope_madvise_duration_seconds",
+            "behavior",
+            "dontneed",
+            "syscalls:sys_exit_madvise",
+        ),
+        (
+            "vmscope_syscall_duration_seconds",
+            "syscall",
+            "munmap",
+            "syscalls:sys_exit_munmap",
+        ),
+        (
+            "vmscope_syscall_duration_seconds",
+            "syscall",
+            "mprotect",
+            "syscalls:sys_exit_mprotect",
+        ),
+        (
+            "vmscope_kswapd_active_duration_seconds",
+            "",
+            "",
+            "vmscan:mm_vmscan_kswapd_sleep",
+        ),
+        (
+            "vmscope_shrink_slab_duration_seconds",
+            "",
+            "",
+            "vmscan:mm_shrink_slab_end",
+        ),
+    ];
+    let mut attached = 0;
+    for (family, label, value, probe) in expected {
+        let of_series = |name: &str| -> Vec<&Sample> {
+            named(&samples, name)
+                .into_iter()
+                .filter(|s| label.is_empty() || s.label(label) == Some(value))
+                .collect()
+        };
+        let buckets = of_series(&format!("{family}_bucket"));
+        let count = of_series(&format!("{family}_count"));
+        if available(probe) {
+            attached += 1;
+            assert!(
+                buckets.len() >= 20 && buckets.iter().any(|s| s.label("le") == Some("+Inf")),
+                "{family}{{{label}={value}}}: {} buckets at the first scrape ({probe} attached)",
+                buckets.len()
+            );
+            assert_eq!(count.len(), 1, "{family}{{{label}={value}}}: no _count");
+        } else {
+            assert!(
+                buckets.is_empty(),
+                "{family}{{{label}={value}}} without {probe}"
+            );
+        }
+    }
+    assert!(
+        attached >= 4,
+        "only {attached} of the histograms' probes attached"
+    );
+}
+
 #[test]
 fn sigint_exits_0() {
     if !root_or_skip("sigint_exits_0") {

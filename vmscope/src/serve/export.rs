@@ -573,18 +573,33 @@ fn psi(w: &mut Writer, state: &State) {
     }
 }
 
-/// The latency histograms, by family.
+/// The latency histograms, by family: every one whose probe is attached,
+/// empty until its first event (so that `rate()` and dashboards work from
+/// the first scrape), but for madvise behaviours outside the groups
+/// vmscope measures, which appear at their first call.
 fn histograms(w: &mut Writer, state: &State) {
+    let mut ids: Vec<(String, u32)> = (0..vmscope_common::hist::COUNT)
+        .filter(|&id| state.usable(hist::probe_of(id)))
+        .map(|id| (hist::name(id), id))
+        .filter(|(name, id)| state.now.hists.contains_key(name) || expected(*id))
+        .collect();
+    ids.sort();
+    let blanks: Vec<HistSample> = ids
+        .iter()
+        .filter(|(name, _)| !state.now.hists.contains_key(name))
+        .map(|(name, _)| HistSample {
+            name: name.clone(),
+            ..HistSample::default()
+        })
+        .collect();
     let mut families: BTreeMap<&str, (&str, HistSeries)> = BTreeMap::new();
-    let mut names: Vec<&String> = state.now.hists.keys().collect();
-    names.sort();
-    for name in names {
-        let Some(id) = (0..vmscope_common::hist::COUNT).find(|&i| hist::name(i) == *name) else {
-            continue;
-        };
-        if !state.usable(hist::probe_of(id)) {
-            continue;
-        }
+    for (name, _) in &ids {
+        let h = state
+            .now
+            .hists
+            .get(name)
+            .or_else(|| blanks.iter().find(|b| b.name == *name));
+        let Some(h) = h else { continue };
         let (family, value) = catalogue::hist_family(name);
         let ls = if family.label.is_empty() {
             vec![]
@@ -595,11 +610,22 @@ fn histograms(w: &mut Writer, state: &State) {
             .entry(family.metric)
             .or_insert((family.help, Vec::new()))
             .1
-            .push((ls, &state.now.hists[name]));
+            .push((ls, h));
     }
     for (metric, (help, hs)) in families {
         w.histogram(metric, help, hs);
     }
+}
+
+/// Whether histogram `id` is exported before its first event: all but the
+/// madvise behaviours outside the measured groups.
+fn expected(id: u32) -> bool {
+    use vmscope_common::{hist as slot, madvise};
+    if !(slot::MADVISE_BASE..slot::FAULT_BASE).contains(&id) {
+        return true;
+    }
+    madvise::slot_value(id - slot::MADVISE_BASE)
+        .is_some_and(|b| madvise::group(u64::from(b)) != madvise::GROUPS - 1)
 }
 
 fn per_process_series(w: &mut Writer, state: &State, n: usize) {
@@ -707,6 +733,36 @@ mod tests {
         // Gauges from vmstat are not counters.
         assert!(!t.contains("nr_free_pages"), "{t}");
         assert!(!t.contains("# EOF"));
+    }
+
+    /// Before any event: every histogram whose probe is attached is there,
+    /// at zero, with its buckets; one whose probe is not, is not.
+    #[test]
+    fn attached_histograms_are_exported_empty_before_their_first_event() {
+        let mut st = state();
+        st.now.hists.clear();
+        st.probes.push(probe(catalogue::probe::MADVISE, true));
+        let t = render(&st, Format::Prometheus, 0);
+        for line in [
+            "# TYPE vmscope_reclaim_duration_seconds histogram",
+            "vmscope_reclaim_duration_seconds_bucket{kind=\"memcg\",le=\"+Inf\"} 0",
+            "vmscope_reclaim_duration_seconds_count{kind=\"memcg\"} 0",
+            "vmscope_reclaim_duration_seconds_sum{kind=\"memcg\"} 0",
+            "vmscope_madvise_duration_seconds_bucket{behavior=\"free\",le=\"+Inf\"} 0",
+            "vmscope_madvise_duration_seconds_count{behavior=\"dontneed\"} 0",
+        ] {
+            assert!(t.lines().any(|l| l == line), "missing {line:?} in\n{t}");
+        }
+        let buckets = t
+            .lines()
+            .filter(|l| l.starts_with("vmscope_reclaim_duration_seconds_bucket{kind=\"memcg\""))
+            .count();
+        assert_eq!(buckets as u32, LAST_BUCKET - FIRST_BUCKET + 2, "{t}");
+        // Not attached: absent. A behaviour outside the measured groups
+        // waits for its first call.
+        assert!(!t.contains("kind=\"direct\""), "{t}");
+        assert!(!t.contains("vmscope_page_fault_duration_seconds"), "{t}");
+        assert!(!t.contains("behavior=\"random\""), "{t}");
     }
 
     #[test]
