@@ -2,9 +2,11 @@
 //! per compaction run, migration batch or collapse), so classic
 //! tracepoints, their fields found by name on every kernel.
 //!
-//! - `try_to_compact_pages` starts an allocation's direct compaction: it is
-//!   counted (by order), charged to the task's process, and marks the task
-//!   as compacting directly until its next one. The compaction runs
+//! - `try_to_compact_pages` starts an allocation's direct compaction and
+//!   marks the task as compacting directly until its next one. It is
+//!   counted (by order, and charged to the task's process) at its first
+//!   zone not skipped: a deferral, a run, or a watermark found met, as
+//!   vmstat's `compact_stall` leaves out a compaction every zone skipped. The compaction runs
 //!   (`mm_compaction_begin` → `_end`) of a marked task are direct
 //!   compaction time; the others are background (kcompactd, proactive,
 //!   `compact_memory`).
@@ -42,13 +44,33 @@ fn long(ctx: &TracePointContext, idx: usize) -> u64 {
 
 pub fn on_try_to_compact_pages(ctx: &TracePointContext) {
     let order = int(ctx, off::COMPACT_TRY_ORDER).unwrap_or(0).max(0) as u32;
-    maps::count(counter::COMPACT_DIRECT);
-    maps::count(counter::COMPACT_ORDER_BASE + order.min(counter::COMPACT_ORDERS - 1));
     maps::begin(
         kind::COMPACT_DIRECT,
         u64::from(order) | (COMPACTING << PHASE_SHIFT),
         0,
     );
+}
+
+/// Set in a marker's `arg0` once its direct compaction is counted.
+const COUNTED: u64 = 1 << 40;
+
+/// The marked direct compaction did something in a zone: it was deferred
+/// there, ran there, or found the zone's watermark already met (the
+/// in-loop deferral reset). The first such event counts it, as the
+/// allocator counts `compact_stall` only when not every zone was skipped
+/// (too few free pages to migrate into): counting at the start would count
+/// those too.
+#[inline(always)]
+fn note_stall(m: *mut vmscope_common::Inflight) {
+    // SAFETY: a map value.
+    let arg0 = unsafe { (*m).arg0 };
+    if arg0 & COUNTED != 0 {
+        return;
+    }
+    unsafe { (*m).arg0 = arg0 | COUNTED };
+    let order = (arg0 & 0xff) as u32;
+    maps::count(counter::COMPACT_DIRECT);
+    maps::count(counter::COMPACT_ORDER_BASE + order.min(counter::COMPACT_ORDERS - 1));
     if maps::in_scope()
         && let Some(p) = maps::current_proc()
     {
@@ -72,6 +94,7 @@ fn marker() -> u64 {
 
 pub fn on_compaction_begin() {
     if let Some(m) = maps::INFLIGHT.get_ptr_mut(marker()) {
+        note_stall(m);
         unsafe { (*m).arg1 = maps::now() };
     }
 }
@@ -97,7 +120,7 @@ pub fn on_compaction_end(ctx: &TracePointContext) {
     }
     if success != 0 && status.map(|s| s as i64 + 1) == Some(success as i64) {
         maps::count(counter::COMPACT_RUNS_DIRECT_SUCCESS);
-        unsafe { (*m).arg0 = ((*m).arg0 & 0xffff_ffff) | (RESET_DUE << PHASE_SHIFT) };
+        unsafe { (*m).arg0 = ((*m).arg0 & (0xffff_ffff | COUNTED)) | (RESET_DUE << PHASE_SHIFT) };
     }
 }
 
@@ -105,9 +128,10 @@ pub fn on_defer_reset() {
     let Some(m) = maps::INFLIGHT.get_ptr_mut(marker()) else {
         return;
     };
-    let phase = unsafe { (*m).arg0 } >> PHASE_SHIFT;
+    note_stall(m);
+    let phase = (unsafe { (*m).arg0 } >> PHASE_SHIFT) & 0xff;
     if phase == RESET_DUE {
-        unsafe { (*m).arg0 = ((*m).arg0 & 0xffff_ffff) | (RETURNED << PHASE_SHIFT) };
+        unsafe { (*m).arg0 = ((*m).arg0 & (0xffff_ffff | COUNTED)) | (RETURNED << PHASE_SHIFT) };
         return;
     }
     // COMPACTING or RETURNED: the allocator's reset, after its page.
@@ -117,6 +141,9 @@ pub fn on_defer_reset() {
 
 pub fn on_compaction_deferred() {
     maps::count(counter::COMPACT_DEFERRED);
+    if let Some(m) = maps::INFLIGHT.get_ptr_mut(marker()) {
+        note_stall(m);
+    }
 }
 
 #[inline(always)]
