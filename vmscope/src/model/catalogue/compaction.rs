@@ -15,14 +15,14 @@ pub const COUNTER_FAMILIES: &[(&str, &str, &str)] = &[
         "Compaction runs (one zone each): inside direct compaction, or in the background.",
     ),
     (
-        "vmscope_direct_compactions_total",
+        DIRECT_COMPACTIONS,
         "order",
         "Direct compactions (allocations that compacted memory themselves), by the order asked for.",
     ),
 ];
 
-/// Its system-wide counters.
-pub const COUNTERS: &[Counter] = &[
+/// Its counters before the by-order ones.
+const RUNS: &[Counter] = &[
     c(
         "compact_direct",
         counter::COMPACT_DIRECT,
@@ -83,106 +83,54 @@ pub const COUNTERS: &[Counter] = &[
             "Zones skipped because compaction there had failed recently (deferred).",
         ),
     ),
-    c(
-        "compact_order_0",
-        counter::COMPACT_ORDER_BASE,
-        probe::COMPACT_DIRECT,
-        "compactions",
-        "Direct compactions for an allocation of order 0.",
-        Export::In("vmscope_direct_compactions_total", "0"),
-    ),
-    c(
-        "compact_order_1",
-        counter::COMPACT_ORDER_BASE + 1,
-        probe::COMPACT_DIRECT,
-        "compactions",
-        "Direct compactions for an allocation of order 1.",
-        Export::In("vmscope_direct_compactions_total", "1"),
-    ),
-    c(
-        "compact_order_2",
-        counter::COMPACT_ORDER_BASE + 2,
-        probe::COMPACT_DIRECT,
-        "compactions",
-        "Direct compactions for an allocation of order 2.",
-        Export::In("vmscope_direct_compactions_total", "2"),
-    ),
-    c(
-        "compact_order_3",
-        counter::COMPACT_ORDER_BASE + 3,
-        probe::COMPACT_DIRECT,
-        "compactions",
-        "Direct compactions for an allocation of order 3.",
-        Export::In("vmscope_direct_compactions_total", "3"),
-    ),
-    c(
-        "compact_order_4",
-        counter::COMPACT_ORDER_BASE + 4,
-        probe::COMPACT_DIRECT,
-        "compactions",
-        "Direct compactions for an allocation of order 4.",
-        Export::In("vmscope_direct_compactions_total", "4"),
-    ),
-    c(
-        "compact_order_5",
-        counter::COMPACT_ORDER_BASE + 5,
-        probe::COMPACT_DIRECT,
-        "compactions",
-        "Direct compactions for an allocation of order 5.",
-        Export::In("vmscope_direct_compactions_total", "5"),
-    ),
-    c(
-        "compact_order_6",
-        counter::COMPACT_ORDER_BASE + 6,
-        probe::COMPACT_DIRECT,
-        "compactions",
-        "Direct compactions for an allocation of order 6.",
-        Export::In("vmscope_direct_compactions_total", "6"),
-    ),
-    c(
-        "compact_order_7",
-        counter::COMPACT_ORDER_BASE + 7,
-        probe::COMPACT_DIRECT,
-        "compactions",
-        "Direct compactions for an allocation of order 7.",
-        Export::In("vmscope_direct_compactions_total", "7"),
-    ),
-    c(
-        "compact_order_8",
-        counter::COMPACT_ORDER_BASE + 8,
-        probe::COMPACT_DIRECT,
-        "compactions",
-        "Direct compactions for an allocation of order 8.",
-        Export::In("vmscope_direct_compactions_total", "8"),
-    ),
-    c(
-        "compact_order_9",
-        counter::COMPACT_ORDER_BASE + 9,
-        probe::COMPACT_DIRECT,
-        "compactions",
-        "Direct compactions for an allocation of order 9.",
-        Export::In("vmscope_direct_compactions_total", "9"),
-    ),
-    c(
+];
+
+/// The family of the by-order counters.
+const DIRECT_COMPACTIONS: &str = "vmscope_direct_compactions_total";
+
+/// One direct-compaction counter per order asked for (the `order` label):
+/// `compact_order_<order>` at slot `COMPACT_ORDER_BASE + order`.
+macro_rules! by_order {
+    ($($order:literal),*) => {
+        &[$(c(
+            concat!("compact_order_", $order),
+            counter::COMPACT_ORDER_BASE + $order,
+            probe::COMPACT_DIRECT,
+            "compactions",
+            concat!("Direct compactions for an allocation of order ", $order, "."),
+            Export::In(DIRECT_COMPACTIONS, stringify!($order)),
+        )),*]
+    };
+}
+
+/// The direct compactions by order: 0 to 9, then 10 and above.
+const BY_ORDER: &[Counter] = concat_slices!([Counter]:
+    by_order!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9),
+    &[c(
         "compact_order_10_plus",
         counter::COMPACT_ORDER_BASE + 10,
         probe::COMPACT_DIRECT,
         "compactions",
         "Direct compactions for an allocation of order 10+.",
-        Export::In("vmscope_direct_compactions_total", "10+"),
-    ),
-    c(
-        "kcompactd_wakes",
-        counter::KCOMPACTD_WAKES,
-        probe::KCOMPACTD_WAKE,
-        "wakes",
+        Export::In(DIRECT_COMPACTIONS, "10+"),
+    )],
+);
+
+/// Its counters after the by-order ones.
+const KCOMPACTD: &[Counter] = &[c(
+    "kcompactd_wakes",
+    counter::KCOMPACTD_WAKES,
+    probe::KCOMPACTD_WAKE,
+    "wakes",
+    "Times kcompactd woke to compact.",
+    Export::Plain(
+        "vmscope_kcompactd_wakes_total",
         "Times kcompactd woke to compact.",
-        Export::Plain(
-            "vmscope_kcompactd_wakes_total",
-            "Times kcompactd woke to compact.",
-        ),
     ),
-];
+)];
+
+/// Its system-wide counters.
+pub const COUNTERS: &[Counter] = concat_slices!([Counter]: RUNS, BY_ORDER, KCOMPACTD);
 
 /// Its latency-histogram families.
 pub const HIST_FAMILIES: &[HistFamily] = &[
