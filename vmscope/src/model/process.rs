@@ -1,12 +1,18 @@
 //! One process's figures, as sampled ([`ProcSample`], cumulative) and over a
 //! recording ([`ProcessTotal`]). Their scalar counters are declared once,
-//! below, and both structs generated: a new per-process counter is a line
-//! there, besides its probe, the source's copy from the map value and its
-//! `catalogue::PROC_FIELDS` row (which `serve` exports and `top` reads
-//! rates through; a new `top` column also needs its `ProcRow` field).
+//! below, and generated from that list: both structs, the copy from the
+//! map value (`ProcStats`, shared with the eBPF side), and a typed id per
+//! counter ([`ProcCounter`]) by which views name one. A new per-process
+//! counter is a line there and its `ProcStats` field (with its probe),
+//! then, to show it, a row in its catalogue family's `PROC_FIELDS` (which
+//! `serve` exports and `top` reads rates through; a new `top` column also
+//! needs its `ProcRow` field).
 
 use serde::{Deserialize, Serialize};
-use vmscope_common::madvise::{GROUP_NAMES, GROUPS};
+use vmscope_common::{
+    ProcStats,
+    madvise::{GROUP_NAMES, GROUPS},
+};
 
 use crate::model::{
     FaultTotals, ProcAvailability, fault_totals, probes::FaultSource, sample::FaultCounters,
@@ -115,14 +121,65 @@ macro_rules! total_value {
     };
 }
 
+/// A total's value as an `Option` whatever its type.
+macro_rules! total_option {
+    (always, $v:expr) => {
+        Some($v)
+    };
+    ($flag:ident, $v:expr) => {
+        $v
+    };
+}
+
+/// Copies a counter from the map value, unless the source derives it
+/// (`derived`: not a `ProcStats` field).
+macro_rules! copy_counter {
+    ($to:expr, $from:expr) => {
+        $to = $from
+    };
+    ($to:expr, $from:expr, derived) => {};
+}
+
 /// Declares both structs from one list of counters: each is
-/// `name: availability`, its doc comment for the sample, and in braces its
-/// doc comment for the total.
+/// `name: availability`, `, derived` when the source computes it rather
+/// than copying the `ProcStats` field of that name, its doc comment for
+/// the sample, and in braces its doc comment for the total.
 macro_rules! per_process_counters {
     ($(
         $(#[$sample_doc:meta])*
-        $name:ident: $avail:ident { $(#[$total_doc:meta])* }
+        $name:ident: $avail:ident $(, $derived:ident)? { $(#[$total_doc:meta])* }
     ),* $(,)?) => {
+        /// A per-process counter, by name: a field of both [`ProcSample`] and
+        /// [`ProcessTotal`] (the variants are the fields' names).
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum ProcCounter {
+            $($name,)*
+        }
+
+        impl ProcCounter {
+            /// Its value in a sample.
+            pub fn get(self, p: &ProcSample) -> u64 {
+                match self {
+                    $(ProcCounter::$name => p.$name,)*
+                }
+            }
+
+            /// Sets its value in a sample.
+            pub fn set(self, p: &mut ProcSample, v: u64) {
+                match self {
+                    $(ProcCounter::$name => p.$name = v,)*
+                }
+            }
+
+            /// Its value over a recording (`None`: its probe was missing).
+            pub fn total(self, t: &ProcessTotal) -> Option<u64> {
+                match self {
+                    $(ProcCounter::$name => total_option!($avail, t.$name),)*
+                }
+            }
+        }
+
         /// One process's cumulative counters. Zero scalar counters are left out of
         /// the JSON (an absent one is 0) to keep long recordings small.
         #[derive(
@@ -164,6 +221,12 @@ macro_rules! per_process_counters {
         }
 
         impl ProcSample {
+            /// Copies every counter the map value holds (all but the
+            /// `derived` ones) from `st`.
+            pub fn copy_counters(&mut self, st: &ProcStats) {
+                $(copy_counter!(self.$name, st.$name $(, $derived)?);)*
+            }
+
             /// Its last values as a total (per-process counters start at
             /// zero when the probes attach), null where `avail` says the
             /// kernel has no probe for a counter.
@@ -204,12 +267,12 @@ per_process_counters! {
         /// Null when the major-fault probe is unavailable (see `unavailable`).
     },
     /// Pages of this process's memory swapped out, whoever ran reclaim.
-    swap_out_pages: swap {
+    swap_out_pages: swap, derived {
         /// Pages of this process swapped out, whoever ran reclaim; null when
         /// `kmem:rss_stat` is unavailable.
     },
     /// Pages this process faulted back in from swap.
-    swap_in_pages: swap {
+    swap_in_pages: swap, derived {
         /// Pages this process faulted back in from swap; null likewise.
     },
     /// Time its writers slept in dirty throttling (`balance_dirty_pages`).

@@ -851,7 +851,7 @@ fn follows(old: &MmSwap, new: &MmSwap) -> bool {
 }
 
 fn proc_sample(pid: u32, comm: String, st: &ProcStats, swap_out: u64, swap_in: u64) -> ProcSample {
-    ProcSample {
+    let mut p = ProcSample {
         pid,
         comm,
         cgroup: st.cgroup,
@@ -861,26 +861,13 @@ fn proc_sample(pid: u32, comm: String, st: &ProcStats, swap_out: u64, swap_in: u
             unclassified: st.unclassified_faults,
             gup: 0,
         },
-        direct_reclaim_ns: st.direct_reclaim_ns,
-        direct_reclaims: st.direct_reclaims,
-        memcg_reclaim_ns: st.memcg_reclaim_ns,
-        memcg_reclaims: st.memcg_reclaims,
-        madvise_calls: st.madvise_calls,
         madvise: MadviseByBehavior::from_groups(st.madvise),
-        tlb_shootdowns: st.tlb_shootdowns,
-        major_faults: st.major_faults,
         swap_out_pages: swap_out,
         swap_in_pages: swap_in,
-        dirty_pause_ns: st.dirty_pause_ns,
-        dirty_pauses: st.dirty_pauses,
-        mmap_read_wait_ns: st.mmap_read_wait_ns,
-        mmap_read_waits: st.mmap_read_waits,
-        mmap_write_wait_ns: st.mmap_write_wait_ns,
-        mmap_write_waits: st.mmap_write_waits,
-        mmap_lock_fails: st.mmap_lock_fails,
-        direct_compactions: st.direct_compactions,
-        direct_compaction_ns: st.direct_compaction_ns,
-    }
+        ..Default::default()
+    };
+    p.copy_counters(st);
+    p
 }
 
 /// A process's name from /proc, or empty once it has gone.

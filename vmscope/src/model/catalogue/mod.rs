@@ -19,24 +19,28 @@ use constcat::concat_slices;
 use vmscope_common::{counter, hist};
 
 use crate::{
-    model::{metrics::Better, process::ProcSample, recording::Recording},
+    model::{
+        metrics::Better,
+        process::{ProcCounter, ProcSample},
+        recording::Recording,
+    },
     procstat,
 };
 
-mod compaction;
-mod dirty;
+pub mod compaction;
+pub mod dirty;
 pub mod docs;
-mod faults;
-mod madvise;
-mod migrate;
-mod mmap_lock;
-mod oom;
-mod reclaim;
-mod rmap;
-mod swap;
-mod system;
-mod thp;
-mod tlb;
+pub mod faults;
+pub mod madvise;
+pub mod migrate;
+pub mod mmap_lock;
+pub mod oom;
+pub mod reclaim;
+pub mod rmap;
+pub mod swap;
+pub mod system;
+pub mod thp;
+pub mod tlb;
 
 /// Probe names, as the loader, `doctor` and `vmscope_probe_available` give
 /// them. A metric is available when its probe is attached.

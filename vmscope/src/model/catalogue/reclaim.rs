@@ -4,6 +4,45 @@
 
 use super::*;
 
+/// A reclaim a process can stall in: how the per-cgroup stall series (its
+/// `kind` label), the report's process table and the OOM lead-up break the
+/// reclaim stall down.
+#[derive(Clone, Copy, Debug)]
+pub struct Stall {
+    /// Its `kind` label.
+    pub kind: &'static str,
+    /// Its latency histogram.
+    pub hist: &'static str,
+    /// Its row in the OOM lead-up.
+    pub what: &'static str,
+    /// The process's time in it (ns).
+    pub ns: ProcCounter,
+}
+
+/// Direct reclaim: an allocation reclaiming memory itself.
+pub const DIRECT: Stall = Stall {
+    kind: "direct",
+    hist: "reclaim_direct",
+    what: "direct reclaim stall",
+    ns: ProcCounter::direct_reclaim_ns,
+};
+
+/// Memcg reclaim: a charge reclaiming from its memory cgroup.
+pub const MEMCG: Stall = Stall {
+    kind: "memcg",
+    hist: "reclaim_memcg",
+    what: "memcg reclaim stall",
+    ns: ProcCounter::memcg_reclaim_ns,
+};
+
+/// Every reclaim stall, in the order the views list them.
+pub const STALLS: [Stall; 2] = [DIRECT, MEMCG];
+
+/// A process's time stalled in reclaim, every kind.
+fn stall_ns(p: &ProcSample) -> u64 {
+    STALLS.iter().map(|k| k.ns.get(p)).sum()
+}
+
 const LRU: &str = "vmscope_lru_pages_total";
 
 const WB: &str = "vmscope_reclaim_writeback_pages_total";
@@ -159,7 +198,7 @@ pub const PROC_FIELDS: &[ProcField] = &[ProcField {
     help: "Time the process stalled in direct and memcg reclaim.",
     metric: Some("vmscope_process_reclaim_stall_seconds_total"),
     column: Some("reclaim"),
-    get: |p| p.direct_reclaim_ns + p.memcg_reclaim_ns,
+    get: stall_ns,
 }];
 
 /// Its rows of `top`'s rates panel.
@@ -197,7 +236,7 @@ pub const RUN_ROWS: &[RunRow] = &[row(
     Before,
     true,
     "Time in direct and memcg reclaim.",
-    |r| hist_sum_ms(r, &["reclaim_direct", "reclaim_memcg"]),
+    |r| hist_sum_ms(r, &[DIRECT.hist, MEMCG.hist]),
 )];
 
 /// Its scan figure (listed after the mmap_lock ones).

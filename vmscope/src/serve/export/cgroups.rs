@@ -30,7 +30,7 @@ use std::{
 
 use super::{Series, State, Writer, secs};
 use crate::model::{
-    catalogue::{Family, Scope, probe},
+    catalogue::{Family, Scope, probe, reclaim},
     cgroup::{CgroupSample, CgroupState},
     oom::OomKill,
     process::ProcSample,
@@ -450,11 +450,12 @@ fn counts(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)]) {
     times(w, state, rows);
     let mut stall: Series = Vec::new();
     for (n, c) in rows {
-        for (kind, v) in [
-            ("direct", c.counts.direct_reclaim_ns),
-            ("memcg", c.counts.memcg_reclaim_ns),
-        ] {
-            stall.push((vec![("cgroup", n.clone()), ("kind", kind.into())], secs(v)));
+        for k in reclaim::STALLS {
+            let v = k.ns.get(&c.counts);
+            stall.push((
+                vec![("cgroup", n.clone()), ("kind", k.kind.into())],
+                secs(v),
+            ));
         }
     }
     w.write(&RECLAIM_STALL, stall);
