@@ -164,16 +164,23 @@ pub const HISTS: &[(u32, &str, &str)] = &[
     ),
 ];
 
-/// Its per-process figures.
-pub const PROC_FIELDS: &[ProcField] = &[ProcField {
+/// The time a process's allocations spent compacting.
+pub const PROC_DIRECT: ProcField = ProcField {
     key: "direct_compaction",
     probe: probe::COMPACT_END,
     unit: "ns",
     help: "Time the process's allocations spent compacting memory themselves.",
     metric: Some("vmscope_process_direct_compaction_seconds_total"),
     column: None,
+    cgroup: cgroup(
+        "vmscope_cgroup_direct_compaction_seconds_total",
+        "Time the cgroup's allocations spent compacting memory themselves.",
+    ),
     get: |p| p.direct_compaction_ns,
-}];
+};
+
+/// Its per-process figures.
+pub const PROC_FIELDS: &[ProcField] = &[PROC_DIRECT];
 
 /// Its rows of `top`'s rates panel.
 pub const RATES: &[Rate] = &[rate(

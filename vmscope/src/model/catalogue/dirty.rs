@@ -16,16 +16,23 @@ pub const HIST_FAMILIES: &[HistFamily] = &[HistFamily {
 pub const HISTS: &[(u32, &str, &str)] =
     &[(hist::DIRTY_PAUSE, "dirty_pause", probe::DIRTY_THROTTLE)];
 
-/// Its per-process figures.
-pub const PROC_FIELDS: &[ProcField] = &[ProcField {
+/// The time a process's writers slept in dirty throttling.
+pub const PROC_PAUSE: ProcField = ProcField {
     key: "dirty_pause",
     probe: probe::DIRTY_THROTTLE,
     unit: "ns",
     help: "Time the process's writers slept in dirty throttling.",
     metric: Some("vmscope_process_dirty_pause_seconds_total"),
     column: None,
+    cgroup: cgroup(
+        "vmscope_cgroup_dirty_pause_seconds_total",
+        "Time the cgroup's writers slept in dirty throttling (balance_dirty_pages).",
+    ),
     get: |p| p.dirty_pause_ns,
-}];
+};
+
+/// Its per-process figures.
+pub const PROC_FIELDS: &[ProcField] = &[PROC_PAUSE];
 
 /// Its rows of `top`'s rates panel.
 pub const RATES: &[Rate] = &[rate(

@@ -236,6 +236,7 @@ pub fn families(served: &[Family]) -> Vec<Family> {
                 f.help,
             ));
         }
+        all.extend(f.cgroup);
     }
     all.extend_from_slice(served);
     all.sort_by(|a, b| a.scope.cmp(&b.scope).then(a.name.cmp(b.name)));

@@ -84,27 +84,41 @@ pub const HIST_FAMILIES: &[HistFamily] = &[HistFamily {
     help: "Page-fault handling time (handle_mm_fault), by minor/major and anon/file.",
 }];
 
-/// Its per-process figures.
-pub const PROC_FIELDS: &[ProcField] = &[ProcField {
+/// The page faults of a process.
+pub const PROC_FAULTS: ProcField = ProcField {
     key: "faults",
     probe: probe::ALWAYS,
     unit: "faults",
     help: "Page faults per process (top N by faults).",
     metric: Some("vmscope_process_page_faults_total"),
     column: Some("faults"),
+    cgroup: cgroup(
+        "vmscope_cgroup_page_faults_total",
+        "Page faults of the cgroup's processes while in it (top N cgroups by activity).",
+    ),
     get: |p| p.faults.total(),
-}];
+};
 
-/// Its major-fault per-process figure (listed after the TLB one).
-pub const MAJOR_PROC_FIELDS: &[ProcField] = &[ProcField {
+/// The major faults of a process.
+pub const PROC_MAJOR: ProcField = ProcField {
     key: "major_faults",
     probe: probe::MAJOR_FAULTS,
     unit: "faults",
     help: "Major faults per process.",
     metric: Some("vmscope_process_major_faults_total"),
     column: Some("major"),
+    cgroup: cgroup(
+        "vmscope_cgroup_major_faults_total",
+        "Major faults of the cgroup's processes while in it.",
+    ),
     get: |p| p.major_faults,
-}];
+};
+
+/// Its per-process figures.
+pub const PROC_FIELDS: &[ProcField] = &[PROC_FAULTS];
+
+/// Its major-fault per-process figure (listed after the TLB one).
+pub const MAJOR_PROC_FIELDS: &[ProcField] = &[PROC_MAJOR];
 
 /// Its rows of `top`'s rates panel.
 pub const RATES: &[Rate] = &[

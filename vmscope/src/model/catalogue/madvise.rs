@@ -40,6 +40,7 @@ pub const PROC_FIELDS: &[ProcField] = &[ProcField {
     help: "madvise and process_madvise calls the process made.",
     metric: None,
     column: Some("madvise"),
+    cgroup: None,
     get: |p| p.madvise_calls,
 }];
 

@@ -54,16 +54,23 @@ pub const HISTS: &[(u32, &str, &str)] = &[
     ),
 ];
 
-/// Its per-process figures.
-pub const PROC_FIELDS: &[ProcField] = &[ProcField {
+/// The time a process's threads waited for its mmap_lock.
+pub const PROC_WAIT: ProcField = ProcField {
     key: "mmap_lock_wait",
     probe: probe::MMAP_LOCK,
     unit: "ns",
     help: "Time the process's threads waited for its mmap_lock, read and write.",
     metric: Some("vmscope_process_mmap_lock_wait_seconds_total"),
     column: None,
+    cgroup: cgroup(
+        "vmscope_cgroup_mmap_lock_wait_seconds_total",
+        "Time the cgroup's threads waited for their mmap_lock (with --mmap-lock).",
+    ),
     get: |p| p.mmap_read_wait_ns + p.mmap_write_wait_ns,
-}];
+};
+
+/// Its per-process figures.
+pub const PROC_FIELDS: &[ProcField] = &[PROC_WAIT];
 
 /// Its rows of `top`'s rates panel.
 pub const RATES: &[Rate] = &[

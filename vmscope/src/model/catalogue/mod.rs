@@ -265,7 +265,15 @@ pub struct ProcField {
     pub metric: Option<&'static str>,
     /// The `top` process-table column it fills, if any.
     pub column: Option<&'static str>,
+    /// Its per-cgroup family (`serve --per-cgroup`: the figure summed over
+    /// the cgroup's processes), if any.
+    pub cgroup: Option<Family>,
     pub get: fn(&ProcSample) -> u64,
+}
+
+/// A per-cgroup family of a per-process figure: labelled `cgroup`.
+const fn cgroup(name: &'static str, help: &'static str) -> Option<Family> {
+    Some(Family::counter(Scope::Cgroup, name, &["cgroup"], help))
 }
 
 pub const PROC_FIELDS: &[ProcField] = concat_slices!([ProcField]:

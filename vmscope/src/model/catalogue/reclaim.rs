@@ -198,6 +198,7 @@ pub const PROC_FIELDS: &[ProcField] = &[ProcField {
     help: "Time the process stalled in direct and memcg reclaim.",
     metric: Some("vmscope_process_reclaim_stall_seconds_total"),
     column: Some("reclaim"),
+    cgroup: None,
     get: stall_ns,
 }];
 

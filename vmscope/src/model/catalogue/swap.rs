@@ -67,27 +67,38 @@ pub const ATTRIBUTED_COUNTERS: &[Counter] = &[
     ),
 ];
 
+/// The pages of a process swapped out.
+pub const PROC_OUT: ProcField = ProcField {
+    key: "swap_out_pages",
+    probe: probe::SWAP,
+    unit: "pages",
+    help: "Pages of the process swapped out, whoever reclaimed them.",
+    metric: Some("vmscope_process_swap_out_pages_total"),
+    column: Some("swap"),
+    cgroup: cgroup(
+        "vmscope_cgroup_swap_out_pages_total",
+        "Pages of the cgroup's processes swapped out, whoever reclaimed them.",
+    ),
+    get: |p| p.swap_out_pages,
+};
+
+/// The pages a process swapped in.
+pub const PROC_IN: ProcField = ProcField {
+    key: "swap_in_pages",
+    probe: probe::SWAP,
+    unit: "pages",
+    help: "Pages the process faulted back in from swap.",
+    metric: Some("vmscope_process_swap_in_pages_total"),
+    column: Some("swap"),
+    cgroup: cgroup(
+        "vmscope_cgroup_swap_in_pages_total",
+        "Pages the cgroup's processes faulted back in from swap.",
+    ),
+    get: |p| p.swap_in_pages,
+};
+
 /// Its per-process figures.
-pub const PROC_FIELDS: &[ProcField] = &[
-    ProcField {
-        key: "swap_out_pages",
-        probe: probe::SWAP,
-        unit: "pages",
-        help: "Pages of the process swapped out, whoever reclaimed them.",
-        metric: Some("vmscope_process_swap_out_pages_total"),
-        column: Some("swap"),
-        get: |p| p.swap_out_pages,
-    },
-    ProcField {
-        key: "swap_in_pages",
-        probe: probe::SWAP,
-        unit: "pages",
-        help: "Pages the process faulted back in from swap.",
-        metric: Some("vmscope_process_swap_in_pages_total"),
-        column: Some("swap"),
-        get: |p| p.swap_in_pages,
-    },
-];
+pub const PROC_FIELDS: &[ProcField] = &[PROC_OUT, PROC_IN];
 
 /// Its rows of `top`'s rates panel.
 pub const RATES: &[Rate] = &[

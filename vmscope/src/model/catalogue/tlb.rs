@@ -104,16 +104,23 @@ pub const COUNTERS: &[Counter] = &[
     ),
 ];
 
-/// Its per-process figures.
-pub const PROC_FIELDS: &[ProcField] = &[ProcField {
+/// The TLB shootdown IPIs a process sent.
+pub const PROC_SHOOTDOWNS: ProcField = ProcField {
     key: "tlb_shootdowns",
     probe: probe::TLB_FLUSH,
     unit: "IPIs",
     help: "TLB shootdown IPIs sent per process.",
     metric: Some("vmscope_process_tlb_shootdowns_total"),
     column: Some("shootdowns"),
+    cgroup: cgroup(
+        "vmscope_cgroup_tlb_shootdowns_total",
+        "TLB shootdown IPIs the cgroup's processes sent.",
+    ),
     get: |p| p.tlb_shootdowns,
-}];
+};
+
+/// Its per-process figures.
+pub const PROC_FIELDS: &[ProcField] = &[PROC_SHOOTDOWNS];
 
 /// Its rows of `top`'s rates panel.
 pub const RATES: &[Rate] = &[
