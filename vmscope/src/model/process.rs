@@ -131,23 +131,41 @@ macro_rules! total_option {
     };
 }
 
-/// Copies a counter from the map value, unless the source derives it
-/// (`derived`: not a `ProcStats` field).
+/// Copies a counter from the map value, unless it is tagged `derived`
+/// (not a `ProcStats` field: the source computes it).
 macro_rules! copy_counter {
-    ($to:expr, $from:expr) => {
+    ($to:expr, $from:expr;) => {
         $to = $from
     };
-    ($to:expr, $from:expr, derived) => {};
+    ($to:expr, $from:expr; derived $($rest:ident)*) => {};
+    ($to:expr, $from:expr; $other:ident $($rest:ident)*) => {
+        copy_counter!($to, $from; $($rest)*)
+    };
+}
+
+/// A counter's value if it is tagged `event` (it counts events a process
+/// took, as activity is ranked), else 0.
+macro_rules! event_value {
+    ($v:expr;) => {
+        0
+    };
+    ($v:expr; event $($rest:ident)*) => {
+        $v
+    };
+    ($v:expr; $other:ident $($rest:ident)*) => {
+        event_value!($v; $($rest)*)
+    };
 }
 
 /// Declares both structs from one list of counters: each is
-/// `name: availability`, `, derived` when the source computes it rather
-/// than copying the `ProcStats` field of that name, its doc comment for
-/// the sample, and in braces its doc comment for the total.
+/// `name: availability`, its tags (`, derived` when the source computes it
+/// rather than copying the `ProcStats` field of that name; `, event` when
+/// it counts events, which rank processes and cgroups by activity), its
+/// doc comment for the sample, and in braces its doc comment for the total.
 macro_rules! per_process_counters {
     ($(
         $(#[$sample_doc:meta])*
-        $name:ident: $avail:ident $(, $derived:ident)? { $(#[$total_doc:meta])* }
+        $name:ident: $avail:ident $(, $tag:ident)* { $(#[$total_doc:meta])* }
     ),* $(,)?) => {
         /// A per-process counter, by name: a field of both [`ProcSample`] and
         /// [`ProcessTotal`] (the variants are the fields' names).
@@ -224,7 +242,13 @@ macro_rules! per_process_counters {
             /// Copies every counter the map value holds (all but the
             /// `derived` ones) from `st`.
             pub fn copy_counters(&mut self, st: &ProcStats) {
-                $(copy_counter!(self.$name, st.$name $(, $derived)?);)*
+                $(copy_counter!(self.$name, st.$name; $($tag)*);)*
+            }
+
+            /// The events it took: its faults and every counter tagged
+            /// `event` (how cgroups are ranked by activity).
+            pub fn events(&self) -> u64 {
+                self.faults.total() $(+ event_value!(self.$name; $($tag)*))*
             }
 
             /// Its last values as a total (per-process counters start at
@@ -256,23 +280,23 @@ macro_rules! per_process_counters {
 
 per_process_counters! {
     direct_reclaim_ns: always {},
-    direct_reclaims: always {},
+    direct_reclaims: always, event {},
     memcg_reclaim_ns: always {},
-    memcg_reclaims: always {},
-    madvise_calls: always {},
-    tlb_shootdowns: always {
+    memcg_reclaims: always, event {},
+    madvise_calls: always, event {},
+    tlb_shootdowns: always, event {
         /// TLB shootdown IPIs this process sent.
     },
     major_faults: major_faults {
         /// Null when the major-fault probe is unavailable (see `unavailable`).
     },
     /// Pages of this process's memory swapped out, whoever ran reclaim.
-    swap_out_pages: swap, derived {
+    swap_out_pages: swap, derived, event {
         /// Pages of this process swapped out, whoever ran reclaim; null when
         /// `kmem:rss_stat` is unavailable.
     },
     /// Pages this process faulted back in from swap.
-    swap_in_pages: swap, derived {
+    swap_in_pages: swap, derived, event {
         /// Pages this process faulted back in from swap; null likewise.
     },
     /// Time its writers slept in dirty throttling (`balance_dirty_pages`).
@@ -281,12 +305,12 @@ per_process_counters! {
         /// `writeback:balance_dirty_pages` is unavailable.
     },
     /// How many such pauses.
-    dirty_pauses: dirty {
+    dirty_pauses: dirty, event {
         /// How many dirty-throttling pauses; null likewise.
     },
     /// Direct compactions its allocations entered, and the time their
     /// compaction runs took.
-    direct_compactions: compaction {
+    direct_compactions: compaction, event {
         /// Direct compactions its allocations entered; null when the
         /// compaction tracepoints are unavailable.
     },
@@ -299,14 +323,14 @@ per_process_counters! {
         /// Time its threads waited for its mmap_lock to read; null without
         /// `--mmap-lock`.
     },
-    mmap_read_waits: mmap_lock {
+    mmap_read_waits: mmap_lock, event {
         /// Read acquisitions of its mmap_lock; null likewise.
     },
     /// The same for writing.
     mmap_write_wait_ns: mmap_lock {
         /// Time its threads waited for its mmap_lock to write; null likewise.
     },
-    mmap_write_waits: mmap_lock {
+    mmap_write_waits: mmap_lock, event {
         /// Write acquisitions of its mmap_lock; null likewise.
     },
     /// Failed acquisitions: trylocks that found it taken, interrupted waits.

@@ -6,9 +6,10 @@
 //! from one interval to the next without any series going backwards: a
 //! cgroup that leaves the top N and comes back continues where it was.
 //!
-//! - Ranking: by activity, the events its processes took (page faults,
-//!   swap-in and swap-out pages, madvise calls, TLB shootdowns, direct and
-//!   memcg reclaim entries), weighted down with a half-life of
+//! - Ranking: by activity, the events its processes took
+//!   (`ProcSample::events`: page faults and every per-process counter
+//!   tagged `event`, such as swapped pages, madvise calls, TLB shootdowns,
+//!   reclaim entries), weighted down with a half-life of
 //!   [`HALF_LIFE`]; ties by all-time events, then id. Two cgroups with one
 //!   path (one removed, one made since under its name) export one series:
 //!   the one that exists.
@@ -35,7 +36,6 @@ use crate::model::{
     },
     cgroup::{CgroupSample, CgroupState},
     oom::OomKill,
-    process::ProcSample,
     snapshot::Snapshot,
 };
 
@@ -169,21 +169,6 @@ pub struct CgroupBook {
     pub oom: BTreeMap<String, OomCount>,
 }
 
-/// Everything a cgroup's processes did, in events.
-fn events(c: &ProcSample) -> u64 {
-    c.faults.total()
-        + c.swap_out_pages
-        + c.swap_in_pages
-        + c.madvise_calls
-        + c.tlb_shootdowns
-        + c.direct_reclaims
-        + c.memcg_reclaims
-        + c.dirty_pauses
-        + c.direct_compactions
-        + c.mmap_read_waits
-        + c.mmap_write_waits
-}
-
 /// Whether cgroup `id` still has its directory at `path` below `mount`:
 /// `None` when that cannot be told (the mount itself is not visible).
 pub fn dir_exists(mount: &Path, id: u64, path: &str) -> Option<bool> {
@@ -241,7 +226,7 @@ impl CgroupBook {
         let mut gone = Vec::new();
         for (&id, c) in &snap.cgroups {
             let a = self.activity.entry(id).or_default();
-            let ev = events(&c.counts);
+            let ev = c.counts.events();
             a.score = a.score * decay + ev.saturating_sub(a.events) as f64;
             a.events = ev;
             if seen.contains(&id) {
@@ -454,7 +439,7 @@ fn books(w: &mut Writer, rows: &[(String, &CgroupState)]) {
 mod tests {
     use super::*;
     use crate::{
-        model::{cgroup::CgroupBooks, sample::Sample},
+        model::{cgroup::CgroupBooks, process::ProcSample, sample::Sample},
         serve::export::{Format, render as render_text},
     };
 
