@@ -32,8 +32,8 @@ pub const HIST_FAMILIES: &[HistFamily] = &[HistFamily {
     help: "madvise latency by behaviour.",
 }];
 
-/// Its per-process figures.
-pub const PROC_FIELDS: &[ProcField] = &[ProcField {
+/// The madvise calls a process made.
+pub const PROC_CALLS: ProcField = ProcField {
     key: "madvise_calls",
     probe: probe::MADVISE,
     unit: "calls",
@@ -42,7 +42,10 @@ pub const PROC_FIELDS: &[ProcField] = &[ProcField {
     column: Some("madvise"),
     cgroup: None,
     get: |p| p.madvise_calls,
-}];
+};
+
+/// Its per-process figures.
+pub const PROC_FIELDS: &[ProcField] = &[PROC_CALLS];
 
 /// Its rows of `top`'s rates panel.
 pub const RATES: &[Rate] = &[

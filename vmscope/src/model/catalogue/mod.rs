@@ -288,11 +288,6 @@ pub const PROC_FIELDS: &[ProcField] = concat_slices!([ProcField]:
     madvise::PROC_FIELDS,
 );
 
-/// The per-process figure `key`, if there is one.
-pub fn proc_field(key: &str) -> Option<&'static ProcField> {
-    PROC_FIELDS.iter().find(|f| f.key == key)
-}
-
 /// What a `top` rate row needs to be available.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Need {

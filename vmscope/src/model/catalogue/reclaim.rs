@@ -190,8 +190,8 @@ pub const HISTS: &[(u32, &str, &str)] = &[
     (hist::SHRINK_SLAB, "shrink_slab", probe::SHRINK_SLAB),
 ];
 
-/// Its per-process figures.
-pub const PROC_FIELDS: &[ProcField] = &[ProcField {
+/// The time a process stalled in reclaim, every kind.
+pub const PROC_STALL: ProcField = ProcField {
     key: "reclaim_stall",
     probe: probe::ALWAYS,
     unit: "ns",
@@ -200,7 +200,10 @@ pub const PROC_FIELDS: &[ProcField] = &[ProcField {
     column: Some("reclaim"),
     cgroup: None,
     get: stall_ns,
-}];
+};
+
+/// Its per-process figures.
+pub const PROC_FIELDS: &[ProcField] = &[PROC_STALL];
 
 /// Its rows of `top`'s rates panel.
 pub const RATES: &[Rate] = &[
