@@ -4,85 +4,68 @@
 
 use super::*;
 
+/// The family of the by-reason counters.
 const TLB: &str = "vmscope_tlb_flushes_total";
 
+/// The first reason's counter slot.
 const R: u32 = counter::TLB_REASON_BASE;
 
-const TLB_REASONS: &[&str] = &[
-    "tlb_task_switch",
-    "tlb_remote_shootdown",
-    "tlb_local_shootdown",
-    "tlb_local_mm_shootdown",
-    "tlb_remote_send_ipi",
-    "tlb_remote_wrong_cpu",
+/// The named flush reasons, declared once (the `reason` label, in the
+/// kernel's `tlb_flush_reason` order from slot `TLB_REASON_BASE`): their
+/// counters `tlb_<reason>`, and `top`'s short names for its breakdown.
+macro_rules! by_reason {
+    ($($reason:ident = $i:literal, $unit:literal, $short:literal, $help:literal;)*) => {
+        /// A counter per named reason.
+        const NAMED: &[Counter] = &[$(c(
+            concat!("tlb_", stringify!($reason)),
+            R + $i,
+            probe::TLB_FLUSH,
+            $unit,
+            $help,
+            Export::In(TLB, stringify!($reason)),
+        )),*];
+
+        /// `top`'s breakdown of the flushes: (short name, counter).
+        const BREAKDOWN: &[(&str, &str)] = &[$(($short, concat!("tlb_", stringify!($reason)))),*];
+
+        /// The named reasons' counters.
+        const NAMED_KEYS: &[&str] = &[$(concat!("tlb_", stringify!($reason))),*];
+    };
+}
+
+by_reason! {
+    task_switch = 0, "flushes", "switch",
+        "Flushes at a context switch (TLB_FLUSH_ON_TASK_SWITCH).";
+    remote_shootdown = 1, "flushes", "shootdown",
+        "Flushes done on receiving a shootdown IPI (TLB_REMOTE_SHOOTDOWN).";
+    local_shootdown = 2, "flushes", "local",
+        "Local flushes (TLB_LOCAL_SHOOTDOWN).";
+    local_mm_shootdown = 3, "flushes", "local mm",
+        "Local flushes for an address space (TLB_LOCAL_MM_SHOOTDOWN).";
+    remote_send_ipi = 4, "IPIs", "IPI",
+        "Shootdown IPIs sent to other CPUs (TLB_REMOTE_SEND_IPI).";
+    remote_wrong_cpu = 5, "flushes", "wrong cpu",
+        "Shootdowns that found another address space loaded (TLB_REMOTE_WRONG_CPU).";
+}
+
+/// The flushes of a reason this version does not name.
+const OTHER: Counter = c(
     "tlb_other_reason",
-];
+    R + 6,
+    probe::TLB_FLUSH,
+    "flushes",
+    "Flushes with a reason this version does not name.",
+    Export::In(TLB, "other"),
+);
+
+/// Every reason's counter.
+const TLB_REASONS: &[&str] = concat_slices!([&str]: NAMED_KEYS, &[OTHER.key]);
 
 /// Its labelled counter families: (metric, label name, help).
-pub const COUNTER_FAMILIES: &[(&str, &str, &str)] = &[(
-    "vmscope_tlb_flushes_total",
-    "reason",
-    "TLB flushes by reason.",
-)];
+pub const COUNTER_FAMILIES: &[(&str, &str, &str)] = &[(TLB, "reason", "TLB flushes by reason.")];
 
-/// Its system-wide counters.
-pub const COUNTERS: &[Counter] = &[
-    c(
-        "tlb_task_switch",
-        R,
-        probe::TLB_FLUSH,
-        "flushes",
-        "Flushes at a context switch (TLB_FLUSH_ON_TASK_SWITCH).",
-        Export::In(TLB, "task_switch"),
-    ),
-    c(
-        "tlb_remote_shootdown",
-        R + 1,
-        probe::TLB_FLUSH,
-        "flushes",
-        "Flushes done on receiving a shootdown IPI (TLB_REMOTE_SHOOTDOWN).",
-        Export::In(TLB, "remote_shootdown"),
-    ),
-    c(
-        "tlb_local_shootdown",
-        R + 2,
-        probe::TLB_FLUSH,
-        "flushes",
-        "Local flushes (TLB_LOCAL_SHOOTDOWN).",
-        Export::In(TLB, "local_shootdown"),
-    ),
-    c(
-        "tlb_local_mm_shootdown",
-        R + 3,
-        probe::TLB_FLUSH,
-        "flushes",
-        "Local flushes for an address space (TLB_LOCAL_MM_SHOOTDOWN).",
-        Export::In(TLB, "local_mm_shootdown"),
-    ),
-    c(
-        "tlb_remote_send_ipi",
-        R + 4,
-        probe::TLB_FLUSH,
-        "IPIs",
-        "Shootdown IPIs sent to other CPUs (TLB_REMOTE_SEND_IPI).",
-        Export::In(TLB, "remote_send_ipi"),
-    ),
-    c(
-        "tlb_remote_wrong_cpu",
-        R + 5,
-        probe::TLB_FLUSH,
-        "flushes",
-        "Shootdowns that found another address space loaded (TLB_REMOTE_WRONG_CPU).",
-        Export::In(TLB, "remote_wrong_cpu"),
-    ),
-    c(
-        "tlb_other_reason",
-        R + 6,
-        probe::TLB_FLUSH,
-        "flushes",
-        "Flushes with a reason this version does not name.",
-        Export::In(TLB, "other"),
-    ),
+/// Its counters after the reasons.
+const PAGES: &[Counter] = &[
     c(
         "tlb_pages",
         counter::TLB_PAGES,
@@ -103,6 +86,9 @@ pub const COUNTERS: &[Counter] = &[
         Export::Plain("vmscope_tlb_full_flushes_total", "Full TLB flushes."),
     ),
 ];
+
+/// Its system-wide counters.
+pub const COUNTERS: &[Counter] = concat_slices!([Counter]: NAMED, &[OTHER], PAGES);
 
 /// The TLB shootdown IPIs a process sent.
 pub const PROC_SHOOTDOWNS: ProcField = ProcField {
@@ -129,14 +115,7 @@ pub const RATES: &[Rate] = &[
         unit: "/s",
         needs: &[Need::Probe(probe::TLB_FLUSH)],
         value: RateValue::Counters(TLB_REASONS),
-        detail: Detail::Breakdown(&[
-            ("switch", "tlb_task_switch"),
-            ("shootdown", "tlb_remote_shootdown"),
-            ("local", "tlb_local_shootdown"),
-            ("local mm", "tlb_local_mm_shootdown"),
-            ("IPI", "tlb_remote_send_ipi"),
-            ("wrong cpu", "tlb_remote_wrong_cpu"),
-        ]),
+        detail: Detail::Breakdown(BREAKDOWN),
         help: "TLB flushes of every reason.",
     },
     rate(
