@@ -4,6 +4,7 @@
 
 use super::*;
 
+/// The calls of madvise `behaviour`, if madvise was traced.
 fn madvise_calls(rec: &Recording, behaviour: &str) -> Option<f64> {
     let vm = &rec.totals.vm;
     (!vm.unavailable.contains_key("madvise"))

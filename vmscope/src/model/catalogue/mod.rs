@@ -130,6 +130,7 @@ pub const COUNTER_FAMILIES: &[(&str, &str, &str)] = concat_slices!([(&str, &str,
     migrate::COUNTER_FAMILIES,
 );
 
+/// A counter with its eBPF slot (the family files' rows).
 const fn c(
     key: &'static str,
     slot: u32,
@@ -339,6 +340,7 @@ pub struct Rate {
     pub help: &'static str,
 }
 
+/// A `top` rate row without a detail line.
 const fn rate(
     label: &'static str,
     unit: &'static str,
@@ -399,6 +401,7 @@ pub struct RunRow {
     pub value: fn(&Recording) -> Option<f64>,
 }
 
+/// A run figure.
 const fn row(
     name: &'static str,
     unit: &'static str,
@@ -419,10 +422,12 @@ const fn row(
     }
 }
 
+/// A figure of the command's rusage, if a command was run.
 fn rusage(rec: &Recording, f: fn(&crate::child::Rusage) -> f64) -> Option<f64> {
     rec.child.as_ref().map(|c| f(&c.rusage))
 }
 
+/// The recorded total of counter `name`, if known.
 fn vm_counter(rec: &Recording, name: &str) -> Option<f64> {
     rec.totals
         .vm
@@ -464,6 +469,7 @@ fn hist_sum_ms(rec: &Recording, names: &[&str]) -> Option<f64> {
     Some(ms)
 }
 
+/// The recorded growth of /proc/vmstat `key`, if the kernel has it.
 fn vmstat(rec: &Recording, key: &str) -> Option<f64> {
     rec.totals
         .vm
@@ -531,6 +537,7 @@ fn rank(name: &str) -> (usize, &str, usize) {
     }
 }
 
+/// Orders two figures' names as bench and compare list them.
 pub fn by_rank(a: &str, b: &str) -> std::cmp::Ordering {
     rank(a).cmp(&rank(b))
 }

@@ -2,6 +2,7 @@
 
 use super::*;
 
+/// The recording's rmap figures, if it measured them.
 fn rmap(rec: &Recording) -> Option<&crate::model::rmap::RmapTotals> {
     rec.totals.vm.rmap.as_ref()
 }
