@@ -1,12 +1,18 @@
 //! One process's figures, as sampled ([`ProcSample`], cumulative) and over a
 //! recording ([`ProcessTotal`]). Their scalar counters are declared once,
-//! below, and both structs generated: a new per-process counter is a line
-//! there, besides its probe, the source's copy from the map value and its
-//! `catalogue::PROC_FIELDS` row (which `serve` exports and `top` reads
-//! rates through; a new `top` column also needs its `ProcRow` field).
+//! below, and generated from that list: both structs, the copy from the
+//! map value (`ProcStats`, shared with the eBPF side), and a typed id per
+//! counter ([`ProcCounter`]) by which views name one. A new per-process
+//! counter is a line there and its `ProcStats` field (with its probe),
+//! then, to show it, a row in its catalogue family's `PROC_FIELDS` (which
+//! `serve` exports and `top` reads rates through; a new `top` column also
+//! needs its `ProcRow` field).
 
 use serde::{Deserialize, Serialize};
-use vmscope_common::madvise::{GROUP_NAMES, GROUPS};
+use vmscope_common::{
+    ProcStats,
+    madvise::{GROUP_NAMES, GROUPS},
+};
 
 use crate::model::{
     FaultTotals, ProcAvailability, fault_totals, probes::FaultSource, sample::FaultCounters,
@@ -115,14 +121,83 @@ macro_rules! total_value {
     };
 }
 
+/// A total's value as an `Option` whatever its type.
+macro_rules! total_option {
+    (always, $v:expr) => {
+        Some($v)
+    };
+    ($flag:ident, $v:expr) => {
+        $v
+    };
+}
+
+/// Copies a counter from the map value, unless it is tagged `derived`
+/// (not a `ProcStats` field: the source computes it).
+macro_rules! copy_counter {
+    ($to:expr, $from:expr;) => {
+        $to = $from
+    };
+    ($to:expr, $from:expr; derived $($rest:ident)*) => {};
+    ($to:expr, $from:expr; $other:ident $($rest:ident)*) => {
+        copy_counter!($to, $from; $($rest)*)
+    };
+}
+
+/// A counter's value if it is tagged `event` (it counts events a process
+/// took, as activity is ranked), else 0.
+macro_rules! event_value {
+    ($v:expr;) => {
+        0
+    };
+    ($v:expr; event $($rest:ident)*) => {
+        $v
+    };
+    ($v:expr; $other:ident $($rest:ident)*) => {
+        event_value!($v; $($rest)*)
+    };
+}
+
 /// Declares both structs from one list of counters: each is
-/// `name: availability`, its doc comment for the sample, and in braces its
-/// doc comment for the total.
+/// `name: availability`, its tags (`, derived` when the source computes it
+/// rather than copying the `ProcStats` field of that name; `, event` when
+/// it counts events, which rank processes and cgroups by activity), its
+/// doc comment for the sample, and in braces its doc comment for the total.
 macro_rules! per_process_counters {
     ($(
         $(#[$sample_doc:meta])*
-        $name:ident: $avail:ident { $(#[$total_doc:meta])* }
+        $name:ident: $avail:ident $(, $tag:ident)* { $(#[$total_doc:meta])* }
     ),* $(,)?) => {
+        /// A per-process counter, by name: a field of both [`ProcSample`] and
+        /// [`ProcessTotal`] (the variants are the fields' names).
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum ProcCounter {
+            $($name,)*
+        }
+
+        impl ProcCounter {
+            /// Its value in a sample.
+            pub fn get(self, p: &ProcSample) -> u64 {
+                match self {
+                    $(ProcCounter::$name => p.$name,)*
+                }
+            }
+
+            /// Sets its value in a sample.
+            pub fn set(self, p: &mut ProcSample, v: u64) {
+                match self {
+                    $(ProcCounter::$name => p.$name = v,)*
+                }
+            }
+
+            /// Its value over a recording (`None`: its probe was missing).
+            pub fn total(self, t: &ProcessTotal) -> Option<u64> {
+                match self {
+                    $(ProcCounter::$name => total_option!($avail, t.$name),)*
+                }
+            }
+        }
+
         /// One process's cumulative counters. Zero scalar counters are left out of
         /// the JSON (an absent one is 0) to keep long recordings small.
         #[derive(
@@ -164,6 +239,18 @@ macro_rules! per_process_counters {
         }
 
         impl ProcSample {
+            /// Copies every counter the map value holds (all but the
+            /// `derived` ones) from `st`.
+            pub fn copy_counters(&mut self, st: &ProcStats) {
+                $(copy_counter!(self.$name, st.$name; $($tag)*);)*
+            }
+
+            /// The events it took: its faults and every counter tagged
+            /// `event` (how cgroups are ranked by activity).
+            pub fn events(&self) -> u64 {
+                self.faults.total() $(+ event_value!(self.$name; $($tag)*))*
+            }
+
             /// Its last values as a total (per-process counters start at
             /// zero when the probes attach), null where `avail` says the
             /// kernel has no probe for a counter.
@@ -193,23 +280,23 @@ macro_rules! per_process_counters {
 
 per_process_counters! {
     direct_reclaim_ns: always {},
-    direct_reclaims: always {},
+    direct_reclaims: always, event {},
     memcg_reclaim_ns: always {},
-    memcg_reclaims: always {},
-    madvise_calls: always {},
-    tlb_shootdowns: always {
+    memcg_reclaims: always, event {},
+    madvise_calls: always, event {},
+    tlb_shootdowns: always, event {
         /// TLB shootdown IPIs this process sent.
     },
     major_faults: major_faults {
         /// Null when the major-fault probe is unavailable (see `unavailable`).
     },
     /// Pages of this process's memory swapped out, whoever ran reclaim.
-    swap_out_pages: swap {
+    swap_out_pages: swap, derived, event {
         /// Pages of this process swapped out, whoever ran reclaim; null when
         /// `kmem:rss_stat` is unavailable.
     },
     /// Pages this process faulted back in from swap.
-    swap_in_pages: swap {
+    swap_in_pages: swap, derived, event {
         /// Pages this process faulted back in from swap; null likewise.
     },
     /// Time its writers slept in dirty throttling (`balance_dirty_pages`).
@@ -218,12 +305,12 @@ per_process_counters! {
         /// `writeback:balance_dirty_pages` is unavailable.
     },
     /// How many such pauses.
-    dirty_pauses: dirty {
+    dirty_pauses: dirty, event {
         /// How many dirty-throttling pauses; null likewise.
     },
     /// Direct compactions its allocations entered, and the time their
     /// compaction runs took.
-    direct_compactions: compaction {
+    direct_compactions: compaction, event {
         /// Direct compactions its allocations entered; null when the
         /// compaction tracepoints are unavailable.
     },
@@ -236,14 +323,14 @@ per_process_counters! {
         /// Time its threads waited for its mmap_lock to read; null without
         /// `--mmap-lock`.
     },
-    mmap_read_waits: mmap_lock {
+    mmap_read_waits: mmap_lock, event {
         /// Read acquisitions of its mmap_lock; null likewise.
     },
     /// The same for writing.
     mmap_write_wait_ns: mmap_lock {
         /// Time its threads waited for its mmap_lock to write; null likewise.
     },
-    mmap_write_waits: mmap_lock {
+    mmap_write_waits: mmap_lock, event {
         /// Write acquisitions of its mmap_lock; null likewise.
     },
     /// Failed acquisitions: trylocks that found it taken, interrupted waits.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::{
     model::{
-        catalogue::{self, Detail, RateValue},
+        catalogue::{self, Detail, ProcField, RateValue, faults, madvise, reclaim, swap, tlb},
         hist::{self, Summary},
         process::ProcSample,
         rmap::IntervalCounts,
@@ -253,21 +253,20 @@ impl<'a> Interval<'a> {
         now: &ProcSample,
         unavailable: &Unavailable,
     ) -> Activity {
-        let rate = |key: &str| -> Option<f64> {
-            let f = catalogue::proc_field(key)?;
+        let rate = |f: &ProcField| -> Option<f64> {
             if f.column.is_some_and(|c| unavailable.contains_key(c)) {
                 return None;
             }
             Some(per_s(then.map_or(0, f.get), (f.get)(now), self.dt).unwrap_or(0.0))
         };
         Activity {
-            faults: rate("faults").unwrap_or(0.0),
-            major: rate("major_faults"),
-            reclaim_ms: rate("reclaim_stall").unwrap_or(0.0) / 1e6,
-            swap_in: rate("swap_in_pages"),
-            swap_out: rate("swap_out_pages"),
-            madvise: rate("madvise_calls").unwrap_or(0.0),
-            shootdowns: rate("tlb_shootdowns").unwrap_or(0.0),
+            faults: rate(&faults::PROC_FAULTS).unwrap_or(0.0),
+            major: rate(&faults::PROC_MAJOR),
+            reclaim_ms: rate(&reclaim::PROC_STALL).unwrap_or(0.0) / 1e6,
+            swap_in: rate(&swap::PROC_IN),
+            swap_out: rate(&swap::PROC_OUT),
+            madvise: rate(&madvise::PROC_CALLS).unwrap_or(0.0),
+            shootdowns: rate(&tlb::PROC_SHOOTDOWNS).unwrap_or(0.0),
         }
     }
 

@@ -184,16 +184,16 @@ fn since(p: &ProcSample, base: &ProcSample) -> ProcSample {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{cgroup::CgroupBooks, hist::HistSample, oom::OomKill};
+    use crate::model::{catalogue::reclaim, cgroup::CgroupBooks, hist::HistSample, oom::OomKill};
 
     fn proc(pid: u32, cgroup: u64, faults: u64, memcg_ns: u64) -> ProcSample {
         let mut p = ProcSample {
             pid,
             comm: format!("p{pid}"),
             cgroup,
-            memcg_reclaim_ns: memcg_ns,
             ..Default::default()
         };
+        reclaim::MEMCG.ns.set(&mut p, memcg_ns);
         p.faults.user[0] = faults;
         p
     }
@@ -274,7 +274,7 @@ mod tests {
         let snap = Snapshot::replay(&samples);
         // Pid 1: 1800 at t=18 less 800 at t=8 (the last before the window).
         assert_eq!(snap.procs[&1].faults.total(), 1000);
-        assert_eq!(snap.procs[&1].memcg_reclaim_ns, 7 * 18 - 7 * 8);
+        assert_eq!(reclaim::MEMCG.ns.get(&snap.procs[&1]), 7 * 18 - 7 * 8);
         assert_eq!(snap.procs[&2].faults.total(), 8, "a reused pid from zero");
         assert_eq!(snap.cgroups[&10].counts.faults.total(), 1000);
         let rec = f.recording(header(), &[]).expect("a recording");
@@ -283,7 +283,7 @@ mod tests {
         assert_eq!(rec.duration_ns, 11_000_000_000);
         assert_eq!(rec.totals.system_faults.total, Some(110));
         let row = rec.processes.iter().find(|p| p.pid == 1).expect("pid 1");
-        assert_eq!(row.memcg_reclaim_ns, 70);
+        assert_eq!(reclaim::MEMCG.ns.total(row), Some(70));
         let cg = rec.cgroups.iter().find(|c| c.id == 10).expect("cgroup 10");
         assert_eq!(cg.totals.faults.total, Some(1000));
         // It reads back as a recording.

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::{html_escape, oom::NULL};
 use crate::{
-    model::{cgroup::CgroupTotal, process::ProcessTotal, recording::Recording},
+    model::{catalogue::reclaim, cgroup::CgroupTotal, process::ProcessTotal, recording::Recording},
     units::fmt_value,
 };
 
@@ -71,7 +71,11 @@ pub fn section(rec: &Recording, level: u8) -> String {
             html_escape(&name),
             or_null(t.faults.total),
             or_null(t.major_faults),
-            t.direct_reclaim_ns.saturating_add(t.memcg_reclaim_ns) as f64 / 1e6,
+            reclaim::STALLS
+                .iter()
+                .filter_map(|k| k.ns.total(t))
+                .fold(0, u64::saturating_add) as f64
+                / 1e6,
             or_null(t.swap_out_pages),
             or_null(t.swap_in_pages),
             madvise(t),

@@ -12,7 +12,11 @@
 //! the kill, when the victim could do nothing but die.
 
 use crate::model::{
-    catalogue::probe, cgroup::CgroupBooks, oom::OomKill, process::ProcSample, recording::Recording,
+    catalogue::{probe, reclaim},
+    cgroup::CgroupBooks,
+    oom::OomKill,
+    process::ProcSample,
+    recording::Recording,
     snapshot::Snapshot,
 };
 
@@ -136,13 +140,13 @@ fn counted(
     probe: Option<&str>,
     then: Option<&ProcSample>,
     now: Result<&ProcSample, &String>,
-    get: fn(&ProcSample) -> u64,
+    get: impl Fn(&ProcSample) -> u64,
 ) -> Cell {
     if let Some(why) = probe.and_then(|p| missing(rec, p)) {
         return Cell::Unavailable(why);
     }
     match now {
-        Ok(now) => growth(then.map_or(0, get), get(now)),
+        Ok(now) => growth(then.map_or(0, &get), get(now)),
         Err(why) => Cell::Unavailable(why.clone()),
     }
 }
@@ -250,9 +254,9 @@ struct Sides<'a> {
 
 impl Sides<'_> {
     /// The cgroup's and the victim's growth of `get`.
-    fn pair(&self, probe: Option<&str>, get: fn(&ProcSample) -> u64) -> (Cell, Cell) {
+    fn pair(&self, probe: Option<&str>, get: impl Fn(&ProcSample) -> u64) -> (Cell, Cell) {
         (
-            counted(self.rec, probe, self.cg_then, self.cg_now, get),
+            counted(self.rec, probe, self.cg_then, self.cg_now, &get),
             counted(self.rec, probe, self.v_then, self.v_now, get),
         )
     }
@@ -431,8 +435,6 @@ fn system_rows(
         }
     };
     let stat = |key: &'static str| books.growth(key, move |b| b.stat.get(key).copied());
-    let (cg_direct, v_direct) = sides.pair(None, |p| p.direct_reclaim_ns);
-    let (cg_memcg, v_memcg) = sides.pair(None, |p| p.memcg_reclaim_ns);
     let (cg_major, v_major) = sides.pair(Some(probe::MAJOR_FAULTS), |p| p.major_faults);
     let (cg_out, v_out) = sides.pair(Some(probe::SWAP), |p| p.swap_out_pages);
     let (cg_in, v_in) = sides.pair(Some(probe::SWAP), |p| p.swap_in_pages);
@@ -444,21 +446,11 @@ fn system_rows(
         victim,
     };
     let mut rows = psi_rows(rec, start, end, books);
+    rows.extend(reclaim::STALLS.iter().map(|k| {
+        let (cgroup, victim) = sides.pair(None, |p| k.ns.get(p));
+        row(k.what, "ns", hist(k.hist), cgroup, victim)
+    }));
     rows.extend([
-        row(
-            "direct reclaim stall",
-            "ns",
-            hist("reclaim_direct"),
-            cg_direct,
-            v_direct,
-        ),
-        row(
-            "memcg reclaim stall",
-            "ns",
-            hist("reclaim_memcg"),
-            cg_memcg,
-            v_memcg,
-        ),
         row(
             "anon refaults",
             "pages",
@@ -575,14 +567,15 @@ mod tests {
         assert_eq!((l.from_ns, l.to_ns), (first.elapsed_ns, last.elapsed_ns));
         assert_eq!(l.cgroup.as_deref(), Some("/vmscope-test-oom"));
         let victim = last_of(&rec, pid);
-        assert!(victim.memcg_reclaim_ns > 0, "{victim:?}");
-        let reclaim = row(&l, "memcg reclaim stall");
-        assert_eq!(reclaim.victim, Cell::Value(victim.memcg_reclaim_ns));
+        let memcg_ns = reclaim::MEMCG.ns.get(&victim);
+        assert!(memcg_ns > 0, "{victim:?}");
+        let reclaim = row(&l, reclaim::MEMCG.what);
+        assert_eq!(reclaim.victim, Cell::Value(memcg_ns));
         // The cgroup holds the victim and an idle child that ended earlier.
         let Cell::Value(cg) = reclaim.cgroup else {
             panic!("{reclaim:?}")
         };
-        assert!(cg >= victim.memcg_reclaim_ns, "{cg}");
+        assert!(cg >= memcg_ns, "{cg}");
         let psi = |s: &crate::model::sample::Sample| s.psi.expect("PSI").some.total_us;
         assert_eq!(
             row(&l, "PSI memory some").system,

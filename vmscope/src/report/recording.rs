@@ -6,7 +6,10 @@
 use std::fmt::Write as _;
 
 use super::{Plot, cgroups, charts, figures, html_escape, meta_table, oom, shell_words};
-use crate::{model::hist::Summary, model::recording::Recording, units::fmt_ns};
+use crate::{
+    model::{catalogue::reclaim, hist::Summary, recording::Recording},
+    units::fmt_ns,
+};
 
 /// The series columns worth a plot, with their unit per second.
 fn interesting(name: &str) -> Option<(&'static str, f64)> {
@@ -172,18 +175,20 @@ pub fn body(rec: &Recording, plots: &[Plot], level: u8) -> String {
          <th>shootdowns sent</th></tr></thead><tbody>"
     );
     for p in &rec.processes {
+        let stalls: String = reclaim::STALLS
+            .iter()
+            .map(|k| format!("<td>{:.1}</td>", k.ns.total(p).unwrap_or(0) as f64 / 1e6))
+            .collect();
         let _ = writeln!(
             s,
             "<tr><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{:.1}</td><td>{:.1}</td><td>{}</td><td>{}</td></tr>",
+             {stalls}<td>{}</td><td>{}</td></tr>",
             p.pid,
             html_escape(&p.comm),
             opt(p.faults.total),
             opt(p.major_faults),
             opt(p.swap_out_pages),
             opt(p.swap_in_pages),
-            p.direct_reclaim_ns as f64 / 1e6,
-            p.memcg_reclaim_ns as f64 / 1e6,
             p.madvise_calls,
             p.tlb_shootdowns
         );

@@ -6,9 +6,10 @@
 //! from one interval to the next without any series going backwards: a
 //! cgroup that leaves the top N and comes back continues where it was.
 //!
-//! - Ranking: by activity, the events its processes took (page faults,
-//!   swap-in and swap-out pages, madvise calls, TLB shootdowns, direct and
-//!   memcg reclaim entries), weighted down with a half-life of
+//! - Ranking: by activity, the events its processes took
+//!   (`ProcSample::events`: page faults and every per-process counter
+//!   tagged `event`, such as swapped pages, madvise calls, TLB shootdowns,
+//!   reclaim entries), weighted down with a half-life of
 //!   [`HALF_LIFE`]; ties by all-time events, then id. Two cgroups with one
 //!   path (one removed, one made since under its name) export one series:
 //!   the one that exists.
@@ -30,10 +31,11 @@ use std::{
 
 use super::{Series, State, Writer, secs};
 use crate::model::{
-    catalogue::{Family, Scope, probe},
+    catalogue::{
+        Family, ProcField, Scope, compaction, dirty, faults, mmap_lock, probe, reclaim, swap, tlb,
+    },
     cgroup::{CgroupSample, CgroupState},
     oom::OomKill,
-    process::ProcSample,
     snapshot::Snapshot,
 };
 
@@ -69,52 +71,12 @@ pub const OOM_KILLS: Family = counter(
      known; at most 64 cgroups, the least recently killed in beyond that fold into \
      \"other\").",
 );
-pub const PAGE_FAULTS: Family = counter(
-    "vmscope_cgroup_page_faults_total",
-    &["cgroup"],
-    "Page faults of the cgroup's processes while in it (top N cgroups by activity).",
-);
-pub const MAJOR_FAULTS: Family = counter(
-    "vmscope_cgroup_major_faults_total",
-    &["cgroup"],
-    "Major faults of the cgroup's processes while in it.",
-);
-pub const SWAP_OUT: Family = counter(
-    "vmscope_cgroup_swap_out_pages_total",
-    &["cgroup"],
-    "Pages of the cgroup's processes swapped out, whoever reclaimed them.",
-);
-pub const SWAP_IN: Family = counter(
-    "vmscope_cgroup_swap_in_pages_total",
-    &["cgroup"],
-    "Pages the cgroup's processes faulted back in from swap.",
-);
-pub const TLB_SHOOTDOWNS: Family = counter(
-    "vmscope_cgroup_tlb_shootdowns_total",
-    &["cgroup"],
-    "TLB shootdown IPIs the cgroup's processes sent.",
-);
 pub const MADVISE_CALLS: Family = counter(
     "vmscope_cgroup_madvise_calls_total",
     &["cgroup", "behavior"],
     "madvise and process_madvise calls of the cgroup's processes, by behaviour \
      (dontneed, free, cold, pageout, willneed, populate, hugepage: with nohugepage \
      and collapse, other).",
-);
-pub const DIRTY_PAUSE: Family = counter(
-    "vmscope_cgroup_dirty_pause_seconds_total",
-    &["cgroup"],
-    "Time the cgroup's writers slept in dirty throttling (balance_dirty_pages).",
-);
-pub const DIRECT_COMPACTION: Family = counter(
-    "vmscope_cgroup_direct_compaction_seconds_total",
-    &["cgroup"],
-    "Time the cgroup's allocations spent compacting memory themselves.",
-);
-pub const MMAP_LOCK_WAIT: Family = counter(
-    "vmscope_cgroup_mmap_lock_wait_seconds_total",
-    &["cgroup"],
-    "Time the cgroup's threads waited for their mmap_lock (with --mmap-lock).",
 );
 pub const RECLAIM_STALL: Family = counter(
     "vmscope_cgroup_reclaim_stall_seconds_total",
@@ -159,15 +121,7 @@ pub const PSI_FULL: Family = counter(
 /// The families written here.
 pub const FAMILIES: &[Family] = &[
     OOM_KILLS,
-    PAGE_FAULTS,
-    MAJOR_FAULTS,
-    SWAP_OUT,
-    SWAP_IN,
-    TLB_SHOOTDOWNS,
     MADVISE_CALLS,
-    DIRTY_PAUSE,
-    DIRECT_COMPACTION,
-    MMAP_LOCK_WAIT,
     RECLAIM_STALL,
     PROCESSES,
     MEMORY_USAGE,
@@ -213,21 +167,6 @@ pub struct CgroupBook {
     last_ns: Option<u64>,
     /// OOM kills by victim cgroup path.
     pub oom: BTreeMap<String, OomCount>,
-}
-
-/// Everything a cgroup's processes did, in events.
-fn events(c: &ProcSample) -> u64 {
-    c.faults.total()
-        + c.swap_out_pages
-        + c.swap_in_pages
-        + c.madvise_calls
-        + c.tlb_shootdowns
-        + c.direct_reclaims
-        + c.memcg_reclaims
-        + c.dirty_pauses
-        + c.direct_compactions
-        + c.mmap_read_waits
-        + c.mmap_write_waits
 }
 
 /// Whether cgroup `id` still has its directory at `path` below `mount`:
@@ -287,7 +226,7 @@ impl CgroupBook {
         let mut gone = Vec::new();
         for (&id, c) in &snap.cgroups {
             let a = self.activity.entry(id).or_default();
-            let ev = events(&c.counts);
+            let ev = c.counts.events();
             a.score = a.score * decay + ev.saturating_sub(a.events) as f64;
             a.events = ev;
             if seen.contains(&id) {
@@ -391,48 +330,47 @@ fn oom_kills(w: &mut Writer, state: &State) {
     );
 }
 
-type Get = fn(&ProcSample) -> u64;
+/// The per-process figures exported summed by cgroup, in the order
+/// written: counts first, then (after madvise's calls) the stall times.
+const COUNTS: [&ProcField; 5] = [
+    &faults::PROC_FAULTS,
+    &faults::PROC_MAJOR,
+    &swap::PROC_OUT,
+    &swap::PROC_IN,
+    &tlb::PROC_SHOOTDOWNS,
+];
+const TIMES: [&ProcField; 3] = [
+    &dirty::PROC_PAUSE,
+    &compaction::PROC_DIRECT,
+    &mmap_lock::PROC_WAIT,
+];
 
-/// The cgroups' stall times, in seconds, each where its probe is attached.
-fn times(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)]) {
-    let fields: [(&Family, &str, Get); 3] = [
-        (&DIRTY_PAUSE, probe::DIRTY_THROTTLE, |c| c.dirty_pause_ns),
-        (&DIRECT_COMPACTION, probe::COMPACT_END, |c| {
-            c.direct_compaction_ns
-        }),
-        (&MMAP_LOCK_WAIT, probe::MMAP_LOCK, |c| {
-            c.mmap_read_wait_ns + c.mmap_write_wait_ns
-        }),
-    ];
-    for (family, probe, get) in fields {
-        if state.usable(probe) {
-            let series = rows
-                .iter()
-                .map(|(n, c)| (vec![("cgroup", n.clone())], secs(get(&c.counts))))
-                .collect();
-            w.write(family, series);
-        }
-    }
-}
-
-fn counts(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)]) {
-    let fields: [(&Family, &str, Get); 5] = [
-        (&PAGE_FAULTS, probe::ALWAYS, |c| c.faults.total()),
-        (&MAJOR_FAULTS, probe::MAJOR_FAULTS, |c| c.major_faults),
-        (&SWAP_OUT, probe::SWAP, |c| c.swap_out_pages),
-        (&SWAP_IN, probe::SWAP, |c| c.swap_in_pages),
-        (&TLB_SHOOTDOWNS, probe::TLB_FLUSH, |c| c.tlb_shootdowns),
-    ];
-    for (family, probe, get) in fields {
-        if !state.usable(probe) {
+/// Writes the per-cgroup family of each of `fields` whose probe is
+/// attached: times (ns) in seconds, counts as they are.
+fn summed(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)], fields: &[&ProcField]) {
+    for f in fields {
+        let Some(family) = &f.cgroup else { continue };
+        if !state.usable(f.probe) {
             continue;
         }
         let series = rows
             .iter()
-            .map(|(n, c)| (vec![("cgroup", n.clone())], get(&c.counts).to_string()))
+            .map(|(n, c)| {
+                let v = (f.get)(&c.counts);
+                let v = if f.unit == "ns" {
+                    secs(v)
+                } else {
+                    v.to_string()
+                };
+                (vec![("cgroup", n.clone())], v)
+            })
             .collect();
         w.write(family, series);
     }
+}
+
+fn counts(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)]) {
+    summed(w, state, rows, &COUNTS);
     if state.usable(probe::MADVISE) {
         let calls = rows
             .iter()
@@ -447,14 +385,15 @@ fn counts(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)]) {
             .collect();
         w.write(&MADVISE_CALLS, calls);
     }
-    times(w, state, rows);
+    summed(w, state, rows, &TIMES);
     let mut stall: Series = Vec::new();
     for (n, c) in rows {
-        for (kind, v) in [
-            ("direct", c.counts.direct_reclaim_ns),
-            ("memcg", c.counts.memcg_reclaim_ns),
-        ] {
-            stall.push((vec![("cgroup", n.clone()), ("kind", kind.into())], secs(v)));
+        for k in reclaim::STALLS {
+            let v = k.ns.get(&c.counts);
+            stall.push((
+                vec![("cgroup", n.clone()), ("kind", k.kind.into())],
+                secs(v),
+            ));
         }
     }
     w.write(&RECLAIM_STALL, stall);
@@ -500,7 +439,7 @@ fn books(w: &mut Writer, rows: &[(String, &CgroupState)]) {
 mod tests {
     use super::*;
     use crate::{
-        model::{cgroup::CgroupBooks, sample::Sample},
+        model::{cgroup::CgroupBooks, process::ProcSample, sample::Sample},
         serve::export::{Format, render as render_text},
     };
 
