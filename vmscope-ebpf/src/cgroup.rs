@@ -143,7 +143,12 @@ fn in_scope(ctx: &TracePointContext, word: u32) -> bool {
         return false;
     }
     // The path itself, or one below it (not a sibling sharing a prefix).
-    got == n || buf[n & (SCOPE_PATH_BYTES - 1)] == b'/'
+    // The index is re-read and masked: the compiler would drop a mask it
+    // can prove redundant, and older verifiers (6.1) then follow the loop
+    // into a branch whose bounds on `n` contradict each other and refuse
+    // the program there.
+    let at = unsafe { core::ptr::read_volatile(&raw const n) } & (SCOPE_PATH_BYTES - 1);
+    got == n || buf[at] == b'/'
 }
 
 /// `cgroup:cgroup_mkdir` and `cgroup_rmdir` (classic): a cgroup of the

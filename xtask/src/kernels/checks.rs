@@ -611,8 +611,22 @@ fn cgroup_subtree_check(c: &Console) -> Check {
         Ok(r) => r,
         Err(e) => return check(NAME, false, e),
     };
-    let mut ok = true;
+    // The move hook that follows by path must be the classic program: the
+    // per-interval scan behind it misses a short-lived cgroup.
+    let hook = rec["probes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["probe"] == "cgroup:cgroup_attach_task");
+    let method = hook.and_then(|p| p["method"].as_str()).unwrap_or("absent");
+    let mut ok = method == "tracepoint";
     let mut figures = Vec::new();
+    if !ok {
+        let why = hook.and_then(|p| p["reason"].as_str()).unwrap_or_default();
+        figures.push(format!(
+            "move hook by {method}, not the classic record: {why}"
+        ));
+    }
     for i in 1..=3 {
         let path = format!("/s/c{i}");
         let Some((books, _)) = rusage(c, &format!("sub{i}")) else {
