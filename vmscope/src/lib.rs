@@ -7,10 +7,10 @@
 //! [`serve`], [`report`], [`compare`], [`doctor`]) only format; the
 //! [`experiments`] (workloads, labs, bench) drive workloads around them.
 
-pub mod app;
 pub mod child;
 pub mod cli;
 pub mod compare;
+pub mod dispatch;
 pub mod doctor;
 pub mod driver;
 pub mod exit;
