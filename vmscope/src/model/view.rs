@@ -34,7 +34,7 @@ pub struct Rate {
 
 /// The rates the process and cgroup tables share, over the last interval.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Activity {
+pub struct RowRates {
     pub faults: f64,
     pub major: Option<f64>,
     /// Direct plus memcg reclaim stall, milliseconds per second.
@@ -45,7 +45,7 @@ pub struct Activity {
     pub shootdowns: f64,
 }
 
-impl Activity {
+impl RowRates {
     /// Whether anything happened this interval.
     pub fn active(&self) -> bool {
         self.values().into_iter().any(|v| v.unwrap_or(0.0) > 0.0)
@@ -73,7 +73,7 @@ pub struct ProcRow {
     pub comm: String,
     /// Its cgroup's id (0: unknown).
     pub cgroup: u64,
-    pub rates: Activity,
+    pub rates: RowRates,
 }
 
 /// A cgroup's memory limit as its books give it.
@@ -97,7 +97,7 @@ pub struct CgroupRow {
     pub path: String,
     /// Its processes alive now (those vmscope has seen).
     pub live: u32,
-    pub rates: Activity,
+    pub rates: RowRates,
     /// `None` when unknown.
     pub usage_bytes: Option<u64>,
     pub limit: Limit,
@@ -252,7 +252,7 @@ impl<'a> Interval<'a> {
         then: Option<&ProcSample>,
         now: &ProcSample,
         unavailable: &Unavailable,
-    ) -> Activity {
+    ) -> RowRates {
         let rate = |key: &str| -> Option<f64> {
             let f = catalogue::proc_field(key)?;
             if f.column.is_some_and(|c| unavailable.contains_key(c)) {
@@ -260,7 +260,7 @@ impl<'a> Interval<'a> {
             }
             Some(per_s(then.map_or(0, f.get), (f.get)(now), self.dt).unwrap_or(0.0))
         };
-        Activity {
+        RowRates {
             faults: rate("faults").unwrap_or(0.0),
             major: rate("major_faults"),
             reclaim_ms: rate("reclaim_stall").unwrap_or(0.0) / 1e6,

@@ -12,7 +12,7 @@ use ratatui::{
 };
 
 use super::app::{App, CGROUP_COLUMNS, COLUMNS, Header, OomSeen, Panel, Table as Shown};
-use crate::model::view::{Activity, CgroupRow, Latency, Limit, Model, ProcRow, Rate};
+use crate::model::view::{CgroupRow, Latency, Limit, Model, ProcRow, Rate, RowRates};
 
 /// The smallest terminal the layout is drawn in.
 pub const MIN_WIDTH: u16 = 80;
@@ -236,7 +236,7 @@ fn latency_lines(l: Option<&Latency>, count: usize, height: usize) -> (String, V
     (title, lines)
 }
 
-fn rate_cells(a: &Activity) -> [String; 7] {
+fn rate_cells(a: &RowRates) -> [String; 7] {
     a.values().map(fmt_rate)
 }
 
@@ -682,7 +682,7 @@ mod tests {
             pid,
             comm: comm.into(),
             cgroup: if pid == 300 { 7 } else { 1 },
-            rates: Activity {
+            rates: RowRates {
                 faults,
                 major: Some(1.0),
                 swap_in: Some(0.0),
@@ -749,7 +749,7 @@ mod tests {
                     id: 7,
                     path: "/vmscope-test-1-0".into(),
                     live: 1,
-                    rates: Activity {
+                    rates: RowRates {
                         faults: 70_000.0,
                         swap_out: Some(2500.0),
                         swap_in: Some(0.0),
@@ -764,7 +764,7 @@ mod tests {
                     id: 1,
                     path: "/".into(),
                     live: 2,
-                    rates: Activity {
+                    rates: RowRates {
                         faults: 50_010.0,
                         ..Default::default()
                     },
