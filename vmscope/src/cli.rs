@@ -792,9 +792,6 @@ mod tests {
 
     #[test]
     fn history_range_is_what_the_flight_recorder_keeps() {
-        assert_eq!(
-            crate::timefmt::HISTORY.max,
-            crate::record::flight::MAX_WINDOW
-        );
+        assert_eq!(crate::timefmt::HISTORY.max, crate::flight::MAX_WINDOW);
     }
 }

@@ -21,13 +21,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     cli::{CompareArgs, CompareFormat},
+    document::{self},
     exit,
     model::{
         bench::{self, BENCH_KIND, BenchFile},
         hist::{self, Summary},
         metrics::{self, Better, MetricSpec, RunMetric},
     },
-    record::{self},
     stats::{self, WelchTest},
 };
 
@@ -244,7 +244,7 @@ pub fn parse(path: &Path, text: &str) -> anyhow::Result<Input> {
         let b = bench::from_str(text).map_err(|e| why("bench file", e))?;
         Ok(Input::Bench(Box::new(b)))
     } else {
-        let r = record::from_str(text).map_err(|e| why("recording", e))?;
+        let r = document::from_str(text).map_err(|e| why("recording", e))?;
         Ok(Input::Recording(Box::new(r)))
     }
 }
@@ -1018,7 +1018,7 @@ mod tests {
     #[test]
     fn merged_bucket_counts_saturate() {
         let text = include_str!("../../tests/fuzz-regressions/recording_reader/ok-document.json");
-        let mut rec = record::from_str(text).expect("the kept recording reads");
+        let mut rec = document::from_str(text).expect("the kept recording reads");
         rec.totals.vm.histograms.insert(
             "munmap".into(),
             Summary {

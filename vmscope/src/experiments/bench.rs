@@ -16,12 +16,12 @@ use anyhow::Context as _;
 
 use crate::{
     cli::BenchArgs,
+    document::{self, Output},
     exit,
     model::{
         bench::{BENCH_KIND, BENCH_SCHEMA_VERSION, BenchFile, BenchResult, from_str},
         metrics::{self, MetricSummary, RunMetric},
     },
-    record::{self, Output},
     source::kernel::caps::Privileges,
     stats,
 };
@@ -72,7 +72,7 @@ pub fn record_run(args: &BenchArgs, path: &Path) -> anyhow::Result<(i32, Recordi
     }
     c.arg("-o").arg(path).arg("--").args(&args.command);
     let st = c.status().context("starting a recorded run")?;
-    let rec = record::read(path)
+    let rec = document::read(path)
         .with_context(|| format!("the run's recording (vmscope record exited with {st})"))?;
     let code = rec
         .child
@@ -104,7 +104,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<u8> {
             serde_json::to_writer(std::io::stdout().lock(), &file).context("writing to stdout")?;
             println!();
         }
-        Output::File(path) => record::write_atomic(&path, |w| {
+        Output::File(path) => document::write_atomic(&path, |w| {
             serde_json::to_writer(&mut *w, &file)?;
             Ok(())
         })?,

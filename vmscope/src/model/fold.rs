@@ -164,7 +164,7 @@ mod tests {
     #[test]
     fn folding_gives_what_the_whole_recording_gives() {
         let text = include_str!("../../../tests/fixtures/churn.recording.json");
-        let rec = crate::record::from_str(text).expect("the fixture is a recording");
+        let rec = crate::document::from_str(text).expect("the fixture is a recording");
         assert!(rec.samples.iter().any(|s| !s.exited.is_empty()));
         let source = rec.header.fault_source;
         let avail = ProcAvailability {

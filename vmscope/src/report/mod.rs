@@ -29,9 +29,9 @@ use anyhow::Context as _;
 use crate::{
     cli::ReportArgs,
     compare::{COMPARE_KIND, Input},
+    document::{self},
     exit,
     model::bench::BenchFile,
-    record::{self},
 };
 
 /// One plot: its file-friendly id, caption and SVG text.
@@ -189,7 +189,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
         (None, Some(new)) => pair_page(&args.file, new),
         (None, None) => args.file.with_extension("html"),
     };
-    let output = record::Output::prepare(&out)?;
+    let output = document::Output::prepare(&out)?;
     check_dir("--svg", &args.svg)?;
     check_dir("--png", &args.png)?;
 
@@ -223,11 +223,11 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
                 .map(|(p, b)| (dir.join(format!("{}.png", p.id)), b.as_slice())),
         );
     }
-    if let record::Output::File(path) = &output {
+    if let document::Output::File(path) = &output {
         files.push((path.clone(), html.as_bytes()));
     }
     write_all(&files)?;
-    if let record::Output::Stdout = output {
+    if let document::Output::Stdout = output {
         use std::io::Write as _;
         let mut out = std::io::stdout().lock();
         match out.write_all(html.as_bytes()).and_then(|()| out.flush()) {
@@ -418,7 +418,7 @@ fn commit(s: &Staged) -> std::io::Result<bool> {
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    record::write_atomic(path, |w| {
+    document::write_atomic(path, |w| {
         use std::io::Write as _;
         w.write_all(bytes)?;
         Ok(())

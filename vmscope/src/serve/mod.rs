@@ -64,7 +64,7 @@ use crate::{
     cli::ServeArgs,
     driver::{self, Signal, Signals},
     exit,
-    record::on_oom as oom,
+    flight::on_oom as oom,
     source::kernel::caps::Privileges,
     source::{Reading, Source, shed::Shed},
 };

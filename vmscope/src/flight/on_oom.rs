@@ -38,14 +38,14 @@ use std::{
 };
 
 use crate::{
-    exit,
+    document, exit,
+    flight::{Flight, MAX_WINDOW},
     model::{
         oom::OomKill,
         probes::ProbeStatus,
         recording::{Header, Recording, Scope, ScopeKind},
         sample::Sample,
     },
-    record::{self, flight::Flight},
     source::Source,
 };
 
@@ -153,13 +153,13 @@ pub fn check_args(history: Option<Duration>, on_oom: Option<&Path>) -> anyhow::R
                 "--history must be greater than zero (e.g. --history 5m)",
             ));
         }
-        Some(h) if h > record::flight::MAX_WINDOW => {
+        Some(h) if h > MAX_WINDOW => {
             return Err(exit::failure(
                 exit::USAGE,
                 format!(
                     "--history {} is longer than the {} the flight recorder keeps",
                     humantime::format_duration(h),
-                    humantime::format_duration(record::flight::MAX_WINDOW)
+                    humantime::format_duration(MAX_WINDOW)
                 ),
             ));
         }
@@ -204,7 +204,7 @@ fn header(source: &Source, interval: Duration, pids: &[u32]) -> Header {
         pids: pids.to_vec(),
         cgroup: None,
     };
-    record::header(source, interval, scope, None)
+    document::header(source, interval, scope, None)
 }
 
 /// `oom-20250101T120000.123Z-4242.json`: the kill's time (UTC, to the
@@ -280,7 +280,7 @@ impl Recorder {
         let Some(flight) = self.flight.take() else {
             return Ok(None);
         };
-        let owner = record::output_owner();
+        let owner = document::output_owner();
         let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
         let (tx, rx) = mpsc::sync_channel::<Feed>(QUEUE);
         let window = flight.window();
@@ -544,7 +544,7 @@ impl Writer {
             &self.stats,
             &self.notes,
         );
-        let r = record::write_atomic_regular(&path, |w| {
+        let r = document::write_atomic_regular(&path, |w| {
             serde_json::to_writer(&mut *w, &rec)?;
             writeln!(w)?;
             Ok(())
@@ -747,7 +747,7 @@ mod tests {
     fn kills_close_together_share_one_file() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let rec: Recording =
-            record::from_str(include_str!("../../../tests/fixtures/churn.recording.json"))
+            document::from_str(include_str!("../../../tests/fixtures/churn.recording.json"))
                 .expect("the fixture is a recording");
         let stats = Arc::new(Stats::default());
         let (tx, rx) = mpsc::channel();
@@ -790,7 +790,7 @@ mod tests {
         assert_eq!((files(), written()), (1, 2));
         let (path, _) = recordings(dir.path()).remove(0);
         let doc: Recording =
-            record::from_str(&std::fs::read_to_string(&path).expect("read")).expect("whole");
+            document::from_str(&std::fs::read_to_string(&path).expect("read")).expect("whole");
         assert!(
             path.ends_with("oom-20250101T000005.000Z-100.json"),
             "{path:?}"
@@ -805,7 +805,7 @@ mod tests {
         // The first storm episode's file still holds its first kill.
         let first = dir.path().join("oom-20250101T000020.000Z-1020.json");
         let doc: Recording =
-            record::from_str(&std::fs::read_to_string(&first).expect("read")).expect("whole");
+            document::from_str(&std::fs::read_to_string(&first).expect("read")).expect("whole");
         assert_eq!(doc.oom_kills.len(), 30);
         assert_eq!(doc.oom_kills[0].pid, Some(1020));
         let said: Vec<String> = rx.try_iter().collect();
