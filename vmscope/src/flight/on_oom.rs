@@ -98,7 +98,7 @@ impl Stats {
 }
 
 /// What the view hands the writer thread.
-struct Feed {
+struct Handoff {
     sample: Sample,
     probes: Vec<ProbeStatus>,
 }
@@ -132,7 +132,7 @@ pub struct Recorder {
     dir: Option<PathBuf>,
     budget: Budget,
     interval: Duration,
-    feed: Option<mpsc::SyncSender<Feed>>,
+    feed: Option<mpsc::SyncSender<Handoff>>,
     writer: Option<JoinHandle<()>>,
     stats: Arc<Stats>,
     /// Samples dropped in a row (said when the run of drops starts).
@@ -282,9 +282,9 @@ impl Recorder {
         };
         let owner = document::output_owner();
         let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
-        let (tx, rx) = mpsc::sync_channel::<Feed>(QUEUE);
+        let (tx, rx) = mpsc::sync_channel::<Handoff>(QUEUE);
         let window = flight.window();
-        let mut w = Writer {
+        let mut w = WriterThread {
             flight,
             header: self.header.clone(),
             dir: dir.clone(),
@@ -343,7 +343,7 @@ impl Recorder {
             return;
         }
         let Some(feed) = &self.feed else { return };
-        let f = Feed {
+        let f = Handoff {
             sample: s.clone(),
             probes: probes.to_vec(),
         };
@@ -438,7 +438,7 @@ struct Episode {
 }
 
 /// The writer thread's state.
-struct Writer {
+struct WriterThread {
     flight: Flight,
     header: Header,
     dir: PathBuf,
@@ -461,10 +461,10 @@ fn victim(k: &OomKill) -> String {
     )
 }
 
-impl Writer {
+impl WriterThread {
     /// One sample: into the window; a kill opens an episode (written at
     /// once) or joins the open one; quiet or length closes it.
-    fn take(&mut self, f: Feed) {
+    fn take(&mut self, f: Handoff) {
         let s = f.sample;
         self.probes = f.probes;
         let now = s.elapsed_ns;
@@ -751,7 +751,7 @@ mod tests {
                 .expect("the fixture is a recording");
         let stats = Arc::new(Stats::default());
         let (tx, rx) = mpsc::channel();
-        let mut w = Writer {
+        let mut w = WriterThread {
             flight: Flight::new(Duration::from_secs(30)),
             header: rec.header,
             dir: dir.path().to_path_buf(),
@@ -767,7 +767,7 @@ mod tests {
             probes: Vec::new(),
         };
         let mut feed = |t: u64, kills: &[u32]| {
-            w.take(Feed {
+            w.take(Handoff {
                 sample: at(t, kills),
                 probes: Vec::new(),
             });

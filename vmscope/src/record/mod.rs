@@ -92,7 +92,7 @@ async fn record(
 
     let signals = Signals::install(&[Signal::Int, Signal::Term, Signal::Hup])?;
     let command = match setup.gated.take() {
-        Some(g) => Some(Command::release(g, setup.tap.take())?),
+        Some(g) => Some(Wrapped::release(g, setup.tap.take())?),
         None => None,
     };
     let mut run = Run {
@@ -358,7 +358,7 @@ struct Ended {
 }
 
 /// The wrapped command once released: whom to signal, and its wait.
-struct Command {
+struct Wrapped {
     handle: child::Handle,
     started: Instant,
     wait: tokio::task::JoinHandle<anyhow::Result<child::ChildReport>>,
@@ -368,11 +368,11 @@ struct Command {
     kill_at: Option<tokio::time::Instant>,
 }
 
-impl Command {
-    fn release(g: child::Gated, tap: Option<child::Tap>) -> anyhow::Result<Command> {
+impl Wrapped {
+    fn release(g: child::Gated, tap: Option<child::Tap>) -> anyhow::Result<Wrapped> {
         let (started, handle) = g.release()?;
         let h = handle.clone();
-        Ok(Command {
+        Ok(Wrapped {
             handle,
             started,
             wait: tokio::task::spawn_blocking(move || h.wait(started)),
@@ -433,7 +433,7 @@ struct Run<'a> {
     source: &'a mut Source,
     book: &'a mut Book,
     signals: Signals,
-    command: Option<Command>,
+    command: Option<Wrapped>,
     deadline: Option<tokio::time::Instant>,
     interrupted_by: Option<&'static str>,
     /// vmscope's own failure mid-run: the recording ends, marked

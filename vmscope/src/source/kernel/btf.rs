@@ -117,7 +117,7 @@ impl Btf {
         };
         let mut p = types.start;
         while p < types.end {
-            let h = Header::read(&r, p)?;
+            let h = TypeHeader::read(&r, p)?;
             p += 12;
             let id = btf.types.len() as u32;
             let trailer = trailer_len(h.kind, h.vlen)
@@ -135,7 +135,7 @@ impl Btf {
         &mut self,
         r: &Reader,
         strings: &Strings,
-        h: &Header,
+        h: &TypeHeader,
         p: usize,
         id: u32,
     ) -> Result<Type, String> {
@@ -325,7 +325,7 @@ fn sections<'a>(r: &Reader<'a>) -> Result<(Strings<'a>, std::ops::Range<usize>),
 }
 
 /// The 12 bytes every type record starts with.
-struct Header {
+struct TypeHeader {
     name_off: u32,
     size_or_type: u32,
     vlen: usize,
@@ -333,7 +333,7 @@ struct Header {
     kflag: bool,
 }
 
-impl Header {
+impl TypeHeader {
     fn read(r: &Reader, p: usize) -> Result<Self, String> {
         let name_off = r.u32(p)?;
         let info = r.u32(p + 4)?;
@@ -363,7 +363,12 @@ fn trailer_len(kind: u32, vlen: usize) -> Option<usize> {
 }
 
 /// A struct's or union's members, from the records at `p`.
-fn members(r: &Reader, strings: &Strings, h: &Header, mut p: usize) -> Result<Vec<Member>, String> {
+fn members(
+    r: &Reader,
+    strings: &Strings,
+    h: &TypeHeader,
+    mut p: usize,
+) -> Result<Vec<Member>, String> {
     let mut members = Vec::with_capacity(h.vlen);
     for _ in 0..h.vlen {
         let raw = r.u32(p + 8)?;

@@ -9,7 +9,7 @@ pub(super) fn attach_planned(
     ebpf: &mut Ebpf,
     category: &str,
     prog: &str,
-    plan: Plan,
+    plan: HookPlan,
 ) -> ProbeStatus {
     let result = plan
         .classic
@@ -38,7 +38,7 @@ pub(super) fn attach_planned(
 pub(super) fn attach_spec(
     ebpf: &mut Ebpf,
     s: &Spec,
-    plan: Plan,
+    plan: HookPlan,
     btf_ok: &Result<(), String>,
 ) -> ProbeStatus {
     if s.optional.is_some() {
@@ -81,7 +81,7 @@ pub(super) fn attach_spec(
 pub(super) fn attach_classic_first(
     ebpf: &mut Ebpf,
     s: &Spec,
-    plan: Plan,
+    plan: HookPlan,
     btf_ok: &Result<(), String>,
 ) -> ProbeStatus {
     let (Some(prog), Ok((event, _))) = (s.btf_prog, &plan.event) else {
@@ -201,12 +201,12 @@ pub(super) fn attach_faults(
 /// probe's plan when it waits for a swap device.
 pub(super) fn attach_tracepoints(
     ebpf: &mut Ebpf,
-    plans: Vec<(&Spec, Plan)>,
+    plans: Vec<(&Spec, HookPlan)>,
     raw: &Result<RawSyscalls, String>,
     btf: &BtfVariants,
     swap: SwapAttach,
     probes: &mut Vec<ProbeStatus>,
-) -> Option<Plan> {
+) -> Option<HookPlan> {
     let mut pending_swap = None;
     let mut through_raw = Vec::new();
     for (s, p) in plans {
@@ -329,7 +329,11 @@ pub(super) fn attach_btf_faults(ebpf: &mut Ebpf) -> Result<(), String> {
 /// Attaches the swap probe: as a BTF tracepoint where the kernel allows
 /// (no trace record, so the kernel does not sum the mm's RSS counter on
 /// every RSS change), else as the classic tracepoint, saying why.
-pub(super) fn attach_swap(ebpf: &mut Ebpf, plan: Plan, btf_ok: &Result<(), String>) -> ProbeStatus {
+pub(super) fn attach_swap(
+    ebpf: &mut Ebpf,
+    plan: HookPlan,
+    btf_ok: &Result<(), String>,
+) -> ProbeStatus {
     if plan.event.is_err() {
         // Absent or disabled: the plan says why, whatever the method.
         return attach_planned(ebpf, "kmem", "rss_stat", plan);
@@ -383,7 +387,7 @@ impl RawSyscalls {
 /// when tracefs (which the events need) is unusable, on x86-64, with BTF
 /// tracepoints allowed; for each call not disabled by name.
 pub(super) fn raw_syscalls(
-    plans: &[(&Spec, Plan)],
+    plans: &[(&Spec, HookPlan)],
     disabled: &[String],
     btf_ok: &Result<(), String>,
 ) -> Result<RawSyscalls, String> {

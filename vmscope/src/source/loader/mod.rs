@@ -17,7 +17,7 @@ use btf::{
     BtfVariants, TaskOffsets, attach_btf, load_btf, parse_btf_at_once, rss_btf_offsets,
     task_offsets, task_struct_offsets,
 };
-use specs::{FaultPlans, Plan, SPECS, Spec, plan_specs, success_values};
+use specs::{FaultPlans, HookPlan, SPECS, Spec, plan_specs, success_values};
 
 use anyhow::{Context as _, anyhow};
 use aya::{
@@ -97,7 +97,7 @@ pub struct Loaded {
     pub fault_source: FaultSource,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
     /// The swap probe's plan while it waits for a swap device.
-    pending_swap: Option<Plan>,
+    pending_swap: Option<HookPlan>,
     /// Whether the swap probe can be a BTF tracepoint, or why not.
     swap_btf: Result<(), String>,
     /// The rmap figures' probes (stack sampling or direct timing), when
@@ -205,7 +205,7 @@ pub fn swap_active() -> bool {
 
 /// The swap probe reads its fields with one copy; every kernel with the
 /// event lays them out as `mm_id, curr, member, <pad>, size`.
-fn check_rss_layout(plan: &mut Plan) {
+fn check_rss_layout(plan: &mut HookPlan) {
     if plan.classic.is_err() {
         return;
     }
@@ -229,7 +229,7 @@ fn check_rss_layout(plan: &mut Plan) {
 
 /// The swap program for a plan: plain context loads when `mm_id` sits right
 /// after the 8-byte common header (the usual layout), else the copy helper.
-fn swap_prog(plan: &Plan) -> &'static str {
+fn swap_prog(plan: &HookPlan) -> &'static str {
     match &plan.event {
         Ok((_, offs)) if offs.iter().any(|&(i, o)| i == off::RSS_MM_ID && o == 8) => "rss_stat_std",
         _ => "rss_stat",
@@ -471,7 +471,7 @@ impl Loaded {
         probes: Vec<ProbeStatus>,
         fault_source: FaultSource,
         logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
-        pending_swap: Option<Plan>,
+        pending_swap: Option<HookPlan>,
         swap_btf: Result<(), String>,
         rmap: Option<crate::source::rmap::Rmap>,
     ) -> anyhow::Result<Self> {

@@ -382,7 +382,7 @@ pub(super) type Offsets = Vec<(usize, u32)>;
 /// The event name a probe will attach to and the offsets it needs, or why
 /// it cannot be used.
 #[derive(Clone)]
-pub(super) struct Plan {
+pub(super) struct HookPlan {
     pub(super) probe: String,
     pub(super) event: Result<(&'static str, Offsets), String>,
     /// Why the classic tracepoint cannot be attached although the event
@@ -396,9 +396,9 @@ pub(super) fn plan(
     fields: Fields,
     optional: Option<fn(&EventFormat) -> Offsets>,
     disabled: &[String],
-) -> Plan {
+) -> HookPlan {
     let probe = format!("{category}:{}", names[0]);
-    let refused = |why: String| Plan {
+    let refused = |why: String| HookPlan {
         probe: probe.clone(),
         event: Err(why.clone()),
         classic: Err(why),
@@ -439,7 +439,7 @@ pub(super) fn plan(
         }
     }) {
         // Known from BTF: usable as a BTF tracepoint, not as a classic one.
-        return Plan {
+        return HookPlan {
             probe,
             event: Ok((name, Vec::new())),
             classic: Err(why),
@@ -462,7 +462,7 @@ pub(super) fn plan(
         Ok((name, offs))
     })();
     let classic = event.as_ref().map(drop).map_err(Clone::clone);
-    Plan {
+    HookPlan {
         probe,
         event,
         classic,
@@ -471,7 +471,7 @@ pub(super) fn plan(
 
 /// Records a plan's offsets; a slot already holding a different offset makes
 /// the plan unusable rather than corrupting another probe's reads.
-pub(super) fn claim(offsets: &mut [Option<u32>; off::COUNT], plan: &mut Plan) {
+pub(super) fn claim(offsets: &mut [Option<u32>; off::COUNT], plan: &mut HookPlan) {
     let Ok((_, fields)) = &plan.event else { return };
     for &(idx, o) in fields {
         if let Some(prev) = offsets[idx]
@@ -491,8 +491,8 @@ pub(super) fn claim(offsets: &mut [Option<u32>; off::COUNT], plan: &mut Plan) {
 /// The page-fault tracepoints' plans: they come first, and are attached
 /// apart from [`SPECS`] because the perf event stands in when they fail.
 pub(super) struct FaultPlans {
-    pub(super) user: Plan,
-    pub(super) kernel: Plan,
+    pub(super) user: HookPlan,
+    pub(super) kernel: HookPlan,
 }
 
 impl FaultPlans {
@@ -511,14 +511,14 @@ pub(super) fn plan_specs(
     opts: &LoadOptions,
     offsets: &mut [Option<u32>; off::COUNT],
     disabled: &[String],
-) -> Vec<(&'static Spec, Plan)> {
-    let mut plans: Vec<(&Spec, Plan)> = SPECS
+) -> Vec<(&'static Spec, HookPlan)> {
+    let mut plans: Vec<(&Spec, HookPlan)> = SPECS
         .iter()
         .filter(|s| opts.filtered || !s.filtered_only)
         .map(|s| {
             if s.category == "mmap_lock" && !opts.mmap_lock {
                 let why = MMAP_LOCK_OFF.to_string();
-                let off = Plan {
+                let off = HookPlan {
                     probe: format!("{}:{}", s.category, s.names[0]),
                     event: Err(why.clone()),
                     classic: Err(why),
