@@ -74,7 +74,7 @@ pub struct Btf {
 
 /// Where a field lives and how wide it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Field {
+pub struct FieldSpan {
     pub offset: u32,
     /// Size in bytes (0 when the type has no size, e.g. a function).
     pub size: u32,
@@ -186,7 +186,7 @@ impl Btf {
     /// The offset and size of `path` (fields separated by dots, e.g.
     /// `rss_stat.count`) inside `struct name`. Fields of anonymous structs
     /// and unions are found as if they were the parent's.
-    pub fn field(&self, name: &str, path: &str) -> Result<Field, String> {
+    pub fn field(&self, name: &str, path: &str) -> Result<FieldSpan, String> {
         let mut id = *self
             .structs
             .get(name)
@@ -202,7 +202,7 @@ impl Btf {
             offset += bits / 8;
             id = member_type;
         }
-        Ok(Field {
+        Ok(FieldSpan {
             offset,
             size: self.size_of(id),
         })
@@ -483,32 +483,38 @@ mod tests {
     #[test]
     fn finds_fields_through_anonymous_unions_typedefs_and_paths() {
         let btf = Btf::parse(&blob()).expect("parse");
-        assert_eq!(btf.field("outer", "x"), Ok(Field { offset: 0, size: 4 }));
-        assert_eq!(btf.field("outer", "y"), Ok(Field { offset: 8, size: 4 }));
+        assert_eq!(
+            btf.field("outer", "x"),
+            Ok(FieldSpan { offset: 0, size: 4 })
+        );
+        assert_eq!(
+            btf.field("outer", "y"),
+            Ok(FieldSpan { offset: 8, size: 4 })
+        );
         assert_eq!(
             btf.field("outer", "in"),
-            Ok(Field {
+            Ok(FieldSpan {
                 offset: 8,
                 size: 16
             })
         );
         assert_eq!(
             btf.field("outer", "in.b"),
-            Ok(Field {
+            Ok(FieldSpan {
                 offset: 16,
                 size: 8
             })
         );
         assert_eq!(
             btf.field("outer", "arr"),
-            Ok(Field {
+            Ok(FieldSpan {
                 offset: 24,
                 size: 24
             })
         );
         assert_eq!(
             btf.field("outer", "t.b"),
-            Ok(Field {
+            Ok(FieldSpan {
                 offset: 56,
                 size: 8
             })
