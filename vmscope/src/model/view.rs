@@ -18,7 +18,7 @@ use crate::{
 
 /// One system-wide rate.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Rate {
+pub struct RateLine {
     pub name: &'static str,
     pub unit: &'static str,
     /// This interval's value; `None` when unknown for this interval.
@@ -117,7 +117,7 @@ pub struct Latency {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Model {
     pub interval_s: f64,
-    pub rates: Vec<Rate>,
+    pub rates: Vec<RateLine>,
     pub procs: Vec<ProcRow>,
     /// Every cgroup with live processes or activity this interval.
     pub cgroups: Vec<CgroupRow>,
@@ -133,7 +133,7 @@ pub struct Model {
 }
 
 /// Which optional metrics this kernel provides: metric name -> reason it
-/// does not. Names are those of `Rate::name`, the catalogue's
+/// does not. Names are those of `RateLine::name`, the catalogue's
 /// per-process columns (`major`, `swap`, ...), [`CGROUPS`] and
 /// [`CGROUP_PSI`].
 pub type Unavailable = BTreeMap<String, String>;
@@ -324,12 +324,12 @@ impl<'a> Interval<'a> {
     }
 
     /// The catalogue's rate rows, in order.
-    fn rates(&self, unavailable: &Unavailable) -> Vec<Rate> {
+    fn rates(&self, unavailable: &Unavailable) -> Vec<RateLine> {
         catalogue::RATES
             .iter()
             .map(|row| {
                 let unavailable = unavailable.get(row.label).cloned();
-                Rate {
+                RateLine {
                     name: row.label,
                     unit: row.unit,
                     value: self.value(row.value).filter(|_| unavailable.is_none()),

@@ -8,7 +8,7 @@ use anyhow::Context as _;
 
 use crate::{
     child,
-    cli::{Format, RecordArgs},
+    cli::{RecordArgs, RecordFormat},
     document::{self, JsonlWriter, Output},
     driver::{self, Signal, Signals},
     exit,
@@ -183,8 +183,8 @@ impl Setup {
         // Opened before the command exists, so a refused path never leaves
         // it waiting.
         let mut stream = match args.format {
-            Format::Json => None,
-            Format::Jsonl => Some(JsonlWriter::create(output)?),
+            RecordFormat::Json => None,
+            RecordFormat::Jsonl => Some(JsonlWriter::create(output)?),
         };
         let wraps = resolved.is_some();
         let (gated, tap) = match &resolved {

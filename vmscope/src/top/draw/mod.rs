@@ -27,7 +27,7 @@ use ratatui::{
 };
 
 use super::app::{App, CGROUP_COLUMNS, COLUMNS, Header, OomSeen, Panel, Table as Shown};
-use crate::model::view::{CgroupRow, Latency, Limit, Model, ProcRow, Rate, RowRates};
+use crate::model::view::{CgroupRow, Latency, Limit, Model, ProcRow, RateLine, RowRates};
 use crate::units::fmt_ns;
 
 /// The smallest terminal the layout is drawn in.
@@ -262,15 +262,15 @@ mod tests {
     };
     use crate::{
         model::hist::{Bucket, Summary},
-        model::view::{Latency, Model, ProcRow, Rate},
+        model::view::{Latency, Model, ProcRow, RateLine},
     };
 
     fn press(a: &mut App, c: crossterm::event::KeyCode) {
         a.on_key(crossterm::event::KeyEvent::from(c));
     }
 
-    fn rate(name: &'static str, value: Option<f64>, unavailable: Option<&str>) -> Rate {
-        Rate {
+    fn rate(name: &'static str, value: Option<f64>, unavailable: Option<&str>) -> RateLine {
+        RateLine {
             name,
             unit: "/s",
             value,

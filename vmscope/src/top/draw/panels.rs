@@ -2,7 +2,7 @@
 
 use super::*;
 
-pub(super) fn rates_table(rates: &[Rate], spark_width: usize) -> Table<'static> {
+pub(super) fn rates_table(rates: &[RateLine], spark_width: usize) -> Table<'static> {
     let rows = rates.iter().map(|r| {
         let value = match (&r.unavailable, r.value) {
             // No figure, no unit (the stall share with no stall to share).
