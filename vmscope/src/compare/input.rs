@@ -1,7 +1,17 @@
 //! Reading one side of the comparison: a recording or a bench file, size-
 //! capped, refused in one line when it is neither.
 
-use super::*;
+use std::path::Path;
+
+use crate::model::recording::Recording;
+use crate::{
+    document::{self},
+    exit,
+    model::{
+        bench::{self, BENCH_KIND, BenchFile},
+        metrics::{self, MetricSpec, RunMetric},
+    },
+};
 
 /// One side of the comparison as read from its file.
 pub enum Input {

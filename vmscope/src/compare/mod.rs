@@ -28,24 +28,19 @@ pub use rows::{
     OneSided, Report, Row, SideInfo, SideStats, Statistics, Values, Verdict, build_rows, collect,
     exit_code, is_regression, one_sided, one_sided_line, regressions, verdict, verdict_text,
 };
-use rows::{pct, pct_of, signed_pct};
 
 use crate::model::recording::Recording;
-use std::{collections::BTreeMap, fmt::Write as _, path::Path};
+use std::{collections::BTreeMap, path::Path};
 
 use serde::{Deserialize, Serialize};
 
 use crate::{
     cli::{CompareArgs, CompareFormat},
-    document::{self},
     exit,
     model::{
-        bench::{self, BENCH_KIND, BenchFile},
         hist::{self, Summary},
-        metrics::{self, Better, MetricSpec, RunMetric},
+        metrics::MetricSpec,
     },
-    stats::{self, WelchTest},
-    units::fmt_value,
 };
 
 /// Bumped on any incompatible change to the `--format json` object.
@@ -212,6 +207,11 @@ pub fn histograms(base: &Input, new: &Input) -> BTreeMap<String, HistogramSides>
 mod tests {
     use super::input::{comparable, read_capped};
     use super::*;
+    use crate::{
+        document,
+        model::metrics::{Better, RunMetric},
+        units::fmt_value,
+    };
 
     /// A file past the limit is refused by its size, before it is read (a
     /// sparse file of 1 GiB + 1 byte takes no room); a stream that never
@@ -313,7 +313,7 @@ mod tests {
 
     #[test]
     fn verdict_follows_the_better_direction() {
-        use Better::*;
+        use crate::model::metrics::Better::*;
         assert_eq!(verdict(Lower, -1.0, true), Verdict::Win);
         assert_eq!(verdict(Lower, 1.0, true), Verdict::Loss);
         assert_eq!(verdict(Higher, 1.0, true), Verdict::Win);

@@ -1,7 +1,13 @@
 //! The report as text: the method and regressions lines, the table,
 //! markdown and JSON.
 
-use super::*;
+use std::fmt::Write as _;
+
+use crate::units::fmt_value;
+
+use super::ALPHA;
+use super::rows::{Report, SideInfo, SideStats, Statistics, one_sided_line};
+use super::rows::{pct, pct_of, signed_pct};
 
 /// The statistics line.
 pub fn method_line(r: &Report) -> String {

@@ -1,7 +1,18 @@
 //! The comparison itself: each metric's values per side, the statistics
 //! (Welch's t-test) and verdicts, the rows and the report.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    exit,
+    model::metrics::{Better, RunMetric},
+    stats::{self, WelchTest},
+    units::fmt_value,
+};
+
+use super::{ALPHA, COMPARE_KIND, CONFIDENCE, HistogramSides};
 
 /// Whether a statistical test is made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

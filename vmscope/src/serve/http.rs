@@ -3,7 +3,36 @@
 //! connection's timeouts, and the responses, streamed from the cached
 //! bodies.
 
-use super::*;
+use std::{
+    collections::{BTreeMap, HashMap, VecDeque},
+    convert::Infallible,
+    net::{IpAddr, SocketAddr},
+    pin::Pin,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU8, Ordering},
+    },
+    task::{Context, Poll},
+    time::{Duration, Instant},
+};
+
+use bytes::Bytes;
+use hyper::{
+    Method, Request, Response, StatusCode,
+    body::{Body, Frame, Incoming, SizeHint},
+    header,
+};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::sync::Notify;
+
+use crate::{driver::Signals, source::Source};
+
+use super::export::Format;
+use super::upkeep::{Exporter, Shared};
+use super::{
+    ACCEPT_BACKOFF_MAX, ACCEPT_BACKOFF_MIN, Burst, DISPLACE_AFTER, HEAD_TIMEOUT, MAX_CONNECTIONS,
+    MAX_HEAD_BYTES, MAX_PER_PEER, OPENMETRICS_EOF, SERVED_PER_PEER, WRITE_TIMEOUT,
+};
 
 /// Why the exporter closed a connection itself, as the `reason` label of
 /// `vmscope_exporter_connections_dropped_total`.

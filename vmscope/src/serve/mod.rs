@@ -45,28 +45,12 @@ use http::{Conns, Listening};
 use upkeep::{Exporter, Shared, shed_privileges};
 
 use std::{
-    collections::{BTreeMap, HashMap, VecDeque},
-    convert::Infallible,
-    fmt::Write as _,
-    net::{IpAddr, SocketAddr},
-    pin::Pin,
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicU8, AtomicU64, Ordering},
-    },
-    task::{Context, Poll},
+    net::SocketAddr,
+    sync::{Arc, Mutex, atomic::AtomicU64},
     time::{Duration, Instant},
 };
 
 use anyhow::Context as _;
-use bytes::Bytes;
-use hyper::{
-    Method, Request, Response, StatusCode,
-    body::{Body, Frame, Incoming, SizeHint},
-    header,
-};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::sync::Notify;
 
 pub mod export;
 
@@ -75,10 +59,10 @@ use crate::{
     driver::{self, Signal, Signals},
     exit,
     flight::on_oom as oom,
+    source::Source,
     source::kernel::caps::Privileges,
-    source::{Reading, Source, shed::Shed},
 };
-use export::{Format, State};
+use export::State;
 
 /// The largest request head accepted (hyper's smallest buffer).
 pub const MAX_HEAD_BYTES: usize = 8192;
@@ -229,6 +213,15 @@ mod tests {
         http::{Chunks, Conn, Peer, Phase, Tracked, admit, connection},
         upkeep::Bodies,
     };
+    use bytes::Bytes;
+    use hyper::Response;
+    use hyper_util::rt::TokioIo;
+    use std::{
+        convert::Infallible,
+        net::IpAddr,
+        sync::atomic::{AtomicU8, Ordering},
+    };
+    use tokio::sync::Notify;
 
     /// Opens a connection from 127.0.0.`peer` in `phase`; its id.
     fn open(c: &mut Conns, peer: u8, phase: u8) -> u64 {

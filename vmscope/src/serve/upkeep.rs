@@ -2,7 +2,25 @@
 //! the connections share (the exporter's own metrics), the refresh every
 //! interval, and the privileges given up once serving.
 
-use super::{http::Dropped, *};
+use std::{
+    fmt::Write as _,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use bytes::Bytes;
+
+use crate::{
+    flight::on_oom as oom,
+    source::{Reading, Source, shed::Shed},
+};
+
+use super::export::{Format, State};
+use super::{Burst, OPENMETRICS_EOF};
+use super::{export, http::Dropped};
 
 /// The rendered bodies, replaced on every successful refresh.
 #[derive(Clone)]

@@ -2,7 +2,25 @@
 //! classic), the page-fault hooks and their perf-event fallback, the raw
 //! syscall hooks, swap, accounting, major faults and fault timing.
 
-use super::*;
+use anyhow::anyhow;
+use aya::{
+    Ebpf,
+    programs::{
+        BtfTracePoint, FEntry, FExit, PerfEvent, TracePoint,
+        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
+    },
+};
+
+use crate::model::probes::{FaultSource, ProbeStatus};
+use crate::source::kernel::errors::one_line;
+use crate::source::kernel::tracefs;
+
+use super::btf::{BtfVariants, TaskOffsets, attach_btf, load_btf};
+use super::specs::{FaultPlans, HookPlan, Spec};
+use super::{
+    ACCOUNT_PROBE, DISABLE_ENV, FAULT_TIMING_PROBE, MAJOR_FAULTS_PROBE, SWAP_PROBE, SwapAttach,
+    swap_active, swap_prog,
+};
 
 /// Attaches one planned tracepoint program.
 pub(super) fn attach_planned(

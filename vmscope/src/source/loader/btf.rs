@@ -2,7 +2,14 @@
 //! kernel-structure offsets some of them read, and loading and attaching
 //! them.
 
-use super::*;
+use anyhow::anyhow;
+use aya::{Ebpf, EbpfLoader, programs::BtfTracePoint};
+use vmscope_common::off;
+
+use crate::source::kernel::errors::one_line;
+
+use super::specs::Spec;
+use super::{ACCOUNT_PROBE, DISABLE_ENV, SwapAttach};
 
 /// Whether the classic tracepoints' BTF variants can be tried, or why not.
 pub(super) fn btf_tracepoints_usable(disabled: &[String]) -> Result<(), String> {

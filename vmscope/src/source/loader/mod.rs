@@ -13,25 +13,18 @@ use attach::{
     attach_fault_books, attach_faults, attach_major_faults, attach_swap, attach_tracepoints,
     raw_syscalls, take,
 };
-use btf::{
-    BtfVariants, TaskOffsets, attach_btf, load_btf, parse_btf_at_once, rss_btf_offsets,
-    task_offsets, task_struct_offsets,
-};
-use specs::{FaultPlans, HookPlan, SPECS, Spec, plan_specs, success_values};
+use btf::{BtfVariants, parse_btf_at_once, rss_btf_offsets, task_offsets, task_struct_offsets};
+use specs::{FaultPlans, HookPlan, SPECS, plan_specs, success_values};
 
 use anyhow::{Context as _, anyhow};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{Array, HashMap, MapData, PerCpuArray, RingBuf},
-    programs::{
-        BtfTracePoint, FEntry, FExit, PerfEvent, TracePoint,
-        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
-    },
 };
 
 use vmscope_common::{FaultCache, MmSwap, ProcStats, off};
 
-use crate::source::kernel::{cgroupfs, format::EventFormat, kmsg, tracefs};
+use crate::source::kernel::{cgroupfs, kmsg};
 
 /// The eBPF object built by build.rs (empty when built with AYA_BUILD_SKIP=1).
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/vmscope"));
@@ -252,8 +245,6 @@ pub fn object() -> anyhow::Result<&'static [u8]> {
     }
     Ok(EBPF_OBJECT)
 }
-
-use crate::source::kernel::errors::one_line;
 
 /// The hooks that attach only as classic tracepoints here (no BTF variant,
 /// or none this kernel allows), so they need tracefs; and whether the raw
@@ -541,7 +532,8 @@ fn raise_memlock() -> std::io::Result<()> {
 mod tests {
     use crate::source::kernel::errors::summarize_verifier;
 
-    use super::{EventFormat, specs::oom_fields};
+    use super::specs::oom_fields;
+    use crate::source::kernel::format::EventFormat;
     use vmscope_common::off;
 
     const HEAD: &str = "name: mark_victim\nID: 609\nformat:\n\

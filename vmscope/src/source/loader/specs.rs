@@ -1,7 +1,11 @@
 //! The tracepoint hooks vmscope attaches, one [`Spec`] row each, the record
 //! fields each reads, and the plan (event name and offsets) made for it.
 
-use super::*;
+use vmscope_common::off;
+
+use crate::source::kernel::{format::EventFormat, tracefs};
+
+use super::{DISABLE_ENV, LoadOptions, MMAP_LOCK_OFF, check_rss_layout};
 
 /// A tracepoint program and the fields it reads.
 pub(super) struct Spec {

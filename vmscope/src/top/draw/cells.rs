@@ -1,7 +1,7 @@
 //! The values as text: rates, sizes, limits, sparklines, and the cells of
 //! a process or cgroup row.
 
-use super::*;
+use crate::model::view::{CgroupRow, Limit, ProcRow, RowRates};
 
 /// A rate for display: `n/a` when unknown, never 0.
 pub fn fmt_rate(v: Option<f64>) -> String {

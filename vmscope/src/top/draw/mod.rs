@@ -10,25 +10,22 @@ mod panels;
 mod snapshot;
 mod tables;
 
-use cells::{cgroup_cells, fmt_bytes, proc_cells};
+use cells::fmt_bytes;
 pub use cells::{fmt_rate, fmt_size, sparkline};
 use panels::{latency_lines, rates_table};
 pub use snapshot::snapshot_text;
 use tables::draw_table;
-
-use std::fmt::Write as _;
 
 use ratatui::{
     Frame,
     layout::{Constraint, Layout, Rect},
     style::{Color, Modifier, Style},
     text::{Line, Span},
-    widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Wrap},
+    widgets::{Block, Borders, Clear, Paragraph, Wrap},
 };
 
-use super::app::{App, CGROUP_COLUMNS, COLUMNS, Header, OomSeen, Panel, Table as Shown};
-use crate::model::view::{CgroupRow, Latency, Limit, Model, ProcRow, RateLine, RowRates};
-use crate::units::fmt_ns;
+use super::app::{App, Header, OomSeen, Panel, Table as Shown};
+use crate::model::view::Model;
 
 /// The smallest terminal the layout is drawn in.
 pub const MIN_WIDTH: u16 = 80;
@@ -263,6 +260,11 @@ mod tests {
     use crate::{
         model::hist::{Bucket, Summary},
         model::view::{Latency, Model, ProcRow, RateLine},
+    };
+    use crate::{
+        model::view::{CgroupRow, Limit, RowRates},
+        top::app::{CGROUP_COLUMNS, COLUMNS},
+        units::fmt_ns,
     };
 
     fn press(a: &mut App, c: crossterm::event::KeyCode) {

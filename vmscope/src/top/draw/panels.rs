@@ -1,6 +1,16 @@
 //! The rates panel (a table with sparklines) and the latency panel.
 
-use super::*;
+use ratatui::{
+    layout::Constraint,
+    style::{Color, Style},
+    text::Line,
+    widgets::{Block, Borders, Cell, Row, Table},
+};
+
+use crate::model::view::{Latency, RateLine};
+use crate::units::fmt_ns;
+
+use super::cells::{fmt_rate, sparkline};
 
 pub(super) fn rates_table(rates: &[RateLine], spark_width: usize) -> Table<'static> {
     let rows = rates.iter().map(|r| {

@@ -1,6 +1,12 @@
 //! The plain-text snapshot of `--batch`.
 
-use super::*;
+use std::fmt::Write as _;
+
+use crate::top::app::{App, CGROUP_COLUMNS, COLUMNS};
+
+use super::cells::fmt_rate;
+use super::cells::{cgroup_cells, proc_cells};
+use super::header_lines;
 
 /// The cgroup table as `--batch` prints it, or why there is none.
 pub(super) fn cgroups_text(app: &App, out: &mut String) {

@@ -1,7 +1,16 @@
 //! The process and cgroup tables: their header rows, borders, column
 //! widths, and the rows shown.
 
-use super::*;
+use ratatui::{
+    Frame,
+    layout::{Constraint, Rect},
+    style::{Color, Modifier, Style},
+    widgets::{Block, Borders, Cell, Paragraph, Row, Table, Wrap},
+};
+
+use crate::top::app::{App, CGROUP_COLUMNS, COLUMNS, Panel, Table as Shown};
+
+use super::cells::{cgroup_cells, proc_cells};
 
 pub(super) fn table_border(app: &App) -> Style {
     if app.panel == Panel::Table {

@@ -2,7 +2,8 @@
 //! with its line) and [`FieldError`] (a field a probe needs), each said
 //! in one line.
 
-use super::*;
+use std::error::Error;
+use std::fmt;
 
 /// Why a format file was rejected. See [`FormatError::kind`].
 #[derive(Debug, Clone, PartialEq, Eq)]

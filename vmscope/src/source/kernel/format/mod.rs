@@ -51,10 +51,6 @@ mod parse;
 pub use errors::{FieldError, FieldErrorKind, FormatError, FormatErrorKind};
 use parse::parse_format;
 
-use std::collections::HashSet;
-use std::error::Error;
-use std::fmt;
-
 /// One `field:` line of a format file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Field {

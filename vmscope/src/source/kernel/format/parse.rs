@@ -2,7 +2,10 @@
 //! (type, name, array length) and its `offset:`/`size:`/`signed:`
 //! attributes.
 
-use super::*;
+use std::collections::HashSet;
+
+use super::errors::{FormatError, FormatErrorKind};
+use super::{EventFormat, Field};
 
 /// Text after which the rest of the file is ignored.
 pub(super) const PRINT_FMT: &str = "print fmt:";
