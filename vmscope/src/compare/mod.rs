@@ -25,8 +25,9 @@ pub use input::{
 };
 pub use render::{json, markdown, method_line, regressions_line, table};
 pub use rows::{
-    OneSided, Report, Row, SideInfo, SideStats, Statistics, Values, Verdict, build_rows, collect,
-    exit_code, is_regression, one_sided, one_sided_line, regressions, verdict, verdict_text,
+    MetricRow, OneSided, Report, SideInfo, SideStats, Statistics, Values, Verdict, build_rows,
+    collect, exit_code, is_regression, one_sided, one_sided_line, regressions, verdict,
+    verdict_text,
 };
 
 use crate::model::recording::Recording;

@@ -157,7 +157,8 @@ pub fn is_regression(v: Verdict, change_pct: Option<f64>, threshold: f64) -> boo
 
 /// One metric compared.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Row {
+#[schemars(rename = "Row")]
+pub struct MetricRow {
     pub metric: String,
     pub unit: String,
     pub better: Better,
@@ -199,7 +200,7 @@ pub fn build_rows(
     new: &BTreeMap<String, Values>,
     statistics: Statistics,
     threshold: f64,
-) -> Vec<Row> {
+) -> Vec<MetricRow> {
     let mut names: Vec<&String> = base.keys().filter(|k| new.contains_key(*k)).collect();
     names.sort_by(|a, b| by_rank(a, b));
     names
@@ -220,7 +221,7 @@ pub(super) fn row(
     n: &Values,
     statistics: Statistics,
     threshold: f64,
-) -> Row {
+) -> MetricRow {
     let (bs, ns) = (SideStats::of(&b.values), SideStats::of(&n.values));
     let diff = ns.mean - bs.mean;
     let change_pct = pct_of(diff, bs.mean);
@@ -231,7 +232,7 @@ pub(super) fn row(
     // Without a test (single values) any difference counts.
     let significant = test.as_ref().map_or(diff != 0.0, |t| t.p < ALPHA);
     let v = verdict(b.better, diff, significant);
-    Row {
+    MetricRow {
         metric: name.to_owned(),
         unit: b.unit.clone(),
         better: b.better,
@@ -250,7 +251,7 @@ pub(super) fn row(
 }
 
 /// The metrics of the rows that are regressions.
-pub fn regressions(rows: &[Row]) -> Vec<String> {
+pub fn regressions(rows: &[MetricRow]) -> Vec<String> {
     rows.iter()
         .filter(|r| r.regression)
         .map(|r| r.metric.clone())
@@ -258,7 +259,7 @@ pub fn regressions(rows: &[Row]) -> Vec<String> {
 }
 
 /// 1 when asked to fail on a regression and there is one, else 0.
-pub fn exit_code(rows: &[Row], fail_on_regression: bool) -> u8 {
+pub fn exit_code(rows: &[MetricRow], fail_on_regression: bool) -> u8 {
     if fail_on_regression && rows.iter().any(|r| r.regression) {
         exit::FAILURE
     } else {
@@ -281,7 +282,7 @@ pub struct Report {
     /// What is compared: the plain mean of each side's runs.
     pub comparison: &'static str,
     pub threshold_pct: f64,
-    pub rows: Vec<Row>,
+    pub rows: Vec<MetricRow>,
     /// The metrics of the rows that are regressions.
     pub regressions: Vec<String>,
     /// Each latency histogram with samples on both sides, its buckets summed
