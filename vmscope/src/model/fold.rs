@@ -12,7 +12,7 @@ use crate::model::{
     probes::FaultSource,
     rmap::RmapProc,
     sample::Sample,
-    series::{Series, SeriesBuilder},
+    series::{IntervalSeries, SeriesBuilder},
 };
 
 /// Processes' rmap figures kept beyond this are trimmed to the largest.
@@ -147,7 +147,7 @@ impl Fold {
         vec![first.clone(), end]
     }
 
-    pub fn series(self, available: impl Fn(&str) -> bool) -> Series {
+    pub fn series(self, available: impl Fn(&str) -> bool) -> IntervalSeries {
         self.series.map(|b| b.finish(available)).unwrap_or_default()
     }
 }

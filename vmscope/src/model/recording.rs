@@ -105,7 +105,7 @@ pub struct Recording {
     pub cgroups: Vec<crate::model::cgroup::CgroupTotal>,
     /// What happened in each interval, derived from `samples`.
     #[serde(default)]
-    pub series: crate::model::series::Series,
+    pub series: crate::model::series::IntervalSeries,
     pub samples: Vec<Sample>,
 }
 
