@@ -14,7 +14,7 @@ pub(crate) use assemble::{Parts, assemble};
 
 use crate::exit;
 
-use crate::model::recording::{Header, Line, Recording, SCHEMA_VERSION, Scope, Tool};
+use crate::model::recording::{Header, Line, Recording, RecordingScope, SCHEMA_VERSION, Tool};
 
 /// Appends whole lines to a `--format jsonl` stream, flushing each so that
 /// `tail -f` sees every interval as it ends.
@@ -457,7 +457,7 @@ pub fn from_jsonl(text: &str) -> anyhow::Result<Recording> {
 pub fn header(
     source: &crate::source::Source,
     interval: std::time::Duration,
-    scope: Scope,
+    scope: RecordingScope,
     command: Option<Vec<String>>,
 ) -> Header {
     Header {

@@ -43,7 +43,7 @@ use crate::{
     model::{
         oom::OomKill,
         probes::ProbeStatus,
-        recording::{Header, Recording, Scope, ScopeKind},
+        recording::{Header, Recording, RecordingScope, ScopeKind},
         sample::Sample,
     },
     source::Source,
@@ -199,7 +199,7 @@ fn header(source: &Source, interval: Duration, pids: &[u32]) -> Header {
     } else {
         ScopeKind::Pids
     };
-    let scope = Scope {
+    let scope = RecordingScope {
         kind,
         pids: pids.to_vec(),
         cgroup: None,

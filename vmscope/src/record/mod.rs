@@ -13,7 +13,7 @@ use crate::{
     driver::{self, Signal, Signals},
     exit,
     model::probes::ProbeStatus,
-    model::recording::{Header, Line, Scope, ScopeKind},
+    model::recording::{Header, Line, RecordingScope, ScopeKind},
     model::sample::Sample,
     source::kernel::caps::Privileges,
     source::loader::{self, LoadOptions},
@@ -203,7 +203,7 @@ impl Setup {
         let header = document::header(
             &source,
             args.sampling.interval,
-            Scope {
+            RecordingScope {
                 kind: scope,
                 pids,
                 cgroup: args.cgroup.clone(),
