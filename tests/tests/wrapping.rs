@@ -159,7 +159,7 @@ fn planted_symlink_at_the_output_leaves_its_target_alone() {
     vmscope_tests::ok(&o, "record -o SYMLINK");
     let meta = std::fs::symlink_metadata(&link).unwrap();
     assert!(meta.is_file(), "the link was not replaced by the document");
-    vmscope::record::read(&link).unwrap();
+    vmscope::document::read(&link).unwrap();
     unchanged("json");
     let left: Vec<String> = names(dir.path())
         .into_iter()
@@ -216,7 +216,7 @@ fn outputs_belong_to_the_sudo_caller() {
             "{} is not the sudo caller's",
             p.display()
         );
-        vmscope::record::read(p).unwrap_or_else(|e| panic!("{}: {e:#}", p.display()));
+        vmscope::document::read(p).unwrap_or_else(|e| panic!("{}: {e:#}", p.display()));
     }
     assert!(!text(&std::fs::read(&old).unwrap()).contains("stale"));
     assert_eq!(
@@ -526,7 +526,7 @@ fn full_disk_mid_run_leaves_an_incomplete_recording() {
     );
     assert_eq!(rec["child"]["signals_sent"][0]["signal"], "SIGTERM");
     assert_eq!(rec["child"]["signals_sent"][0]["reason"], "error");
-    let r = vmscope::record::read(&out).unwrap();
+    let r = vmscope::document::read(&out).unwrap();
     assert!(r.incomplete.is_some());
     vmscope_tests::assert_valid(
         &vmscope_tests::schema("jsonl-line.schema.json"),

@@ -640,7 +640,7 @@ pub struct DoctorArgs {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub enum RecordFormat {
     Json,
     Jsonl,
 }
@@ -687,8 +687,8 @@ pub struct RecordArgs {
 
     /// `json`: one document, written atomically when recording ends.
     /// `jsonl`: streamed, one line per interval (see docs/record.md).
-    #[arg(long, value_enum, default_value_t = Format::Json)]
-    pub format: Format,
+    #[arg(long, value_enum, default_value_t = RecordFormat::Json)]
+    pub format: RecordFormat,
 
     /// Where rmap functions are timed directly (fentry), time the rmap
     /// maintenance functions too (adding and removing entries on fault,
@@ -792,9 +792,6 @@ mod tests {
 
     #[test]
     fn history_range_is_what_the_flight_recorder_keeps() {
-        assert_eq!(
-            crate::timefmt::HISTORY.max,
-            crate::record::flight::MAX_WINDOW
-        );
+        assert_eq!(crate::timefmt::HISTORY.max, crate::flight::MAX_WINDOW);
     }
 }

@@ -67,7 +67,7 @@ pub struct Availability {
 }
 
 #[derive(Debug, Serialize)]
-pub struct Report {
+pub struct Findings {
     pub tool: Tool,
     pub kernel: crate::model::recording::KernelInfo,
     pub btf: bool,
@@ -116,7 +116,7 @@ pub fn run(args: &DoctorArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-pub fn collect(privileges: Privileges) -> Report {
+pub fn collect(privileges: Privileges) -> Findings {
     let tracefs = match tracefs::tracefs() {
         Ok(t) => TracefsReport {
             path: Some(t.path.display().to_string()),
@@ -157,7 +157,7 @@ pub fn collect(privileges: Privileges) -> Report {
         .collect();
     let attach_kinds = probe_attach_kinds(&tracefs);
     let fentry_works = attach_kinds.iter().any(|k| k.kind == "fentry" && k.works);
-    Report {
+    Findings {
         tool: Tool::this(),
         kernel: system::kernel_info(),
         btf: system::btf_present(),
@@ -335,7 +335,7 @@ fn try_kind(ebpf: &mut Ebpf, kind: &str, btf: &Result<&Btf, String>) -> Result<(
 }
 
 /// The human-readable report.
-pub fn render(r: &Report) -> String {
+pub fn render(r: &Findings) -> String {
     let mut s = String::new();
     render_system(&mut s, r);
     render_privileges(&mut s, r);
@@ -351,7 +351,7 @@ fn yn(b: bool) -> &'static str {
 }
 
 /// The version, the kernel and what the kernel offers to read it with.
-fn render_system(s: &mut String, r: &Report) {
+fn render_system(s: &mut String, r: &Findings) {
     let _ = writeln!(s, "vmscope {} doctor", r.tool.version);
     let _ = writeln!(s, "kernel      {} ({})", r.kernel.release, r.kernel.machine);
     let _ = writeln!(s, "btf         {}", yn(r.btf));
@@ -380,7 +380,7 @@ fn render_system(s: &mut String, r: &Report) {
 }
 
 /// Who we run as, and what each missing privilege would add.
-fn render_privileges(s: &mut String, r: &Report) {
+fn render_privileges(s: &mut String, r: &Findings) {
     let p = &r.privileges;
     let _ = writeln!(
         s,
@@ -403,7 +403,7 @@ fn render_privileges(s: &mut String, r: &Report) {
     }
 }
 
-fn render_attach_kinds(s: &mut String, r: &Report) {
+fn render_attach_kinds(s: &mut String, r: &Findings) {
     let _ = writeln!(s, "\nattach kinds (loaded and attached for real):");
     for k in &r.attach_kinds {
         match &k.error {
@@ -418,7 +418,7 @@ fn render_attach_kinds(s: &mut String, r: &Report) {
     let _ = writeln!(s, "function timing: {}", r.function_timing);
 }
 
-fn render_hooks(s: &mut String, r: &Report) {
+fn render_hooks(s: &mut String, r: &Findings) {
     let _ = writeln!(s, "\nhooks:");
     for h in &r.hooks {
         if let Some(why) = &h.unknown {
@@ -449,7 +449,7 @@ fn render_hooks(s: &mut String, r: &Report) {
 
 /// Swap devices, PSI and the memory cgroup: what the figures that do not
 /// come from probes need.
-fn render_memory(s: &mut String, r: &Report) {
+fn render_memory(s: &mut String, r: &Findings) {
     let _ = writeln!(s, "\nswap devices:");
     if r.swap_devices.is_empty() {
         let _ = writeln!(

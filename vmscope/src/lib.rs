@@ -4,17 +4,21 @@
 //! loads the eBPF programs, which aggregate in maps, and reads them on its
 //! own thread into raw cumulative samples; the pure [`model`] replays them
 //! and derives rates, totals and tables; the views ([`top`], [`record`],
-//! [`serve`], [`report`], [`compare`], [`doctor`]) only format; the
-//! [`experiments`] (workloads, labs, bench) drive workloads around them.
+//! [`serve`], [`report`], [`compare`], [`doctor`]) only format, writing and
+//! reading recordings through [`document`], and [`top`] and [`serve`] keep
+//! a [`flight`] recorder; the [`experiments`] (workloads, labs, bench)
+//! drive workloads around them.
 
-pub mod app;
 pub mod child;
 pub mod cli;
 pub mod compare;
+pub mod dispatch;
 pub mod doctor;
+pub mod document;
 pub mod driver;
 pub mod exit;
 pub mod experiments;
+pub mod flight;
 pub mod model;
 pub mod procstat;
 pub mod record;

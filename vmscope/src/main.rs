@@ -15,5 +15,5 @@ fn main() -> ExitCode {
             });
         }
     };
-    ExitCode::from(vmscope::app::run(cli))
+    ExitCode::from(vmscope::dispatch::run(cli))
 }

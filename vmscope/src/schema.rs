@@ -59,8 +59,8 @@ impl Document {
     /// The schema, generated from the current types.
     pub fn schema(self) -> serde_json::Value {
         match self {
-            Self::Recording => crate::record::recording_schema(),
-            Self::JsonlLine => crate::record::line_schema(),
+            Self::Recording => crate::document::recording_schema(),
+            Self::JsonlLine => crate::document::line_schema(),
             Self::Bench => crate::model::bench::bench_schema(),
             Self::Compare => crate::compare::compare_schema(),
         }

@@ -13,7 +13,7 @@ use std::{
     path::PathBuf,
 };
 
-use vmscope::{record, source::kernel::format::EventFormat};
+use vmscope::{document, source::kernel::format::EventFormat};
 
 /// The same size sets as the `format_parser` target.
 const SIZE_SETS: &[&[u32]] = &[&[], &[1], &[2], &[4], &[8], &[4, 8], &[0, u32::MAX]];
@@ -98,7 +98,7 @@ fn format_parser(text: &str) -> Result<(), String> {
 
 /// What the `recording_reader` target does with one input.
 fn recording_reader(text: &str) -> Result<(), String> {
-    match record::from_str(text) {
+    match document::from_str(text) {
         Ok(rec) => {
             assert_eq!(
                 rec.header.schema_version,

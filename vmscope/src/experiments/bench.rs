@@ -16,12 +16,12 @@ use anyhow::Context as _;
 
 use crate::{
     cli::BenchArgs,
+    document::{self, Output},
     exit,
     model::{
         bench::{BENCH_KIND, BENCH_SCHEMA_VERSION, BenchFile, BenchResult, from_str},
         metrics::{self, MetricSummary, RunMetric},
     },
-    record::{self, Output},
     source::kernel::caps::Privileges,
     stats,
 };
@@ -72,7 +72,7 @@ pub fn record_run(args: &BenchArgs, path: &Path) -> anyhow::Result<(i32, Recordi
     }
     c.arg("-o").arg(path).arg("--").args(&args.command);
     let st = c.status().context("starting a recorded run")?;
-    let rec = record::read(path)
+    let rec = document::read(path)
         .with_context(|| format!("the run's recording (vmscope record exited with {st})"))?;
     let code = rec
         .child
@@ -82,7 +82,7 @@ pub fn record_run(args: &BenchArgs, path: &Path) -> anyhow::Result<(i32, Recordi
 }
 
 /// How a bench ended.
-pub enum Outcome {
+pub enum BenchEnd {
     Done(Box<BenchFile>),
     /// A run failed without `--ignore-failure`: its exit code.
     Failed(u8),
@@ -91,8 +91,8 @@ pub enum Outcome {
 pub fn run(args: BenchArgs) -> anyhow::Result<u8> {
     let output = Output::prepare(&args.output)?;
     let file = match execute(&args)? {
-        Outcome::Done(f) => f,
-        Outcome::Failed(code) => return Ok(code),
+        BenchEnd::Done(f) => f,
+        BenchEnd::Failed(code) => return Ok(code),
     };
     // The summary goes to stdout, unless the bench file does.
     match output {
@@ -104,7 +104,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<u8> {
             serde_json::to_writer(std::io::stdout().lock(), &file).context("writing to stdout")?;
             println!();
         }
-        Output::File(path) => record::write_atomic(&path, |w| {
+        Output::File(path) => document::write_atomic(&path, |w| {
             serde_json::to_writer(&mut *w, &file)?;
             Ok(())
         })?,
@@ -113,7 +113,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<u8> {
 }
 
 /// Runs the bench: warmup, recorded runs, summary. Prints progress only.
-pub fn execute(args: &BenchArgs) -> anyhow::Result<Outcome> {
+pub fn execute(args: &BenchArgs) -> anyhow::Result<BenchEnd> {
     if args.command.is_empty() {
         return Err(exit::failure(
             exit::USAGE,
@@ -159,7 +159,7 @@ pub fn execute(args: &BenchArgs) -> anyhow::Result<Outcome> {
                     b.abandon();
                 }
                 eprintln!("vmscope: {msg}; stopping (use --ignore-failure to go on)");
-                return Ok(Outcome::Failed(
+                return Ok(BenchEnd::Failed(
                     u8::try_from(code).unwrap_or(exit::WRAPPER_FAILED),
                 ));
             }
@@ -173,7 +173,7 @@ pub fn execute(args: &BenchArgs) -> anyhow::Result<Outcome> {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    Ok(Outcome::Done(Box::new(assemble(args, runs, codes))))
+    Ok(BenchEnd::Done(Box::new(assemble(args, runs, codes))))
 }
 
 /// The bench file of recorded runs (in run order) and their exit codes.

@@ -42,12 +42,11 @@ use crate::{
         Storm,
     },
     compare::{self, Input, Report},
-    exit,
+    document, exit,
     experiments::{
         bench,
         pressure::{self, ZramSwap},
     },
-    record,
     source::kernel::caps::Privileges,
 };
 
@@ -452,7 +451,7 @@ fn experiment(
         bench::assemble(&sides[1], new_recs, new_codes),
     ];
     for (f, args) in files.iter().zip(&sides) {
-        record::write_atomic(&args.output, |w| {
+        document::write_atomic(&args.output, |w| {
             serde_json::to_writer(&mut *w, f)?;
             Ok(())
         })?;
@@ -610,7 +609,7 @@ fn run_failed(
 fn write_comparison(dir: &Path, report: &Report, threshold: f64) -> anyhow::Result<String> {
     let compare_path = dir.join("compare.json");
     let json = compare::json(report)?;
-    record::write_atomic(&compare_path, |w| {
+    document::write_atomic(&compare_path, |w| {
         std::io::Write::write_all(w, json.as_bytes())?;
         Ok(())
     })?;

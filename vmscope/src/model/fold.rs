@@ -12,7 +12,7 @@ use crate::model::{
     probes::FaultSource,
     rmap::RmapProc,
     sample::Sample,
-    series::{Series, SeriesBuilder},
+    series::{IntervalSeries, SeriesBuilder},
 };
 
 /// Processes' rmap figures kept beyond this are trimmed to the largest.
@@ -147,7 +147,7 @@ impl Fold {
         vec![first.clone(), end]
     }
 
-    pub fn series(self, available: impl Fn(&str) -> bool) -> Series {
+    pub fn series(self, available: impl Fn(&str) -> bool) -> IntervalSeries {
         self.series.map(|b| b.finish(available)).unwrap_or_default()
     }
 }
@@ -164,7 +164,7 @@ mod tests {
     #[test]
     fn folding_gives_what_the_whole_recording_gives() {
         let text = include_str!("../../../tests/fixtures/churn.recording.json");
-        let rec = crate::record::from_str(text).expect("the fixture is a recording");
+        let rec = crate::document::from_str(text).expect("the fixture is a recording");
         assert!(rec.samples.iter().any(|s| !s.exited.is_empty()));
         let source = rec.header.fault_source;
         let avail = ProcAvailability {

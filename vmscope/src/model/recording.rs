@@ -47,7 +47,8 @@ pub enum ScopeKind {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Scope {
+#[schemars(rename = "Scope")]
+pub struct RecordingScope {
     pub kind: ScopeKind,
     /// The pids followed at the start (their children are followed too).
     pub pids: Vec<u32>,
@@ -105,7 +106,7 @@ pub struct Recording {
     pub cgroups: Vec<crate::model::cgroup::CgroupTotal>,
     /// What happened in each interval, derived from `samples`.
     #[serde(default)]
-    pub series: crate::model::series::Series,
+    pub series: crate::model::series::IntervalSeries,
     pub samples: Vec<Sample>,
 }
 
@@ -120,7 +121,7 @@ pub struct Header {
     pub command_line: Vec<String>,
     /// The wrapped command, if any.
     pub command: Option<Vec<String>>,
-    pub scope: Scope,
+    pub scope: RecordingScope,
     pub interval_ns: u64,
     pub start_time: String,
     pub probes: Vec<ProbeStatus>,

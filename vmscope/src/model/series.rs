@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 /// to `end_ns[i]` (nanoseconds since the recording started). A value is
 /// null when its counter went backwards (reset or eviction): unknown, not 0.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Series {
+#[schemars(rename = "Series")]
+pub struct IntervalSeries {
     pub end_ns: Vec<u64>,
     pub duration_ns: Vec<u64>,
     /// Metric -> one value per interval. Faults are `faults` (system-wide)
@@ -24,9 +25,9 @@ pub struct Series {
 
 /// Builds the series. `available` says whether an eBPF counter's probe is
 /// attached (unavailable ones get no column).
-pub fn series(samples: &[Sample], available: impl Fn(&str) -> bool) -> Series {
+pub fn series(samples: &[Sample], available: impl Fn(&str) -> bool) -> IntervalSeries {
     let Some(first) = samples.first() else {
-        return Series::default();
+        return IntervalSeries::default();
     };
     let mut b = SeriesBuilder::new(first);
     for s in &samples[1..] {
@@ -38,7 +39,7 @@ pub fn series(samples: &[Sample], available: impl Fn(&str) -> bool) -> Series {
 /// The series built as samples arrive: one interval per sample after the
 /// first, keeping only the previous sample and the processes' faults.
 pub struct SeriesBuilder {
-    s: Series,
+    s: IntervalSeries,
     prev: Sample,
     counter_names: Vec<String>,
     vmstat_names: Vec<&'static str>,
@@ -57,7 +58,7 @@ impl SeriesBuilder {
             .filter(|k| first.vmstat.get(k).is_some())
             .collect();
         let mut b = Self {
-            s: Series::default(),
+            s: IntervalSeries::default(),
             prev: first.clone(),
             counter_names,
             vmstat_names,
@@ -127,7 +128,7 @@ impl SeriesBuilder {
 
     /// The series, without the counters whose probe `available` says is
     /// not attached (asked at the end: a probe can attach late).
-    pub fn finish(mut self, available: impl Fn(&str) -> bool) -> Series {
+    pub fn finish(mut self, available: impl Fn(&str) -> bool) -> IntervalSeries {
         for name in &self.counter_names {
             if !available(name) {
                 self.s.metrics.remove(name);

@@ -18,7 +18,7 @@ use crate::{
 
 /// One system-wide rate.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Rate {
+pub struct RateLine {
     pub name: &'static str,
     pub unit: &'static str,
     /// This interval's value; `None` when unknown for this interval.
@@ -34,7 +34,7 @@ pub struct Rate {
 
 /// The rates the process and cgroup tables share, over the last interval.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Activity {
+pub struct RowRates {
     pub faults: f64,
     pub major: Option<f64>,
     /// Direct plus memcg reclaim stall, milliseconds per second.
@@ -45,7 +45,7 @@ pub struct Activity {
     pub shootdowns: f64,
 }
 
-impl Activity {
+impl RowRates {
     /// Whether anything happened this interval.
     pub fn active(&self) -> bool {
         self.values().into_iter().any(|v| v.unwrap_or(0.0) > 0.0)
@@ -73,7 +73,7 @@ pub struct ProcRow {
     pub comm: String,
     /// Its cgroup's id (0: unknown).
     pub cgroup: u64,
-    pub rates: Activity,
+    pub rates: RowRates,
 }
 
 /// A cgroup's memory limit as its books give it.
@@ -97,7 +97,7 @@ pub struct CgroupRow {
     pub path: String,
     /// Its processes alive now (those vmscope has seen).
     pub live: u32,
-    pub rates: Activity,
+    pub rates: RowRates,
     /// `None` when unknown.
     pub usage_bytes: Option<u64>,
     pub limit: Limit,
@@ -117,7 +117,7 @@ pub struct Latency {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Model {
     pub interval_s: f64,
-    pub rates: Vec<Rate>,
+    pub rates: Vec<RateLine>,
     pub procs: Vec<ProcRow>,
     /// Every cgroup with live processes or activity this interval.
     pub cgroups: Vec<CgroupRow>,
@@ -133,7 +133,7 @@ pub struct Model {
 }
 
 /// Which optional metrics this kernel provides: metric name -> reason it
-/// does not. Names are those of `Rate::name`, the catalogue's
+/// does not. Names are those of `RateLine::name`, the catalogue's
 /// per-process columns (`major`, `swap`, ...), [`CGROUPS`] and
 /// [`CGROUP_PSI`].
 pub type Unavailable = BTreeMap<String, String>;
@@ -252,14 +252,14 @@ impl<'a> Interval<'a> {
         then: Option<&ProcSample>,
         now: &ProcSample,
         unavailable: &Unavailable,
-    ) -> Activity {
+    ) -> RowRates {
         let rate = |f: &ProcField| -> Option<f64> {
             if f.column.is_some_and(|c| unavailable.contains_key(c)) {
                 return None;
             }
             Some(per_s(then.map_or(0, f.get), (f.get)(now), self.dt).unwrap_or(0.0))
         };
-        Activity {
+        RowRates {
             faults: rate(&faults::PROC_FAULTS).unwrap_or(0.0),
             major: rate(&faults::PROC_MAJOR),
             reclaim_ms: rate(&reclaim::PROC_STALL).unwrap_or(0.0) / 1e6,
@@ -323,12 +323,12 @@ impl<'a> Interval<'a> {
     }
 
     /// The catalogue's rate rows, in order.
-    fn rates(&self, unavailable: &Unavailable) -> Vec<Rate> {
+    fn rates(&self, unavailable: &Unavailable) -> Vec<RateLine> {
         catalogue::RATES
             .iter()
             .map(|row| {
                 let unavailable = unavailable.get(row.label).cloned();
-                Rate {
+                RateLine {
                     name: row.label,
                     unit: row.unit,
                     value: self.value(row.value).filter(|_| unavailable.is_none()),

@@ -1,591 +1,569 @@
-//! The recording document: schema, writer (atomic), reader (validating).
+//! `vmscope record`: attach, sample every interval, stop on command exit,
+//! duration or signal, and write one complete document (built and written
+//! by [`crate::document`]).
 
-use std::{
-    io::Write as _,
-    path::{Path, PathBuf},
-};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context as _;
 
-pub mod command;
-pub mod flight;
-pub mod on_oom;
-
-use crate::exit;
-
-use crate::model::recording::{
-    Header, Line, Recording, SCHEMA_VERSION, Scope, ScopeKind, TOP_PROCESSES, Tool, Totals,
+use crate::{
+    child,
+    cli::{RecordArgs, RecordFormat},
+    document::{self, JsonlWriter, Output},
+    driver::{self, Signal, Signals},
+    exit,
+    model::probes::ProbeStatus,
+    model::recording::{Header, Line, RecordingScope, ScopeKind},
+    model::sample::Sample,
+    source::kernel::caps::Privileges,
+    source::loader::{self, LoadOptions},
+    source::{Reading, Source},
 };
 
-/// Appends whole lines to a `--format jsonl` stream, flushing each so that
-/// `tail -f` sees every interval as it ends.
-pub struct JsonlWriter {
-    out: Box<dyn std::io::Write + Send>,
-    /// The file itself (not stdout): a line that fails half-way is cut off
-    /// again, so the stream only ever holds whole lines.
-    file: Option<std::fs::File>,
-    /// Where the last whole line ends.
-    whole: u64,
-    what: String,
-}
-
-impl JsonlWriter {
-    /// Opens the file, or uses stdout. The stream is written in place, not
-    /// renamed: it is meant to be read while it grows.
-    ///
-    /// The path is opened without following a symbolic link (one planted
-    /// there is refused with one line, its target untouched). A regular file
-    /// is truncated, as before, unless it has other hard links; a device or
-    /// FIFO (`/dev/null`) is written as it is, but a FIFO no process reads
-    /// is refused at once (never waited on). Under sudo the file belongs
-    /// to the invoking user.
-    pub fn create(output: &Output) -> anyhow::Result<Self> {
-        Ok(match output {
-            Output::Stdout => Self {
-                out: Box::new(std::io::stdout()),
-                file: None,
-                whole: 0,
-                what: "stdout".into(),
-            },
-            Output::File(path) => {
-                let f = open_stream(path)?;
-                let out = f
-                    .try_clone()
-                    .with_context(|| format!("opening {}", path.display()))?;
-                Self {
-                    out: Box::new(out),
-                    file: Some(f),
-                    whole: 0,
-                    what: path.display().to_string(),
-                }
-            }
-        })
-    }
-
-    pub fn line(&mut self, line: &Line) -> anyhow::Result<()> {
-        let mut buf = serde_json::to_vec(line).context("encoding a line")?;
-        buf.push(b'\n');
-        match self.out.write_all(&buf).and_then(|()| self.out.flush()) {
-            Ok(()) => {
-                self.whole += buf.len() as u64;
-                Ok(())
-            }
-            Err(e) => {
-                self.cut_partial();
-                Err(e).with_context(|| format!("writing {}", self.what))
-            }
-        }
-    }
-
-    /// Removes what a failed write left of its line (truncating needs no
-    /// space), so the next line starts where the last whole one ended.
-    fn cut_partial(&mut self) {
-        use std::io::Seek as _;
-        if let Some(f) = &mut self.file
-            && f.metadata().is_ok_and(|m| m.is_file())
-        {
-            let _ = f.set_len(self.whole);
-            let _ = f.seek(std::io::SeekFrom::Start(self.whole));
-        }
-    }
-
-    /// Whether this stream goes to a file (which may take a final line after
-    /// a failure) rather than stdout.
-    pub fn is_file(&self) -> bool {
-        self.file.is_some()
-    }
-}
-
-/// Opens a jsonl destination: never through a symbolic link, never a
-/// regular file that has other names.
-fn open_stream(path: &Path) -> anyhow::Result<std::fs::File> {
-    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, OpenOptionsExt as _};
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .mode(0o666)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_NONBLOCK)
-        .open(path);
-    let f = match f {
-        Ok(f) => f,
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            anyhow::bail!(
-                "refusing to write {}: it is a symbolic link; remove it or choose another -o",
-                path.display()
-            );
-        }
-        Err(e) => {
-            return Err(no_reader(path, e)).with_context(|| format!("creating {}", path.display()));
-        }
-    };
-    blocking(&f).with_context(|| format!("opening {}", path.display()))?;
-    let meta = f
-        .metadata()
-        .with_context(|| format!("examining {}", path.display()))?;
-    if meta.file_type().is_block_device() || meta.file_type().is_socket() {
-        anyhow::bail!("refusing to write {}: not a regular file", path.display());
-    }
-    if meta.is_file() {
-        if meta.nlink() > 1 {
-            anyhow::bail!(
-                "refusing to write {}: it has {} hard links, so truncating it would change \
-                 another file; remove it or choose another -o",
-                path.display(),
-                meta.nlink()
-            );
-        }
-        f.set_len(0)
-            .with_context(|| format!("truncating {}", path.display()))?;
-        give_to_invoker(&f).with_context(|| format!("creating {}", path.display()))?;
-    }
-    Ok(f)
-}
-
-/// Who owns the files vmscope writes: under sudo (root with `SUDO_UID` and
-/// `SUDO_GID` set), the invoking user; otherwise whoever runs vmscope.
-pub fn output_owner() -> Option<(u32, u32)> {
-    if !rustix::process::geteuid().is_root() {
-        return None;
-    }
-    let uid: u32 = std::env::var("SUDO_UID").ok()?.parse().ok()?;
-    let gid: u32 = std::env::var("SUDO_GID").ok()?.parse().ok()?;
-    (uid != 0 || gid != 0).then_some((uid, gid))
-}
-
-/// Hands a regular file vmscope has just written to the invoking user
-/// under sudo (unless it is theirs already: the OOM writer creates its
-/// files as that user, and keeps no CAP_CHOWN).
-fn give_to_invoker(f: &std::fs::File) -> anyhow::Result<()> {
-    use std::os::unix::fs::MetadataExt as _;
-    if let Some((uid, gid)) = output_owner() {
-        if f.metadata().is_ok_and(|m| m.uid() == uid && m.gid() == gid) {
-            return Ok(());
-        }
-        std::os::unix::fs::fchown(f, Some(uid), Some(gid))
-            .with_context(|| format!("giving it to uid {uid} gid {gid} (SUDO_UID/SUDO_GID)"))?;
-    }
-    Ok(())
-}
-
-/// The published JSON Schema of a recording (`vmscope/schema/`).
-pub fn recording_schema() -> serde_json::Value {
-    schemars::schema_for!(Recording).to_value()
-}
-
-/// The published JSON Schema of one `--format jsonl` line.
-pub fn line_schema() -> serde_json::Value {
-    schemars::schema_for!(Line).to_value()
-}
-
-/// Where a recording goes.
-#[derive(Clone, Debug)]
-pub enum Output {
-    Stdout,
-    File(PathBuf),
-}
-
-impl Output {
-    /// Checks the destination before anything runs: its directory must exist
-    /// and be writable. Fails with one line naming the path.
-    pub fn prepare(path: &Path) -> anyhow::Result<Self> {
-        if path.as_os_str() == "-" {
-            return Ok(Self::Stdout);
-        }
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        if !dir.is_dir() {
-            return Err(exit::failure(
-                exit::FAILURE,
-                format!(
-                    "cannot write {}: directory {} does not exist; create it or choose another -o",
-                    path.display(),
-                    dir.display()
-                ),
-            ));
-        }
-        if path.is_dir() {
-            return Err(exit::failure(
-                exit::FAILURE,
-                format!(
-                    "cannot write {}: it is a directory; give a file name with -o",
-                    path.display()
-                ),
-            ));
-        }
-        if rustix::fs::access(dir, rustix::fs::Access::WRITE_OK).is_err() {
-            return Err(exit::failure(
-                exit::FAILURE,
-                format!(
-                    "cannot write {}: directory {} is not writable",
-                    path.display(),
-                    dir.display()
-                ),
-            ));
-        }
-        Ok(Self::File(path.to_path_buf()))
-    }
-
-    /// Writes `rec` completely or not at all: to a temporary name in the same
-    /// directory, flushed, then renamed over the destination.
-    pub fn write(&self, rec: &Recording) -> anyhow::Result<()> {
-        match self {
-            Self::Stdout => {
-                let mut out = std::io::stdout().lock();
-                serde_json::to_writer(&mut out, rec).context("writing the recording to stdout")?;
-                writeln!(out).context("writing the recording to stdout")?;
-                Ok(())
-            }
-            Self::File(path) => write_atomic(path, |w| {
-                serde_json::to_writer(&mut *w, rec)?;
-                writeln!(w)?;
-                Ok(())
-            }),
-        }
-    }
-}
-
-/// Writes a file through a temporary sibling and a rename: created with
-/// `O_EXCL` under an unpredictable name (`.NAME.XXXXXX.tmp`) in the target's
-/// directory, filled, flushed, synced, given to the invoking user under
-/// sudo, and renamed over `path` (a symbolic link there is replaced, its
-/// target untouched). On any failure the temporary file is removed.
-///
-/// A character device (`/dev/null`) or a FIFO already at `path` is written
-/// as it is, opened without blocking: a FIFO nobody reads is refused at
-/// once rather than waited on forever.
-pub fn write_atomic(
-    path: &Path,
-    fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    write_file(path, true, fill)
-}
-
-/// [`write_atomic`] for a file only vmscope names, in a directory others
-/// may write to (the flight recorder's): anything but a regular file or a
-/// symbolic link at `path` (a FIFO, a device, a socket) is refused, never
-/// written to, so no one can make the writer wait.
-pub fn write_atomic_regular(
-    path: &Path,
-    fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    write_file(path, false, fill)
-}
-
-fn write_file(
-    path: &Path,
-    special: bool,
-    fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
-    let result = (|| -> anyhow::Result<()> {
-        match std::fs::symlink_metadata(path).map(|m| m.file_type()) {
-            Ok(t) if t.is_symlink() => {
-                // Replaced, never written through, unless it leads to
-                // something no file should replace (`/dev/stdout`).
-                if let Ok(m) = std::fs::metadata(path)
-                    && !m.is_file()
-                {
-                    let to = std::fs::read_link(path).unwrap_or_default();
-                    anyhow::bail!(
-                        "refusing to replace the symbolic link {} (to {}, not a regular file); \
-                         use - for stdout or choose another path",
-                        path.display(),
-                        to.display()
-                    );
-                }
-            }
-            // `/dev/null`, a FIFO: written as they are.
-            Ok(t) if special && (t.is_char_device() || t.is_fifo()) => {
-                return write_special(path, fill);
-            }
-            Ok(t) if !special && t.is_fifo() => {
-                anyhow::bail!("refusing to write {}: it is a FIFO", path.display())
-            }
-            Ok(t) if !t.is_file() && !t.is_symlink() => {
-                anyhow::bail!("refusing to write {}: not a regular file", path.display())
-            }
-            _ => {}
-        }
-        let name = path
-            .file_name()
-            .with_context(|| format!("{} has no file name", path.display()))?;
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        let mut prefix = std::ffi::OsString::from(".");
-        prefix.push(name);
-        prefix.push(".");
-        let tmp = tempfile::Builder::new()
-            .prefix(&prefix)
-            .suffix(".tmp")
-            // What File::create gives (less the umask), not tempfile's 0600.
-            .permissions(std::fs::Permissions::from_mode(0o666))
-            .tempfile_in(dir)
-            .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
-        // The path is removed when `tmp_path` drops, unless persisted.
-        let (f, tmp_path) = tmp.into_parts();
-        let mut w = std::io::BufWriter::new(f);
-        fill(&mut w)?;
-        let f = w.into_inner().context("flushing")?;
-        give_to_invoker(&f)?;
-        f.sync_all().context("syncing")?;
-        drop(f);
-        tmp_path
-            .persist(path)
-            .map_err(|e| e.error)
-            .with_context(|| format!("renaming to {}", path.display()))?;
-        // The rename itself, durable: best effort.
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    result.with_context(|| format!("writing {}", path.display()))
-}
-
-/// Writes into a character device or FIFO already at `path`.
-fn write_special(
-    path: &Path,
-    fill: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| no_reader(path, e))
-        .with_context(|| format!("opening {}", path.display()))?;
-    let t = f.metadata().context("examining it")?.file_type();
-    anyhow::ensure!(
-        t.is_char_device() || t.is_fifo(),
-        "{} changed while being opened",
-        path.display()
-    );
-    blocking(&f).with_context(|| format!("opening {}", path.display()))?;
-    let mut w = std::io::BufWriter::new(f);
-    fill(&mut w)?;
-    w.into_inner().context("flushing")?;
-    Ok(())
-}
-
-/// Opening a FIFO for writing without blocking fails with ENXIO when no
-/// one has it open for reading: said in words.
-fn no_reader(path: &Path, e: std::io::Error) -> anyhow::Error {
-    if e.raw_os_error() == Some(libc::ENXIO) {
-        anyhow::anyhow!(
-            "refusing to write {}: it is a FIFO that no process is reading, so writing would \
-             wait forever; start its reader first or choose another path",
-            path.display()
-        )
-    } else {
-        e.into()
-    }
-}
-
-/// Writes to a file opened with `O_NONBLOCK` (so that the open could not
-/// hang) block again, as for any output.
-fn blocking(f: &std::fs::File) -> std::io::Result<()> {
-    use rustix::fs::{OFlags, fcntl_getfl, fcntl_setfl};
-    let flags = fcntl_getfl(f)?;
-    fcntl_setfl(f, flags - OFlags::NONBLOCK)?;
-    Ok(())
-}
-
-/// Reads a recording (a JSON document or a `--format jsonl` stream),
-/// rejecting other schema versions with a clear message.
-pub fn read(path: &Path) -> anyhow::Result<Recording> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    from_str(&text).with_context(|| format!("{} is not a vmscope recording", path.display()))
-}
-
-pub fn from_str(text: &str) -> anyhow::Result<Recording> {
-    let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-    if first.trim_start().starts_with("{\"type\":\"header\"") {
-        return from_jsonl(text);
-    }
-    let v: serde_json::Value = serde_json::from_str(text).context("invalid JSON")?;
-    check_version(&v)?;
-    serde_json::from_value(v).context("fields do not match the recording schema")
-}
-
-fn check_version(v: &serde_json::Value) -> anyhow::Result<()> {
-    match v.get("schema_version").and_then(serde_json::Value::as_u64) {
-        Some(n) if n == u64::from(SCHEMA_VERSION) => {}
-        Some(n) => anyhow::bail!(
-            "schema_version {n} is not supported (this vmscope reads {SCHEMA_VERSION})"
-        ),
-        None => anyhow::bail!("no schema_version field"),
-    }
-    Ok(())
-}
-
-/// Reassembles a `--format jsonl` stream into one recording.
-pub fn from_jsonl(text: &str) -> anyhow::Result<Recording> {
-    let mut samples = Vec::new();
-    let mut rec = None;
-    for (i, l) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let v: serde_json::Value =
-            serde_json::from_str(l).with_context(|| format!("line {}: invalid JSON", i + 1))?;
-        if v.get("type").and_then(serde_json::Value::as_str) != Some("sample") {
-            check_version(&v).with_context(|| format!("line {}", i + 1))?;
-        }
-        let line: Line = serde_json::from_value(v)
-            .with_context(|| format!("line {}: not a vmscope stream line", i + 1))?;
-        match line {
-            Line::Header(_) => {}
-            Line::Sample(s) => samples.push(*s),
-            Line::Recording(r) => rec = Some(r),
-        }
-    }
-    let mut rec = rec.context(
-        "the stream has no final recording line; vmscope was stopped before it could finish",
-    )?;
-    rec.samples = samples;
-    Ok(*rec)
-}
-
-/// A recording's header as it stands now: what is known of `source` (its
-/// probes, fault source, cgroup scheme), the kernel, this command line and
-/// the start time.
-pub fn header(
-    source: &crate::source::Source,
-    interval: std::time::Duration,
-    scope: Scope,
-    command: Option<Vec<String>>,
-) -> Header {
-    Header {
-        schema_version: SCHEMA_VERSION,
-        tool: Tool::this(),
-        kernel: crate::source::kernel::system::kernel_info(),
-        command_line: std::env::args().collect(),
-        command,
-        scope,
-        interval_ns: u64::try_from(interval.as_nanos()).unwrap_or(u64::MAX),
-        start_time: crate::timefmt::rfc3339(std::time::SystemTime::now()),
-        probes: source.probes.clone(),
-        fault_source: source.fault_source,
-        fault_classes: (0..vmscope_common::FAULT_CLASSES)
-            .map(|k| vmscope_common::fault_class_name(k).to_string())
-            .collect(),
-        cgroup_scheme: source.cgroups.clone(),
-    }
-}
-
+/// The reader's old path, still named by `report/leadup.rs`'s tests.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) use crate::document::from_str;
 
-    fn mkfifo(path: &Path) {
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            path,
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o600),
-            0,
+pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
+    // Before loading raises RLIMIT_MEMLOCK: the command gets the caller's.
+    child::save_original_limits();
+    // Everything that can be checked before anything runs is checked first.
+    let output = Output::prepare(&args.output)?;
+    args.sampling.check()?;
+    let resolved = match args.command.first() {
+        Some(name) => Some(child::resolve(name)?),
+        None => None,
+    };
+    args.process.check()?;
+    if let Some(path) = &args.cgroup {
+        check_cgroup(path)?;
+    }
+    Privileges::current().require_bpf()?;
+    driver::run(record(args, output, resolved))
+}
+
+/// `--cgroup PATH` names an existing cgroup of the hierarchy processes are
+/// keyed by.
+fn check_cgroup(path: &str) -> anyhow::Result<()> {
+    use crate::source::kernel::cgroupfs;
+    let h = cgroupfs::detect().map_err(|e| {
+        exit::failure(
+            exit::USAGE,
+            format!("--cgroup {path}: no cgroups to follow: {e}"),
         )
-        .expect("mkfifo");
+    })?;
+    if path.len() >= vmscope_common::SCOPE_PATH_BYTES {
+        return Err(exit::failure(
+            exit::USAGE,
+            format!(
+                "--cgroup {}...: longer than {} bytes, which vmscope cannot follow; follow a cgroup above it",
+                path.chars().take(40).collect::<String>(),
+                vmscope_common::SCOPE_PATH_BYTES - 1
+            ),
+        ));
+    }
+    if !path.starts_with('/') || path.split('/').any(|p| p == "..") || !cgroupfs::exists(&h, path) {
+        return Err(exit::failure(
+            exit::USAGE,
+            format!(
+                "--cgroup {path}: no such cgroup under {} (give its path from there, starting with /)",
+                h.mount.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+async fn record(
+    args: RecordArgs,
+    output: Output,
+    resolved: Option<std::path::PathBuf>,
+) -> anyhow::Result<u8> {
+    let mut setup = Setup::open(&args, &output, resolved)?;
+    let limit = if args.all {
+        usize::MAX
+    } else {
+        crate::model::recording::TOP_PROCESSES
+    };
+    let mut book = Book::new(limit, setup.stream.take(), setup.source.probes.clone());
+    let start = Instant::now();
+    setup.source.start(start, args.sampling.interval);
+    book.take(setup.source.next().await)?;
+
+    let signals = Signals::install(&[Signal::Int, Signal::Term, Signal::Hup])?;
+    let command = match setup.gated.take() {
+        Some(g) => Some(Wrapped::release(g, setup.tap.take())?),
+        None => None,
+    };
+    let mut run = Run {
+        source: &mut setup.source,
+        book: &mut book,
+        signals,
+        command,
+        deadline: args.duration.map(|d| tokio::time::Instant::now() + d),
+        interrupted_by: None,
+        failure: None,
+        child_report: None,
+    };
+    run.until_done().await;
+    let Run {
+        interrupted_by,
+        mut failure,
+        child_report,
+        ..
+    } = run;
+    // The reads not yet taken and a last one: nothing read is lost.
+    for r in setup.source.finish().await {
+        if let Err(e) = book.take(r) {
+            failure.get_or_insert(e);
+            break;
+        }
+    }
+    let ended = Ended {
+        end_wall: SystemTime::now(),
+        duration: start.elapsed(),
+        interrupted_by,
+        failure,
+        child_report,
+    };
+    let (written, failure, child_report) = book.write(setup.header, ended, &output);
+    // The document is out: detach without making the user wait for it.
+    setup.source.release();
+    conclude(
+        failure,
+        child_report.as_ref(),
+        interrupted_by,
+        written,
+        &output,
+        setup.wraps,
+    )
+}
+
+/// What is ready before the first sample: the probes (loaded and told whom
+/// to follow), the stream, the command (created, held at its exec) and the
+/// recording's header.
+struct Setup {
+    source: Source,
+    stream: Option<JsonlWriter>,
+    gated: Option<child::Gated>,
+    tap: Option<child::Tap>,
+    header: Header,
+    wraps: bool,
+}
+
+impl Setup {
+    fn open(
+        args: &RecordArgs,
+        output: &Output,
+        resolved: Option<std::path::PathBuf>,
+    ) -> anyhow::Result<Setup> {
+        let (scope, filtered) = if args.cgroup.is_some() {
+            (ScopeKind::Cgroup, true)
+        } else if !args.command.is_empty() {
+            (ScopeKind::Command, true)
+        } else if !args.process.pid.is_empty() {
+            (ScopeKind::Pids, true)
+        } else {
+            (ScopeKind::System, false)
+        };
+        let opts = LoadOptions {
+            filtered,
+            rmap_maintenance: args.rmap_maintenance,
+            ..args.process.load_options(&args.sampling)
+        };
+        let source = Source::open(opts, &args.process.pid)?;
+        for (names, why) in loader::unusable_by_reason(&source.probes) {
+            log::warn!("{names} unavailable: {why}");
+        }
+        let mut pids = args.process.pid.clone();
+        if let Some(path) = &args.cgroup {
+            pids = source.track_cgroup(path)?;
+            pids.sort_unstable();
+        }
+        // Opened before the command exists, so a refused path never leaves
+        // it waiting.
+        let mut stream = match args.format {
+            RecordFormat::Json => None,
+            RecordFormat::Jsonl => Some(JsonlWriter::create(output)?),
+        };
+        let wraps = resolved.is_some();
+        let (gated, tap) = match &resolved {
+            Some(path) => {
+                let (g, tap) = spawn(args, output, path)?;
+                // Under --cgroup, the command is followed only if it runs
+                // in the cgroup.
+                if args.cgroup.is_none() {
+                    source.track(g.pid)?;
+                    pids.push(g.pid);
+                }
+                (Some(g), tap)
+            }
+            None => (None, None),
+        };
+        let header = document::header(
+            &source,
+            args.sampling.interval,
+            RecordingScope {
+                kind: scope,
+                pids,
+                cgroup: args.cgroup.clone(),
+            },
+            (!args.command.is_empty()).then(|| args.command.clone()),
+        );
+        if let Some(w) = stream.as_mut() {
+            w.line(&Line::Header(Box::new(header.clone())))?;
+        }
+        Ok(Setup {
+            source,
+            stream,
+            gated,
+            tap,
+            header,
+            wraps,
+        })
+    }
+}
+
+/// Creates the command, held before its exec until the first sample.
+fn spawn(
+    args: &RecordArgs,
+    output: &Output,
+    path: &std::path::Path,
+) -> anyhow::Result<(child::Gated, Option<child::Tap>)> {
+    let (stdout, tap) = if args.keep_output {
+        // With the recording on stdout, the command's output goes to stderr.
+        let (w, t) = child::Tap::start(matches!(output, Output::Stdout))?;
+        (Some(w), Some(t))
+    } else {
+        (None, None)
+    };
+    let g = child::spawn_gated(
+        path,
+        &args.command,
+        child::run_as_from_sudo(args.as_root),
+        stdout,
+    )?;
+    Ok((g, tap))
+}
+
+/// The samples as they arrive: folded into the totals at once, and kept
+/// (a document) or written (a stream, so its memory stays flat).
+struct Book {
+    fold: crate::model::fold::Fold,
+    samples: Vec<Sample>,
+    stream: Option<JsonlWriter>,
+    /// The probes' status as of the latest read (the swap probe can attach
+    /// late).
+    probes: Vec<ProbeStatus>,
+    limit: usize,
+}
+
+impl Book {
+    fn new(limit: usize, stream: Option<JsonlWriter>, probes: Vec<ProbeStatus>) -> Book {
+        Book {
+            fold: crate::model::fold::Fold::new(limit),
+            samples: Vec::new(),
+            stream,
+            probes,
+            limit,
+        }
     }
 
-    /// `f` on another thread; its result, or `None` if it has not returned
-    /// within 5 s (it would block forever).
-    fn within_5s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = tx.send(f());
-        });
-        rx.recv_timeout(std::time::Duration::from_secs(5)).ok()
-    }
-
-    fn write_hello(w: &mut std::io::BufWriter<std::fs::File>) -> anyhow::Result<()> {
-        w.write_all(b"hello\n")?;
+    /// A stream folds only the samples it could write, so its lines and
+    /// its final recording agree.
+    fn take(&mut self, r: anyhow::Result<Reading>) -> anyhow::Result<()> {
+        let r = r?;
+        self.probes = r.probes;
+        let s = r.sample;
+        self.fold.push(&s);
+        match self.stream.as_mut() {
+            Some(w) => w.line(&Line::Sample(Box::new(s)))?,
+            None => self.samples.push(s),
+        }
         Ok(())
     }
 
-    /// A FIFO nobody reads at an output path: refused at once, by the
-    /// atomic writer, the jsonl stream and the flight recorder's writer,
-    /// never waited on.
-    #[test]
-    fn a_fifo_without_a_reader_is_refused_not_waited_on() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let fifo = dir.path().join("out.json");
-        mkfifo(&fifo);
-        let p = fifo.clone();
-        let e = within_5s(move || write_atomic(&p, write_hello).map_err(|e| format!("{e:#}")))
-            .expect("write_atomic waited for a reader")
-            .expect_err("written to a FIFO nobody reads");
-        assert!(e.contains("no process is reading"), "{e}");
-        let p = fifo.clone();
-        let e = within_5s(move || {
-            JsonlWriter::create(&Output::File(p))
-                .map(|_| ())
-                .map_err(|e| format!("{e:#}"))
+    /// Writes the document (or the stream's closing line); returns how
+    /// that went, with the run's failure and the command's report.
+    fn write(
+        self,
+        header: Header,
+        ended: Ended,
+        output: &Output,
+    ) -> (
+        anyhow::Result<()>,
+        Option<anyhow::Error>,
+        Option<child::ChildReport>,
+    ) {
+        let Book {
+            fold,
+            samples,
+            mut stream,
+            probes,
+            limit,
+        } = self;
+        let failure = ended.failure;
+        let child_report = ended.child_report;
+        let rec = document::assemble(document::Parts {
+            fold,
+            samples,
+            probes,
+            limit,
+            header,
+            end_wall: ended.end_wall,
+            duration: ended.duration,
+            interrupted_by: ended.interrupted_by,
+            incomplete: failure.as_ref().map(|e| format!("{e:#}")),
+            child: child_report.clone(),
+        });
+        // Two methods that disagree are said in words, not only in JSON.
+        if let Some(a) = rec
+            .totals
+            .vm
+            .rmap
+            .as_ref()
+            .and_then(|r| r.agreement.as_ref())
+        {
+            if a.agree {
+                log::info!("{}", a.summary);
+            } else {
+                log::warn!("{}", a.summary);
+            }
+        }
+        let written = match stream.as_mut() {
+            Some(w) => {
+                let mut rec = rec;
+                rec.samples = Vec::new();
+                // A broken stdout takes nothing more; a file may, once the
+                // command is gone (it may have freed the space it took).
+                if failure.is_some() && !w.is_file() {
+                    Err(anyhow::anyhow!("not written"))
+                } else {
+                    w.line(&Line::Recording(Box::new(rec)))
+                }
+            }
+            None => output.write(&rec),
+        };
+        (written, failure, child_report)
+    }
+}
+
+/// How the run ended.
+struct Ended {
+    end_wall: SystemTime,
+    duration: Duration,
+    interrupted_by: Option<&'static str>,
+    failure: Option<anyhow::Error>,
+    child_report: Option<child::ChildReport>,
+}
+
+/// The wrapped command once released: whom to signal, and its wait.
+struct Wrapped {
+    handle: child::Handle,
+    started: Instant,
+    wait: tokio::task::JoinHandle<anyhow::Result<child::ChildReport>>,
+    tap: Option<child::Tap>,
+    sent: Vec<child::SignalSent>,
+    /// When it gets SIGKILL, after vmscope's own SIGTERM.
+    kill_at: Option<tokio::time::Instant>,
+}
+
+impl Wrapped {
+    fn release(g: child::Gated, tap: Option<child::Tap>) -> anyhow::Result<Wrapped> {
+        let (started, handle) = g.release()?;
+        let h = handle.clone();
+        Ok(Wrapped {
+            handle,
+            started,
+            wait: tokio::task::spawn_blocking(move || h.wait(started)),
+            tap,
+            sent: Vec::new(),
+            kill_at: None,
         })
-        .expect("the jsonl stream waited for a reader")
-        .expect_err("a jsonl stream into a FIFO nobody reads");
-        assert!(e.contains("no process is reading"), "{e}");
-        let p = fifo.clone();
-        let e =
-            within_5s(move || write_atomic_regular(&p, write_hello).map_err(|e| format!("{e:#}")))
-                .expect("the flight recorder's writer waited for a reader")
-                .expect_err("an OOM recording into a FIFO");
-        assert!(e.contains("it is a FIFO"), "{e}");
-        assert!(fifo.exists(), "left as it was");
     }
 
-    /// With a reader, the FIFO of `-o` is written; the flight recorder
-    /// still never writes into one (its reader may never read).
-    #[test]
-    fn a_read_fifo_is_written_but_never_by_the_flight_recorder() {
-        use std::io::Read as _;
-        use std::os::unix::fs::OpenOptionsExt as _;
-        let dir = tempfile::tempdir().expect("temp dir");
-        let fifo = dir.path().join("out.json");
-        mkfifo(&fifo);
-        let mut reader = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&fifo)
-            .expect("reader");
-        let e = write_atomic_regular(&fifo, write_hello).expect_err("into a FIFO");
-        assert!(format!("{e:#}").contains("it is a FIFO"), "{e:#}");
-        write_atomic(&fifo, write_hello).expect("written to the FIFO");
-        let mut got = String::new();
-        let _ = reader.read_to_string(&mut got);
-        assert_eq!(got, "hello\n");
-        // A device other than a FIFO is not the flight recorder's either.
-        let e = write_atomic_regular(Path::new("/dev/null"), write_hello).expect_err("device");
-        assert!(format!("{e:#}").contains("not a regular file"), "{e:#}");
-        write_atomic(Path::new("/dev/null"), write_hello).expect("-o /dev/null");
-    }
-
-    #[test]
-    fn reader_rejects_other_versions_and_non_recordings() {
-        let e = from_str(r#"{"schema_version": 99}"#).expect_err("newer version");
-        assert!(format!("{e:#}").contains("schema_version 99 is not supported"));
-        assert!(from_str("{}").is_err());
-        assert!(from_str("not json").is_err());
-        assert!(from_str("").is_err());
-    }
-
-    #[test]
-    fn truncated_stream_says_it_has_no_summary() {
-        let header = r#"{"type":"header","schema_version":1}"#;
-        let e = from_str(header).expect_err("incomplete header");
-        assert!(format!("{e:#}").contains("line 1"), "{e:#}");
-        let sample = serde_json::to_string(&Line::Sample(Box::default())).expect("encodes");
-        let text = format!("{sample}\n{sample}\n");
-        let e = from_jsonl(&text).expect_err("no summary line");
-        assert!(
-            format!("{e:#}").contains("no final recording line"),
-            "{e:#}"
+    fn send(&mut self, signo: i32, reason: &str) {
+        log::info!(
+            "{reason}: sending {} to the command (pid {})",
+            child::signal_name(signo),
+            self.handle.pid
         );
+        let delivered = if signo == libc::SIGKILL {
+            let n = self.handle.kill_tree();
+            log::info!("SIGKILL also sent to {n} descendants");
+            true
+        } else {
+            self.handle.signal(signo)
+        };
+        if delivered {
+            self.sent.push(child::SignalSent {
+                signal: child::signal_name(signo),
+                reason: reason.into(),
+                after_ns: nanos(self.started.elapsed()),
+            });
+        }
     }
+
+    /// The command's report once it has exited, with its captured output
+    /// and the signals vmscope sent it.
+    fn finish(
+        &mut self,
+        r: Result<anyhow::Result<child::ChildReport>, tokio::task::JoinError>,
+    ) -> anyhow::Result<child::ChildReport> {
+        let mut report = r.context("waiting for the command").and_then(|r| r)?;
+        if let Some(t) = self.tap.take() {
+            report.output = Some(t.finish(Duration::from_secs(1)));
+        }
+        report.signals_sent = std::mem::take(&mut self.sent);
+        Ok(report)
+    }
+}
+
+/// Sleeps until `at`, or for ever.
+async fn until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The loop between the first sample and the last: it ends when the
+/// command exits, or (without a command) at the duration or a signal.
+struct Run<'a> {
+    source: &'a mut Source,
+    book: &'a mut Book,
+    signals: Signals,
+    command: Option<Wrapped>,
+    deadline: Option<tokio::time::Instant>,
+    interrupted_by: Option<&'static str>,
+    /// vmscope's own failure mid-run: the recording ends, marked
+    /// incomplete.
+    failure: Option<anyhow::Error>,
+    child_report: Option<child::ChildReport>,
+}
+
+impl Run<'_> {
+    async fn until_done(&mut self) {
+        loop {
+            let kill_at = self.command.as_ref().and_then(|c| c.kill_at);
+            let child_done = async {
+                match self.command.as_mut() {
+                    Some(c) => (&mut c.wait).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let sig = tokio::select! {
+                r = self.source.next(), if self.failure.is_none() => match self.book.take(r) {
+                    Ok(()) => None,
+                    Err(e) => {
+                        log::debug!("recording failed: {e:#}");
+                        self.failure = Some(e);
+                        Some(("error", libc::SIGTERM))
+                    }
+                },
+                r = child_done => {
+                    if let Some(c) = self.command.as_mut() {
+                        match c.finish(r) {
+                            Ok(report) => self.child_report = Some(report),
+                            Err(e) => {
+                                self.failure.get_or_insert(e);
+                            }
+                        }
+                    }
+                    return;
+                }
+                () = until(kill_at) => {
+                    if let Some(c) = self.command.as_mut() {
+                        c.kill_at = None;
+                        c.send(libc::SIGKILL, "grace");
+                    }
+                    continue;
+                }
+                () = until(self.deadline) => Some(("duration", libc::SIGTERM)),
+                s = self.signals.recv() => Some((s.name(), s.number())),
+            };
+            let Some((why, signo)) = sig else { continue };
+            if !self.on_stop(why, signo) {
+                return;
+            }
+        }
+    }
+
+    /// A reason to stop. Without a command the loop ends (false). With
+    /// one, the signal is forwarded and sampling goes on until it exits:
+    /// the document is written once the command is gone, so nothing is
+    /// lost. vmscope's own SIGTERM (duration, failure) is followed by
+    /// SIGKILL to the command's tree if it still runs after the grace
+    /// period.
+    fn on_stop(&mut self, why: &'static str, signo: i32) -> bool {
+        let own = matches!(why, "duration" | "error");
+        if own {
+            self.deadline = None;
+        } else {
+            self.interrupted_by.get_or_insert(why);
+        }
+        let Some(c) = self.command.as_mut() else {
+            return false;
+        };
+        let reason = if own {
+            if c.kill_at.is_none() {
+                c.kill_at = Some(tokio::time::Instant::now() + child::GRACE);
+            }
+            why
+        } else {
+            "forwarded"
+        };
+        c.send(signo, reason);
+        true
+    }
+}
+
+/// The exit status, or the one-line error that says what became of the
+/// command and the recording.
+fn conclude(
+    failure: Option<anyhow::Error>,
+    child_report: Option<&child::ChildReport>,
+    interrupted_by: Option<&'static str>,
+    written: anyhow::Result<()>,
+    output: &Output,
+    wraps: bool,
+) -> anyhow::Result<u8> {
+    if let Some(e) = failure {
+        let stopped = match child_report {
+            Some(c) if !c.signals_sent.is_empty() => {
+                let names: Vec<&str> = c.signals_sent.iter().map(|s| s.signal.as_str()).collect();
+                format!(
+                    "; the command (pid {}) was stopped with {}",
+                    c.pid,
+                    names.join(" then ")
+                )
+            }
+            _ => String::new(),
+        };
+        let doc = match (&written, output) {
+            (Ok(()), Output::File(p)) => {
+                format!("; an incomplete recording is in {}", p.display())
+            }
+            (Ok(()), Output::Stdout) => "; an incomplete recording went to stdout".into(),
+            (Err(_), _) => "; no recording was written".into(),
+        };
+        let code = if wraps {
+            exit::WRAPPER_FAILED
+        } else {
+            exit::FAILURE
+        };
+        return Err(exit::failure(
+            exit::code_of(&e, code),
+            format!("{}{stopped}{doc}", exit::message_of(&e)),
+        ));
+    }
+    written?;
+    Ok(match (child_report, interrupted_by) {
+        (Some(c), _) => u8::try_from(c.exit_code).unwrap_or(exit::WRAPPER_FAILED),
+        (None, _) => 0,
+    })
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

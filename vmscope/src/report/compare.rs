@@ -10,7 +10,8 @@ use serde::Deserialize;
 
 use super::{Plot, charts, figures, html_escape, meta_table, recording};
 use crate::compare::{
-    self, COMPARE_KIND, COMPARE_SCHEMA_VERSION, HistogramSides, Row, SideStats, Statistics, Verdict,
+    self, COMPARE_KIND, COMPARE_SCHEMA_VERSION, HistogramSides, MetricRow, SideStats, Statistics,
+    Verdict,
 };
 
 /// Whether a metric is drawn as bars (when both sides have it): the
@@ -39,7 +40,7 @@ pub struct Doc {
     pub statistics: Statistics,
     pub confidence: f64,
     pub threshold_pct: f64,
-    pub rows: Vec<Row>,
+    pub rows: Vec<MetricRow>,
     pub regressions: Vec<String>,
     /// Absent from outputs that predate it: then there are no overlays.
     #[serde(default)]
@@ -89,7 +90,7 @@ fn signed_pct(p: f64) -> String {
 }
 
 /// The change as the table shows it.
-fn change(r: &Row) -> String {
+fn change(r: &MetricRow) -> String {
     r.change_pct.map_or_else(
         || format!("+{} (from 0)", fmt_value(r.diff, &r.unit)),
         signed_pct,
@@ -97,7 +98,7 @@ fn change(r: &Row) -> String {
 }
 
 /// The 95% CI of the change, in percent of BASE when BASE is not 0.
-fn interval(r: &Row) -> String {
+fn interval(r: &MetricRow) -> String {
     match (&r.test, r.ci_low_pct, r.ci_high_pct) {
         (Some(_), Some(lo), Some(hi)) => format!("[{}, {}]", signed_pct(lo), signed_pct(hi)),
         (Some(t), _, _) => format!(
@@ -109,7 +110,7 @@ fn interval(r: &Row) -> String {
     }
 }
 
-fn p_value(r: &Row) -> String {
+fn p_value(r: &MetricRow) -> String {
     match &r.test {
         Some(t) if t.p < 0.001 => "<0.001".into(),
         Some(t) => format!("{:.3}", t.p),
@@ -188,7 +189,7 @@ fn method(d: &Doc) -> String {
     }
 }
 
-fn verdict_class(r: &Row) -> &'static str {
+fn verdict_class(r: &MetricRow) -> &'static str {
     match (r.regression, r.verdict) {
         (true, _) => "loss regression",
         (_, Verdict::Win) => "win",

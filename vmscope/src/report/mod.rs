@@ -29,9 +29,9 @@ use anyhow::Context as _;
 use crate::{
     cli::ReportArgs,
     compare::{COMPARE_KIND, Input},
+    document::{self},
     exit,
     model::bench::BenchFile,
-    record::{self},
 };
 
 /// One plot: its file-friendly id, caption and SVG text.
@@ -42,7 +42,7 @@ pub struct Plot {
 }
 
 /// What a report is made from.
-enum Source {
+enum Material {
     Recording(Box<Recording>),
     Bench(Box<BenchFile>),
     Compare(Box<compare::Doc>),
@@ -55,26 +55,26 @@ fn is_compare(text: &str) -> bool {
 
 /// Reads one file: compare's JSON, or whatever `compare` reads (a
 /// recording or a bench file), with `compare`'s one-line errors.
-fn load(path: &Path) -> anyhow::Result<Source> {
+fn load(path: &Path) -> anyhow::Result<Material> {
     let text = crate::compare::read_input(path)?;
     parse(path, &text)
 }
 
 /// [`load`] on a file's text.
-fn parse(path: &Path, text: &str) -> anyhow::Result<Source> {
+fn parse(path: &Path, text: &str) -> anyhow::Result<Material> {
     if is_compare(text) {
         let doc = compare::from_str(text)
             .map_err(|e| crate::compare::not_a(path, "compare output", &e))?;
-        return Ok(Source::Compare(Box::new(doc)));
+        return Ok(Material::Compare(Box::new(doc)));
     }
     Ok(match crate::compare::parse(path, text)? {
-        Input::Recording(r) => Source::Recording(r),
-        Input::Bench(b) => Source::Bench(b),
+        Input::Recording(r) => Material::Recording(r),
+        Input::Bench(b) => Material::Bench(b),
     })
 }
 
 /// `report BASE NEW`: the comparison `vmscope compare` makes.
-fn load_pair(base: &Path, new: &Path, threshold: f64) -> anyhow::Result<Source> {
+fn load_pair(base: &Path, new: &Path, threshold: f64) -> anyhow::Result<Material> {
     if !(threshold.is_finite() && threshold >= 0.0) {
         return Err(exit::failure(
             exit::USAGE,
@@ -93,7 +93,7 @@ fn load_pair(base: &Path, new: &Path, threshold: f64) -> anyhow::Result<Source> 
         }
     }
     let report = crate::compare::compare_files(base, new, threshold)?;
-    Ok(Source::Compare(Box::new(compare::from_report(&report)?)))
+    Ok(Material::Compare(Box::new(compare::from_report(&report)?)))
 }
 
 /// The default page of `report BASE NEW`: `BASE-vs-NEW.html` beside BASE.
@@ -124,9 +124,9 @@ pub struct Rendered {
 }
 
 /// The page and plots of one source.
-fn render(source: Source) -> anyhow::Result<Rendered> {
+fn render(source: Material) -> anyhow::Result<Rendered> {
     let (title, body, plots) = match source {
-        Source::Recording(rec) => {
+        Material::Recording(rec) => {
             let mut plots = recording::plots(&rec, "")?;
             safe_ids(&mut plots);
             (
@@ -135,7 +135,7 @@ fn render(source: Source) -> anyhow::Result<Rendered> {
                 plots,
             )
         }
-        Source::Bench(b) => {
+        Material::Bench(b) => {
             let mut plots = bench::plots(&b)?;
             safe_ids(
                 plots
@@ -148,7 +148,7 @@ fn render(source: Source) -> anyhow::Result<Rendered> {
             all.extend(plots.runs.into_iter().flatten());
             (bench::title(&b), body, all)
         }
-        Source::Compare(d) => {
+        Material::Compare(d) => {
             let mut plots = compare::plots(&d)?;
             safe_ids(&mut plots);
             (compare::title(&d), compare::body(&d, &plots), plots)
@@ -176,7 +176,7 @@ pub fn render_pair(
     let b = crate::compare::parse(base_path, base)?;
     let n = crate::compare::parse(new_path, new)?;
     let report = crate::compare::build_report((base_path, &b), (new_path, &n), &[], threshold)?;
-    render(Source::Compare(Box::new(compare::from_report(&report)?)))
+    render(Material::Compare(Box::new(compare::from_report(&report)?)))
 }
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
@@ -189,7 +189,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
         (None, Some(new)) => pair_page(&args.file, new),
         (None, None) => args.file.with_extension("html"),
     };
-    let output = record::Output::prepare(&out)?;
+    let output = document::Output::prepare(&out)?;
     check_dir("--svg", &args.svg)?;
     check_dir("--png", &args.png)?;
 
@@ -223,11 +223,11 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<u8> {
                 .map(|(p, b)| (dir.join(format!("{}.png", p.id)), b.as_slice())),
         );
     }
-    if let record::Output::File(path) = &output {
+    if let document::Output::File(path) = &output {
         files.push((path.clone(), html.as_bytes()));
     }
     write_all(&files)?;
-    if let record::Output::Stdout = output {
+    if let document::Output::Stdout = output {
         use std::io::Write as _;
         let mut out = std::io::stdout().lock();
         match out.write_all(html.as_bytes()).and_then(|()| out.flush()) {
@@ -418,7 +418,7 @@ fn commit(s: &Staged) -> std::io::Result<bool> {
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    record::write_atomic(path, |w| {
+    document::write_atomic(path, |w| {
         use std::io::Write as _;
         w.write_all(bytes)?;
         Ok(())

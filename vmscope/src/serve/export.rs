@@ -504,8 +504,8 @@ fn counters(w: &mut Writer, state: &State) {
 /// madvise per behaviour.
 fn madvise(w: &mut Writer, state: &State) {
     if state.usable(catalogue::probe::MADVISE) {
-        type Field = fn(&MadviseCounts) -> u64;
-        let parts: [(&Family, Field); 3] = [
+        type Getter = fn(&MadviseCounts) -> u64;
+        let parts: [(&Family, Getter); 3] = [
             (&MADVISE_CALLS, |m| m.calls),
             (&MADVISE_BYTES, |m| m.bytes),
             (&MADVISE_ERRORS, |m| m.errors),

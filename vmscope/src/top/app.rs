@@ -8,7 +8,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use crate::model::{
     oom::OomKill,
     sample::Sample,
-    view::{Activity, CgroupRow, Limit, Model, ProcRow},
+    view::{CgroupRow, Limit, Model, ProcRow, RowRates},
 };
 
 /// The process table's columns, in order.
@@ -41,7 +41,7 @@ pub const CGROUP_COLUMNS: [&str; 12] = [
     "PSI%",
 ];
 
-/// Where the rate columns start in both tables (`Activity::values` order).
+/// Where the rate columns start in both tables (`RowRates::values` order).
 const FIRST_RATE: usize = 2;
 
 /// The column sorted on by default (faults per second), in both tables.
@@ -432,7 +432,7 @@ impl App {
 
 /// The sort key of rate column `column`; an unavailable value sorts below
 /// any other.
-fn rate_key(a: &Activity, column: usize) -> f64 {
+fn rate_key(a: &RowRates, column: usize) -> f64 {
     a.values()
         .get(column.saturating_sub(FIRST_RATE))
         .copied()
@@ -462,7 +462,7 @@ mod tests {
             pid,
             comm: comm.into(),
             cgroup: u64::from(pid % 2),
-            rates: Activity {
+            rates: RowRates {
                 faults,
                 major,
                 ..Default::default()
@@ -560,7 +560,7 @@ mod tests {
             id,
             path: path.into(),
             live,
-            rates: Activity {
+            rates: RowRates {
                 swap_out: Some(swap_out),
                 faults: swap_out * 2.0,
                 ..Default::default()

@@ -53,7 +53,7 @@ pub fn run(args: TopArgs) -> anyhow::Result<u8> {
             "stdout is not a terminal; use --batch -n COUNT for plain-text snapshots",
         ));
     }
-    crate::record::on_oom::check_args(args.flight.history, args.flight.on_oom.as_deref())?;
+    crate::flight::on_oom::check_args(args.flight.history, args.flight.on_oom.as_deref())?;
     Privileges::current().require_bpf()?;
     driver::run(async move {
         let source = Source::open(args.process.load_options(&args.sampling), &args.process.pid)?;
@@ -163,7 +163,7 @@ struct Feed<'a> {
     live: Live,
     fault_source: FaultSource,
     cgroups: Option<CgroupScheme>,
-    flight: Option<crate::record::on_oom::Recorder>,
+    flight: Option<crate::flight::on_oom::Recorder>,
 }
 
 impl<'a> Feed<'a> {
@@ -176,7 +176,7 @@ impl<'a> Feed<'a> {
     ) -> anyhow::Result<Self> {
         // The writer starts at once and gives up its own privileges (`top`
         // keeps its: the probes are its own).
-        let flight = crate::record::on_oom::Recorder::new(
+        let flight = crate::flight::on_oom::Recorder::new(
             &args.flight,
             source,
             args.sampling.interval,

@@ -18,20 +18,20 @@ use crate::{
 };
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Mode {
+enum LockConfig {
     Nothing,
     Default,
     MmapLock,
     Bpftrace,
 }
 
-impl Mode {
+impl LockConfig {
     fn name(self) -> &'static str {
         match self {
-            Mode::Nothing => "nothing attached",
-            Mode::Default => "vmscope, default probes",
-            Mode::MmapLock => "vmscope --mmap-lock",
-            Mode::Bpftrace => "bpftrace wait histogram",
+            LockConfig::Nothing => "nothing attached",
+            LockConfig::Default => "vmscope, default probes",
+            LockConfig::MmapLock => "vmscope --mmap-lock",
+            LockConfig::Bpftrace => "bpftrace wait histogram",
         }
     }
 }
@@ -63,7 +63,7 @@ fn mprotect_loop(calls: u32) -> anyhow::Result<f64> {
 }
 
 /// One mode's two figures: ns per mprotect call, µs per fault.
-fn once(mode: Mode, work: &MmapLockWork) -> anyhow::Result<(f64, Outcome)> {
+fn once(mode: LockConfig, work: &MmapLockWork) -> anyhow::Result<(f64, Outcome)> {
     let load = |mmap_lock| {
         loader::load(&LoadOptions {
             filtered: false,
@@ -75,16 +75,16 @@ fn once(mode: Mode, work: &MmapLockWork) -> anyhow::Result<(f64, Outcome)> {
     };
     let run = || Ok((mprotect_loop(200_000)?, measure(work, Storm::Mprotect)?));
     match mode {
-        Mode::Nothing => run(),
-        Mode::Default => {
+        LockConfig::Nothing => run(),
+        LockConfig::Default => {
             let _probes = load(false)?;
             run()
         }
-        Mode::MmapLock => {
+        LockConfig::MmapLock => {
             let _probes = load(true)?;
             run()
         }
-        Mode::Bpftrace => super::with_bpftrace(BPFTRACE_PROGRAM, run),
+        LockConfig::Bpftrace => super::with_bpftrace(BPFTRACE_PROGRAM, run),
     }
 }
 
@@ -94,15 +94,19 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
         faults: 200_000,
         slice: 16 << 20,
     };
-    let mut modes = vec![Mode::Nothing, Mode::Default, Mode::MmapLock];
+    let mut modes = vec![
+        LockConfig::Nothing,
+        LockConfig::Default,
+        LockConfig::MmapLock,
+    ];
     if super::bpftrace_installed() {
-        modes.push(Mode::Bpftrace);
+        modes.push(LockConfig::Bpftrace);
     } else {
         eprintln!("bpftrace is not installed: no peer column (apt-get install bpftrace)");
     }
     let mut per_call: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     let mut per_fault: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
-    once(Mode::Nothing, &work)?; // warm-up
+    once(LockConfig::Nothing, &work)?; // warm-up
     for round in 0..args.rounds as usize {
         for k in 0..modes.len() {
             let i = (round + k) % modes.len();

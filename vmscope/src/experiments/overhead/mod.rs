@@ -67,7 +67,7 @@ pub fn touch_pass(pages: usize, chunk: usize) -> anyhow::Result<f64> {
 }
 
 /// A hook vmscope attached, and how.
-struct Hook {
+struct AttachedHook {
     category: String,
     event: String,
     btf: bool,
@@ -77,7 +77,7 @@ struct Hook {
 /// same way (classic or BTF-typed), so the kernel does the same work to fire
 /// them (e.g. `kmem:rss_stat` sums its counter for each classic event) and
 /// only the programs' bodies differ.
-fn floor(hooks: &[Hook]) -> anyhow::Result<Vec<Ebpf>> {
+fn floor(hooks: &[AttachedHook]) -> anyhow::Result<Vec<Ebpf>> {
     let mut loaded = Vec::new();
     let mut classic = Ebpf::load(loader::object()?).context("loading the eBPF object")?;
     let p: &mut TracePoint = classic
@@ -108,7 +108,7 @@ fn floor(hooks: &[Hook]) -> anyhow::Result<Vec<Ebpf>> {
 }
 
 /// The tracepoints a full load attaches (with or without the swap probe).
-fn attached_hooks(swap: SwapAttach) -> anyhow::Result<Vec<Hook>> {
+fn attached_hooks(swap: SwapAttach) -> anyhow::Result<Vec<AttachedHook>> {
     let probes = loader::load(&LoadOptions {
         filtered: false,
         swap,
@@ -128,7 +128,7 @@ fn attached_hooks(swap: SwapAttach) -> anyhow::Result<Vec<Hook>> {
                 .and_then(|r| r.split_whitespace().next())
                 .unwrap_or(&p.probe);
             let (c, n) = event.split_once(':')?;
-            Some(Hook {
+            Some(AttachedHook {
                 category: c.to_string(),
                 event: n.to_string(),
                 btf: p.method == "tp_btf",
@@ -237,7 +237,7 @@ pub(super) fn with_bpftrace<T>(
     result
 }
 
-fn measure(mode: Mode, hooks: &[Vec<Hook>; 3], args: &OverheadArgs) -> anyhow::Result<f64> {
+fn measure(mode: Mode, hooks: &[Vec<AttachedHook>; 3], args: &OverheadArgs) -> anyhow::Result<f64> {
     let run = || touch_pass(args.pages, args.chunk);
     match mode {
         Mode::Nothing => run(),
@@ -313,7 +313,7 @@ fn modes() -> Vec<Mode> {
 /// Each mode's median cost per fault over `args.rounds` rounds.
 fn measure_rounds(
     modes: &[Mode],
-    hooks: &[Vec<Hook>; 3],
+    hooks: &[Vec<AttachedHook>; 3],
     args: &OverheadArgs,
 ) -> anyhow::Result<Vec<f64>> {
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];

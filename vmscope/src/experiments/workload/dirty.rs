@@ -138,7 +138,7 @@ fn check(a: &DirtyArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-struct Measured {
+struct DirtyFigures {
     written: u64,
     write_calls: Duration,
     fsync: Duration,
@@ -148,7 +148,7 @@ struct Measured {
 
 /// Writes the file, timing the writes and the fsync; stops early when a
 /// held signal comes.
-fn write_file(dir: &Path, size: u64, held: &HeldSignals) -> anyhow::Result<Measured> {
+fn write_file(dir: &Path, size: u64, held: &HeldSignals) -> anyhow::Result<DirtyFigures> {
     let mut file = tempfile::Builder::new()
         .prefix("vmscope-dirty-")
         .tempfile_in(dir)
@@ -173,7 +173,7 @@ fn write_file(dir: &Path, size: u64, held: &HeldSignals) -> anyhow::Result<Measu
         .sync_all()
         .with_context(|| format!("fsync of {}", file.path().display()))?;
     let fsync = t.elapsed();
-    Ok(Measured {
+    Ok(DirtyFigures {
         written,
         write_calls,
         fsync,
@@ -209,7 +209,7 @@ pub fn run(a: &DirtyArgs) -> anyhow::Result<u8> {
     Ok(if m.interrupted { exit::FAILURE } else { 0 })
 }
 
-fn report(a: &DirtyArgs, m: &Measured) -> anyhow::Result<()> {
+fn report(a: &DirtyArgs, m: &DirtyFigures) -> anyhow::Result<()> {
     let secs = m.total.as_secs_f64();
     let mb_s = m.written as f64 / 1e6 / secs.max(1e-9);
     let mut out = std::io::stdout().lock();

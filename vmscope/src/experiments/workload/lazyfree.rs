@@ -97,7 +97,7 @@ fn worker(index: usize, args: &LazyfreeArgs, chunk: usize, start: &Barrier) -> a
 }
 
 /// What `workload lazyfree` runs with, checked.
-pub struct Plan {
+pub struct CheckedArgs {
     pub threads: usize,
     /// Bytes of one chunk.
     pub chunk: usize,
@@ -109,7 +109,7 @@ pub struct Plan {
 /// at least 1, whole pages, and a pool per thread (plus its source buffer)
 /// that fits in 64 bits and, over all threads, in this machine's memory.
 /// Usage errors (exit 2), one line naming the arguments.
-pub fn check(work: &LazyfreeWork) -> anyhow::Result<Plan> {
+pub fn check(work: &LazyfreeWork) -> anyhow::Result<CheckedArgs> {
     let page = rustix::param::page_size();
     let threads = work.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
@@ -142,7 +142,7 @@ pub fn check(work: &LazyfreeWork) -> anyhow::Result<Plan> {
     let bytes = super::product(&all)?.saturating_add(threads_n.saturating_mul(work.chunk_size));
     super::fits_memory(&all, bytes)?;
     let records = super::product(&[("--threads", threads_n), ("--records", work.records)])?;
-    Ok(Plan {
+    Ok(CheckedArgs {
         threads,
         chunk,
         records,
@@ -150,7 +150,7 @@ pub fn check(work: &LazyfreeWork) -> anyhow::Result<Plan> {
 }
 
 pub fn run(args: &LazyfreeArgs) -> anyhow::Result<u8> {
-    let Plan {
+    let CheckedArgs {
         threads,
         chunk,
         records,

@@ -48,14 +48,14 @@ impl Storm {
 }
 
 /// The checked size of a run.
-pub struct Plan {
+pub struct RunSize {
     pub threads: usize,
     /// Pages in one thread's slice.
     pub slice_pages: usize,
 }
 
 /// Refuses sizes that cannot run, before anything is mapped.
-pub fn check(work: &MmapLockWork) -> anyhow::Result<Plan> {
+pub fn check(work: &MmapLockWork) -> anyhow::Result<RunSize> {
     let page = rustix::param::page_size() as u64;
     let threads = work.threads.unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
@@ -75,7 +75,7 @@ pub fn check(work: &MmapLockWork) -> anyhow::Result<Plan> {
     let all = [("--threads", threads as u64), ("--slice", work.slice)];
     let bytes = super::product(&all)?.saturating_add(page);
     super::fits_memory(&all, bytes)?;
-    Ok(Plan {
+    Ok(RunSize {
         threads,
         slice_pages: usize::try_from(work.slice / page).unwrap_or(usize::MAX),
     })
@@ -155,7 +155,7 @@ pub struct Outcome {
 
 /// Runs the workload: `work.faults` per thread beside `storm`.
 pub fn measure(work: &MmapLockWork, storm: Storm) -> anyhow::Result<Outcome> {
-    let Plan {
+    let RunSize {
         threads,
         slice_pages,
     } = check(work)?;

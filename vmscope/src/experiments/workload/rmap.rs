@@ -228,7 +228,7 @@ pub fn run(args: &RmapArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-struct Measured {
+struct RmapFigures {
     limit: u64,
     per_page_ns: f64,
     reclaim_s: f64,
@@ -239,7 +239,12 @@ struct Measured {
     cgroup_version: u8,
 }
 
-fn measure(args: &RmapArgs, cg: &MemCgroup, size: usize, page: usize) -> anyhow::Result<Measured> {
+fn measure(
+    args: &RmapArgs,
+    cg: &MemCgroup,
+    size: usize,
+    page: usize,
+) -> anyhow::Result<RmapFigures> {
     cg.enter()?;
     let shared = shared(size, page)?;
     let t = Instant::now();
@@ -269,7 +274,7 @@ fn measure(args: &RmapArgs, cg: &MemCgroup, size: usize, page: usize) -> anyhow:
     let exit_s = t.elapsed().as_secs_f64();
     drop(shared);
     let per = |s: f64| s * 1e6 / args.sharers.max(1) as f64;
-    Ok(Measured {
+    Ok(RmapFigures {
         limit,
         per_page_ns: reclaim_s * 1e9 / reclaimed_pages as f64,
         reclaim_s,

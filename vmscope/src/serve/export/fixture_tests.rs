@@ -15,7 +15,7 @@ use super::*;
 const CHURN: &str = include_str!("../../../../tests/fixtures/churn.recording.json");
 
 fn replayed() -> (State, crate::model::recording::Recording, Value) {
-    let rec = crate::record::from_str(CHURN).expect("the fixture is a recording");
+    let rec = crate::document::from_str(CHURN).expect("the fixture is a recording");
     let doc: Value = serde_json::from_str(CHURN).expect("the fixture is JSON");
     let mut state = State {
         probes: rec.header.probes.clone(),

@@ -74,7 +74,7 @@ pub struct Btf {
 
 /// Where a field lives and how wide it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Field {
+pub struct FieldSpan {
     pub offset: u32,
     /// Size in bytes (0 when the type has no size, e.g. a function).
     pub size: u32,
@@ -117,7 +117,7 @@ impl Btf {
         };
         let mut p = types.start;
         while p < types.end {
-            let h = Header::read(&r, p)?;
+            let h = TypeHeader::read(&r, p)?;
             p += 12;
             let id = btf.types.len() as u32;
             let trailer = trailer_len(h.kind, h.vlen)
@@ -135,7 +135,7 @@ impl Btf {
         &mut self,
         r: &Reader,
         strings: &Strings,
-        h: &Header,
+        h: &TypeHeader,
         p: usize,
         id: u32,
     ) -> Result<Type, String> {
@@ -186,7 +186,7 @@ impl Btf {
     /// The offset and size of `path` (fields separated by dots, e.g.
     /// `rss_stat.count`) inside `struct name`. Fields of anonymous structs
     /// and unions are found as if they were the parent's.
-    pub fn field(&self, name: &str, path: &str) -> Result<Field, String> {
+    pub fn field(&self, name: &str, path: &str) -> Result<FieldSpan, String> {
         let mut id = *self
             .structs
             .get(name)
@@ -202,7 +202,7 @@ impl Btf {
             offset += bits / 8;
             id = member_type;
         }
-        Ok(Field {
+        Ok(FieldSpan {
             offset,
             size: self.size_of(id),
         })
@@ -325,7 +325,7 @@ fn sections<'a>(r: &Reader<'a>) -> Result<(Strings<'a>, std::ops::Range<usize>),
 }
 
 /// The 12 bytes every type record starts with.
-struct Header {
+struct TypeHeader {
     name_off: u32,
     size_or_type: u32,
     vlen: usize,
@@ -333,7 +333,7 @@ struct Header {
     kflag: bool,
 }
 
-impl Header {
+impl TypeHeader {
     fn read(r: &Reader, p: usize) -> Result<Self, String> {
         let name_off = r.u32(p)?;
         let info = r.u32(p + 4)?;
@@ -363,7 +363,12 @@ fn trailer_len(kind: u32, vlen: usize) -> Option<usize> {
 }
 
 /// A struct's or union's members, from the records at `p`.
-fn members(r: &Reader, strings: &Strings, h: &Header, mut p: usize) -> Result<Vec<Member>, String> {
+fn members(
+    r: &Reader,
+    strings: &Strings,
+    h: &TypeHeader,
+    mut p: usize,
+) -> Result<Vec<Member>, String> {
     let mut members = Vec::with_capacity(h.vlen);
     for _ in 0..h.vlen {
         let raw = r.u32(p + 8)?;
@@ -478,32 +483,38 @@ mod tests {
     #[test]
     fn finds_fields_through_anonymous_unions_typedefs_and_paths() {
         let btf = Btf::parse(&blob()).expect("parse");
-        assert_eq!(btf.field("outer", "x"), Ok(Field { offset: 0, size: 4 }));
-        assert_eq!(btf.field("outer", "y"), Ok(Field { offset: 8, size: 4 }));
+        assert_eq!(
+            btf.field("outer", "x"),
+            Ok(FieldSpan { offset: 0, size: 4 })
+        );
+        assert_eq!(
+            btf.field("outer", "y"),
+            Ok(FieldSpan { offset: 8, size: 4 })
+        );
         assert_eq!(
             btf.field("outer", "in"),
-            Ok(Field {
+            Ok(FieldSpan {
                 offset: 8,
                 size: 16
             })
         );
         assert_eq!(
             btf.field("outer", "in.b"),
-            Ok(Field {
+            Ok(FieldSpan {
                 offset: 16,
                 size: 8
             })
         );
         assert_eq!(
             btf.field("outer", "arr"),
-            Ok(Field {
+            Ok(FieldSpan {
                 offset: 24,
                 size: 24
             })
         );
         assert_eq!(
             btf.field("outer", "t.b"),
-            Ok(Field {
+            Ok(FieldSpan {
                 offset: 56,
                 size: 8
             })

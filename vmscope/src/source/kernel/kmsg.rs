@@ -48,7 +48,7 @@ pub struct LogKill {
 
 /// One OOM line of the log, parsed.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Line {
+pub enum OomLine {
     /// `oom-kill:constraint=...`: (pid, constraint, limit memcg).
     Summary {
         pid: u32,
@@ -77,7 +77,7 @@ pub fn message(record: &str) -> Option<&str> {
 }
 
 /// An OOM line of the log, or `None` for any other.
-pub fn parse(msg: &str) -> Option<Line> {
+pub fn parse(msg: &str) -> Option<OomLine> {
     if let Some(s) = msg.strip_prefix("oom-kill:") {
         return summary(s);
     }
@@ -86,7 +86,7 @@ pub fn parse(msg: &str) -> Option<Line> {
         return None;
     }
     let pid = tail.split(' ').next()?.parse().ok()?;
-    Some(Line::Killed {
+    Some(OomLine::Killed {
         pid,
         memcg: head == "Memory cgroup out of memory",
     })
@@ -96,7 +96,7 @@ pub fn parse(msg: &str) -> Option<Line> {
 /// global_oom),task_memcg=P,task=COMM,pid=N,uid=U`. The node lists and
 /// the names may hold commas, so fields are found by their keys, the
 /// pid from the end (after the task's name).
-fn summary(s: &str) -> Option<Line> {
+fn summary(s: &str) -> Option<OomLine> {
     let constraint = s.strip_prefix("constraint=")?.split(',').next()?;
     let constraint = match constraint {
         "CONSTRAINT_MEMCG" => "memcg",
@@ -110,7 +110,7 @@ fn summary(s: &str) -> Option<Line> {
     let limit_cgroup = before_pid
         .split_once(",oom_memcg=")
         .map(|(_, rest)| rest.split_once(",task_memcg=").map_or(rest, |(p, _)| p));
-    Some(Line::Summary {
+    Some(OomLine::Summary {
         pid,
         constraint: constraint.to_owned(),
         limit_cgroup: limit_cgroup.map(str::to_owned),
@@ -173,9 +173,9 @@ impl KernelLog {
         }
     }
 
-    fn note(&mut self, line: Line) {
+    fn note(&mut self, line: OomLine) {
         let pid = match &line {
-            Line::Summary { pid, .. } | Line::Killed { pid, .. } => *pid,
+            OomLine::Summary { pid, .. } | OomLine::Killed { pid, .. } => *pid,
         };
         // The summary comes first; the kill line joins it.
         let i = match self.kills.iter().rposition(|k| k.pid == pid) {
@@ -193,7 +193,7 @@ impl KernelLog {
         };
         let k = &mut self.kills[i];
         match line {
-            Line::Summary {
+            OomLine::Summary {
                 constraint,
                 limit_cgroup,
                 ..
@@ -202,7 +202,7 @@ impl KernelLog {
                 k.limit_cgroup = limit_cgroup;
                 k.summary = true;
             }
-            Line::Killed { memcg, .. } => {
+            OomLine::Killed { memcg, .. } => {
                 if k.constraint.is_none() {
                     k.constraint = Some(if memcg { "memcg" } else { "global" }.into());
                 }
@@ -230,7 +230,7 @@ mod tests {
                    pid=28909,uid=0\n";
         assert_eq!(
             message(rec).and_then(parse),
-            Some(Line::Summary {
+            Some(OomLine::Summary {
                 pid: 28909,
                 constraint: "memcg".into(),
                 limit_cgroup: Some("/p".into()),
@@ -241,7 +241,7 @@ mod tests {
                       shmem-rss:0kB, UID:0 pgtables:176kB oom_score_adj:0\n";
         assert_eq!(
             message(killed).and_then(parse),
-            Some(Line::Killed {
+            Some(OomLine::Killed {
                 pid: 28909,
                 memcg: true
             })
@@ -254,7 +254,7 @@ mod tests {
                  mems_allowed=0,2,global_oom,task_memcg=/x,task=a,pid=9,pid=17,uid=1000";
         assert_eq!(
             parse(s),
-            Some(Line::Summary {
+            Some(OomLine::Summary {
                 pid: 17,
                 constraint: "global".into(),
                 limit_cgroup: None,
@@ -262,14 +262,14 @@ mod tests {
         );
         assert_eq!(
             parse("Out of memory (oom_kill_allocating_task): Killed process 5 (x) total-vm:1kB"),
-            Some(Line::Killed {
+            Some(OomLine::Killed {
                 pid: 5,
                 memcg: false
             })
         );
         assert_eq!(
             parse("Out of memory: Killed process 6 (y)"),
-            Some(Line::Killed {
+            Some(OomLine::Killed {
                 pid: 6,
                 memcg: false
             })
@@ -326,17 +326,17 @@ mod tests {
     #[test]
     fn the_kill_line_joins_its_summary_and_each_kill_is_taken_once() {
         let mut l = log();
-        l.note(Line::Summary {
+        l.note(OomLine::Summary {
             pid: 7,
             constraint: "memcg".into(),
             limit_cgroup: Some("/p".into()),
         });
-        l.note(Line::Killed {
+        l.note(OomLine::Killed {
             pid: 7,
             memcg: true,
         });
         // Past the rate limit: the kill line alone.
-        l.note(Line::Killed {
+        l.note(OomLine::Killed {
             pid: 8,
             memcg: false,
         });
@@ -361,7 +361,7 @@ mod tests {
     fn kept_kills_are_bounded() {
         let mut l = log();
         for pid in 0..(KEPT as u32 + 10) {
-            l.note(Line::Killed { pid, memcg: true });
+            l.note(OomLine::Killed { pid, memcg: true });
         }
         assert_eq!(l.kills.len(), KEPT);
         assert_eq!(l.take(0), None);

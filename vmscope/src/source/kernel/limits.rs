@@ -26,7 +26,7 @@ use super::cgroupfs::{Hierarchy, Kind};
 
 /// What a kill answered, as far as can be told.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum KillCause {
     /// Cgroup `path` hit its limit.
     Memcg(String),
     /// The system ran out: no cgroup on the path hit a limit.
@@ -177,7 +177,7 @@ impl LimitWatch {
     /// with `keep` (the log's kill line tells memcg from global for each
     /// kill, so a later system-wide kill cannot be blamed on it), the
     /// growth is left to the next kills of the same episode.
-    pub fn blame(&mut self, trigger: &str, keep: bool) -> Option<Verdict> {
+    pub fn blame(&mut self, trigger: &str, keep: bool) -> Option<KillCause> {
         let levels = lineage(trigger);
         let mut known = true;
         for level in &levels {
@@ -192,13 +192,13 @@ impl LimitWatch {
                             r.used = Some(l);
                         }
                     }
-                    return Some(Verdict::Memcg(level.clone()));
+                    return Some(KillCause::Memcg(level.clone()));
                 }
                 (Some(_), Some(_)) => {}
                 _ => known = false,
             }
         }
-        known.then_some(Verdict::Global)
+        known.then_some(KillCause::Global)
     }
 }
 
@@ -244,7 +244,7 @@ pub fn in_view(logged: &str, trigger: Option<&str>) -> Result<String, String> {
 /// with the log's kill line still telling memcg from global.
 pub fn decide(
     logged: Result<Option<super::kmsg::LogKill>, &str>,
-    verdict: Option<Verdict>,
+    verdict: Option<KillCause>,
     trigger: Option<&str>,
 ) -> Decision {
     let (line, note) = match logged {
@@ -276,8 +276,8 @@ pub fn decide(
         Err(why) => (None, why.to_owned()),
     };
     let (mut constraint, mut limit) = match verdict {
-        Some(Verdict::Memcg(p)) => (Some("memcg".to_owned()), Some(p)),
-        Some(Verdict::Global) => (Some("global".to_owned()), None),
+        Some(KillCause::Memcg(p)) => (Some("memcg".to_owned()), Some(p)),
+        Some(KillCause::Global) => (Some("global".to_owned()), None),
         None => (None, None),
     };
     if let Some(c) = line {
@@ -332,7 +332,7 @@ mod tests {
     fn the_kernel_logs_summary_wins_over_the_counters() {
         let d = decide(
             Ok(Some(logged("memcg", Some("/p"), true))),
-            Some(Verdict::Memcg("/p/c".into())),
+            Some(KillCause::Memcg("/p/c".into())),
             Some("/p/c"),
         );
         assert_eq!(
@@ -367,7 +367,7 @@ mod tests {
     fn without_a_summary_the_counters_name_the_limit() {
         let d = decide(
             Ok(Some(logged("memcg", None, false))),
-            Some(Verdict::Memcg("/p".into())),
+            Some(KillCause::Memcg("/p".into())),
             Some("/p"),
         );
         assert_eq!(
@@ -379,14 +379,14 @@ mod tests {
         // the one the kill answered.
         let d = decide(
             Ok(Some(logged("global", None, false))),
-            Some(Verdict::Memcg("/p".into())),
+            Some(KillCause::Memcg("/p".into())),
             Some("/p"),
         );
         assert_eq!(
             (d.constraint.as_deref(), d.limit_cgroup),
             (Some("global"), None)
         );
-        let d = decide(Err("unreadable: EPERM"), Some(Verdict::Global), None);
+        let d = decide(Err("unreadable: EPERM"), Some(KillCause::Global), None);
         assert_eq!(
             (d.constraint.as_deref(), d.source, d.note.as_deref()),
             (
@@ -401,7 +401,7 @@ mod tests {
     }
 
     impl LimitWatch {
-        fn blame_used(&mut self, trigger: &str) -> Option<Verdict> {
+        fn blame_used(&mut self, trigger: &str) -> Option<KillCause> {
             self.blame(trigger, false)
         }
     }
@@ -411,10 +411,10 @@ mod tests {
         let mut w = LimitWatch::default();
         w.read(["/a"], watch(&[("/a", 3)]));
         w.read(["/a"], watch(&[("/a", 900)]));
-        assert_eq!(w.blame("/a", true), Some(Verdict::Memcg("/a".into())));
-        assert_eq!(w.blame("/a", true), Some(Verdict::Memcg("/a".into())));
-        assert_eq!(w.blame("/a", false), Some(Verdict::Memcg("/a".into())));
-        assert_eq!(w.blame("/a", true), Some(Verdict::Global));
+        assert_eq!(w.blame("/a", true), Some(KillCause::Memcg("/a".into())));
+        assert_eq!(w.blame("/a", true), Some(KillCause::Memcg("/a".into())));
+        assert_eq!(w.blame("/a", false), Some(KillCause::Memcg("/a".into())));
+        assert_eq!(w.blame("/a", true), Some(KillCause::Global));
     }
 
     #[test]
@@ -433,15 +433,15 @@ mod tests {
         let mut w = LimitWatch::default();
         w.read(["/p/c"], watch(&[("/p/c", 0), ("/p", 4)]));
         w.read(["/p/c"], watch(&[("/p/c", 0), ("/p", 4)]));
-        assert_eq!(w.blame_used("/p/c"), Some(Verdict::Global));
+        assert_eq!(w.blame_used("/p/c"), Some(KillCause::Global));
         // The parent's limit was hit: its child's was not.
         w.read(["/p/c"], watch(&[("/p/c", 0), ("/p", 5)]));
-        assert_eq!(w.blame_used("/p/c"), Some(Verdict::Memcg("/p".into())));
+        assert_eq!(w.blame_used("/p/c"), Some(KillCause::Memcg("/p".into())));
         // That growth counted once; no new hit: system-wide.
-        assert_eq!(w.blame_used("/p/c"), Some(Verdict::Global));
+        assert_eq!(w.blame_used("/p/c"), Some(KillCause::Global));
         // Both grew: the nearer one caused the kill.
         w.read(["/p/c"], watch(&[("/p/c", 1), ("/p", 6)]));
-        assert_eq!(w.blame_used("/p/c"), Some(Verdict::Memcg("/p/c".into())));
+        assert_eq!(w.blame_used("/p/c"), Some(KillCause::Memcg("/p/c".into())));
     }
 
     #[test]
@@ -452,19 +452,19 @@ mod tests {
         };
         w.read(["/a"], watch(&[("/a", 3)]));
         w.read(["/a"], watch(&[("/a", 5)]));
-        assert_eq!(w.blame_used("/a"), Some(Verdict::Memcg("/a".into())));
-        assert_eq!(w.blame_used("/a"), Some(Verdict::Memcg("/a".into())));
-        assert_eq!(w.blame_used("/a"), Some(Verdict::Global));
+        assert_eq!(w.blame_used("/a"), Some(KillCause::Memcg("/a".into())));
+        assert_eq!(w.blame_used("/a"), Some(KillCause::Memcg("/a".into())));
+        assert_eq!(w.blame_used("/a"), Some(KillCause::Global));
         // What was used stays used as the reads move on.
         w.read(["/a"], watch(&[("/a", 5)]));
         w.read(["/a"], watch(&[("/a", 6)]));
-        assert_eq!(w.blame_used("/a"), Some(Verdict::Memcg("/a".into())));
-        assert_eq!(w.blame_used("/a"), Some(Verdict::Global));
+        assert_eq!(w.blame_used("/a"), Some(KillCause::Memcg("/a".into())));
+        assert_eq!(w.blame_used("/a"), Some(KillCause::Global));
         // A kill the log named takes its unit too.
         w.read(["/a"], watch(&[("/a", 8)]));
         w.used_by_kill("/a");
-        assert_eq!(w.blame_used("/a"), Some(Verdict::Memcg("/a".into())));
-        assert_eq!(w.blame_used("/a"), Some(Verdict::Global));
+        assert_eq!(w.blame_used("/a"), Some(KillCause::Memcg("/a".into())));
+        assert_eq!(w.blame_used("/a"), Some(KillCause::Global));
     }
 
     #[test]
@@ -473,7 +473,7 @@ mod tests {
         w.read(["/a"], watch(&[("/a", 3)]));
         w.read(["/a"], watch(&[("/a", 900)]));
         w.used_by_kill("/a");
-        assert_eq!(w.blame_used("/a"), Some(Verdict::Memcg("/a".into())));
+        assert_eq!(w.blame_used("/a"), Some(KillCause::Memcg("/a".into())));
     }
 
     #[test]
@@ -483,7 +483,7 @@ mod tests {
         w.read(["/a"], watch(&[("/a", 1)]));
         // The kill reaches user space at the next read.
         w.read(["/a"], watch(&[("/a", 1)]));
-        assert_eq!(w.blame_used("/a"), Some(Verdict::Memcg("/a".into())));
+        assert_eq!(w.blame_used("/a"), Some(KillCause::Memcg("/a".into())));
     }
 
     #[test]
@@ -493,7 +493,10 @@ mod tests {
         assert_eq!(w.blame_used("/a/b"), None);
         w.read(["/a/b"], watch(&[("/a/b", 0)]));
         assert_eq!(w.blame_used("/a/b"), None, "/a unreadable");
-        assert_eq!(LimitWatch::default().blame_used("/"), Some(Verdict::Global));
+        assert_eq!(
+            LimitWatch::default().blame_used("/"),
+            Some(KillCause::Global)
+        );
     }
 
     #[test]
@@ -502,7 +505,7 @@ mod tests {
         w.seed(["/", "/old"], watch(&[("/old", 7)]));
         // Both read for the first time after a kill.
         w.read(["/new", "/old"], watch(&[("/new", 1), ("/old", 7)]));
-        assert_eq!(w.blame_used("/new"), Some(Verdict::Memcg("/new".into())));
-        assert_eq!(w.blame_used("/old"), Some(Verdict::Global));
+        assert_eq!(w.blame_used("/new"), Some(KillCause::Memcg("/new".into())));
+        assert_eq!(w.blame_used("/old"), Some(KillCause::Global));
     }
 }

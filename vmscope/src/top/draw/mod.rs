@@ -1,77 +1,35 @@
 //! Drawing `vmscope top`, and the plain-text snapshot of `--batch`. Only
 //! formatting: everything shown comes from [`App`] and its [`Model`].
+//!
+//! Here: the frame (header, status line, help) and its layout; the panels
+//! are in `panels` (rates, latency) and `tables` (processes, cgroups), the
+//! cell text in `cells`, the `--batch` text in `snapshot`.
 
-use std::fmt::Write as _;
+mod cells;
+mod panels;
+mod snapshot;
+mod tables;
+
+use cells::fmt_bytes;
+pub use cells::{fmt_rate, fmt_size, sparkline};
+use panels::{latency_lines, rates_table};
+pub use snapshot::snapshot_text;
+use tables::draw_table;
 
 use ratatui::{
     Frame,
     layout::{Constraint, Layout, Rect},
     style::{Color, Modifier, Style},
     text::{Line, Span},
-    widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Wrap},
+    widgets::{Block, Borders, Clear, Paragraph, Wrap},
 };
 
-use super::app::{App, CGROUP_COLUMNS, COLUMNS, Header, OomSeen, Panel, Table as Shown};
-use crate::model::view::{Activity, CgroupRow, Latency, Limit, Model, ProcRow, Rate};
+use super::app::{App, Header, OomSeen, Panel, Table as Shown};
+use crate::model::view::Model;
 
 /// The smallest terminal the layout is drawn in.
 pub const MIN_WIDTH: u16 = 80;
 pub const MIN_HEIGHT: u16 = 24;
-
-/// A rate for display: `n/a` when unknown, never 0.
-pub fn fmt_rate(v: Option<f64>) -> String {
-    match v {
-        None => "n/a".into(),
-        Some(v) if v.abs() < 10.0 && v.fract() != 0.0 => format!("{v:.1}"),
-        Some(v) if v >= 1e7 => format!("{:.1}M", v / 1e6),
-        Some(v) => format!("{v:.0}"),
-    }
-}
-
-fn fmt_bytes(b: Option<u64>) -> String {
-    match b {
-        None => "n/a".into(),
-        Some(b) if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / f64::from(1u32 << 30)),
-        Some(b) => format!("{:.0} MiB", b as f64 / f64::from(1u32 << 20)),
-    }
-}
-use crate::units::fmt_ns;
-
-/// A size in a table cell, short and without blanks (`512K`, `64M`,
-/// `1.5G`); `–` when unknown.
-pub fn fmt_size(b: Option<u64>) -> String {
-    const K: f64 = 1024.0;
-    match b {
-        None => "–".into(),
-        Some(b) if b as f64 >= K * K * K => format!("{:.1}G", b as f64 / (K * K * K)),
-        Some(b) if b as f64 >= K * K => format!("{:.0}M", b as f64 / (K * K)),
-        Some(b) => format!("{:.0}K", b as f64 / K),
-    }
-}
-
-fn fmt_limit(l: Limit) -> String {
-    match l {
-        Limit::Unknown => "–".into(),
-        Limit::Unlimited => "max".into(),
-        Limit::Bytes(b) => fmt_size(Some(b)),
-    }
-}
-
-/// A sparkline as text, scaled to the largest value shown.
-pub fn sparkline(values: &[f64], width: usize) -> String {
-    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
-    let tail = &values[values.len().saturating_sub(width)..];
-    let max = tail.iter().copied().fold(0.0, f64::max);
-    tail.iter()
-        .map(|&v| {
-            if v <= 0.0 || max <= 0.0 {
-                ' '
-            } else {
-                BARS[((v / max) * 7.0).round().clamp(0.0, 7.0) as usize]
-            }
-        })
-        .collect()
-}
 
 fn header_lines(h: &Header, app: &App) -> Vec<Line<'static>> {
     let mut first = vec![Span::styled(
@@ -165,102 +123,6 @@ fn oom_text(o: &OomSeen) -> Option<String> {
         t.push_str(&format!(" ({w})"));
     }
     Some(t)
-}
-
-fn rates_table(rates: &[Rate], spark_width: usize) -> Table<'static> {
-    let rows = rates.iter().map(|r| {
-        let value = match (&r.unavailable, r.value) {
-            // No figure, no unit (the stall share with no stall to share).
-            (Some(_), _) | (None, None) => "n/a".to_string(),
-            (None, v) => format!("{} {}", fmt_rate(v), r.unit),
-        };
-        let style = if r.name == "TLB shootdown IPIs" && r.value.unwrap_or(0.0) > 0.0 {
-            Style::default().fg(Color::Red)
-        } else {
-            Style::default()
-        };
-        Row::new(vec![
-            Cell::from(r.name),
-            Cell::from(value),
-            Cell::from(match &r.detail {
-                // The breakdown after a shorter sparkline, where there is room.
-                Some(d) if spark_width >= 28 => format!("{} {d}", sparkline(&r.history, 12)),
-                _ => sparkline(&r.history, spark_width),
-            }),
-        ])
-        .style(style)
-    });
-    Table::new(
-        rows,
-        [
-            // The longest name, "rmap maintenance CPU".
-            Constraint::Length(20),
-            Constraint::Length(16),
-            Constraint::Min(10),
-        ],
-    )
-    .block(Block::default().borders(Borders::ALL).title(" rates "))
-}
-
-fn latency_lines(l: Option<&Latency>, count: usize, height: usize) -> (String, Vec<Line<'static>>) {
-    let Some(l) = l else {
-        return (
-            " latency: nothing measured yet ".into(),
-            vec![Line::raw("no reclaim, madvise, munmap or mprotect seen")],
-        );
-    };
-    let s = &l.summary;
-    let q = |v: Option<u64>| v.map_or("n/a".into(), fmt_ns);
-    let title = format!(
-        " latency {} ({}/{})  n={} p50 {} p90 {} p99 {} max {} ",
-        l.name,
-        0,
-        count,
-        s.count,
-        q(s.p50_ns),
-        q(s.p90_ns),
-        q(s.p99_ns),
-        q(s.max_ns)
-    );
-    let max = s.buckets.iter().map(|b| b.count).max().unwrap_or(1).max(1);
-    let lines = s
-        .buckets
-        .iter()
-        .filter(|b| b.count > 0)
-        .take(height)
-        .map(|b| {
-            let bar = "█".repeat(((b.count as f64 / max as f64) * 30.0).ceil() as usize);
-            Line::raw(format!("<={:>8} {bar} {}", fmt_ns(b.le_ns), b.count))
-        })
-        .collect();
-    (title, lines)
-}
-
-fn rate_cells(a: &Activity) -> [String; 7] {
-    a.values().map(fmt_rate)
-}
-
-fn proc_cells(r: &ProcRow) -> [String; 9] {
-    let [a, b, c, d, e, f, g] = rate_cells(&r.rates);
-    [r.pid.to_string(), r.comm.clone(), a, b, c, d, e, f, g]
-}
-
-fn cgroup_cells(r: &CgroupRow) -> [String; 12] {
-    let [a, b, c, d, e, f, g] = rate_cells(&r.rates);
-    [
-        r.path.clone(),
-        r.live.to_string(),
-        a,
-        b,
-        c,
-        d,
-        e,
-        f,
-        g,
-        fmt_size(r.usage_bytes),
-        fmt_limit(r.limit),
-        r.psi_some.map_or("n/a".into(), |p| format!("{p:.2}")),
-    ]
 }
 
 fn status_line(app: &App) -> Line<'static> {
@@ -384,272 +246,6 @@ pub fn draw(f: &mut Frame, app: &App) {
     }
 }
 
-fn table_border(app: &App) -> Style {
-    if app.panel == Panel::Table {
-        Style::default().fg(Color::Cyan)
-    } else {
-        Style::default()
-    }
-}
-
-fn header_row(columns: &[&'static str], sorted: usize) -> Row<'static> {
-    Row::new(columns.iter().enumerate().map(|(i, c)| {
-        let style = if i == sorted {
-            Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED)
-        } else {
-            Style::default().add_modifier(Modifier::BOLD)
-        };
-        Cell::from(*c).style(style)
-    }))
-}
-
-fn draw_table(f: &mut Frame, app: &App, area: Rect) {
-    if app.on_cgroups() {
-        draw_cgroups(f, app, area);
-        return;
-    }
-    let rows = app.rows();
-    let visible = usize::from(area.height.saturating_sub(3));
-    let start = app
-        .procs
-        .scroll
-        .min(rows.len().saturating_sub(visible.max(1)));
-    let body = rows
-        .iter()
-        .skip(start)
-        .take(visible)
-        .map(|r| Row::new(proc_cells(r).map(Cell::from)));
-    let widths = [
-        Constraint::Length(8),
-        Constraint::Length(16),
-        Constraint::Length(9),
-        Constraint::Length(7),
-        Constraint::Length(10),
-        Constraint::Length(8),
-        Constraint::Length(8),
-        Constraint::Length(7),
-        Constraint::Length(8),
-    ];
-    let title = match &app.table {
-        Shown::CgroupProcesses(_, path) => {
-            format!(" processes in {path} ({})  c/Esc: back ", rows.len())
-        }
-        _ => format!(" processes ({}) ", rows.len()),
-    };
-    f.render_widget(
-        Table::new(body, widths)
-            .header(header_row(&COLUMNS, app.procs.sort))
-            .block(
-                Block::default()
-                    .borders(Borders::ALL)
-                    .border_style(table_border(app))
-                    .title(title),
-            ),
-        area,
-    );
-}
-
-/// The cgroup table, with the cursor's row highlighted; or why there is
-/// none.
-fn draw_cgroups(f: &mut Frame, app: &App, area: Rect) {
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .border_style(table_border(app));
-    let view = app.view.as_ref();
-    if let Some(why) = view.and_then(|v| v.cgroups_unavailable.as_deref()) {
-        f.render_widget(
-            Paragraph::new(format!("cgroup attribution is unavailable: {why}"))
-                .wrap(Wrap { trim: true })
-                .block(block.title(" cgroups ")),
-            area,
-        );
-        return;
-    }
-    let rows = app.cgroup_rows();
-    let selected = app
-        .selected
-        .and_then(|id| rows.iter().position(|r| r.id == id))
-        .or((!rows.is_empty()).then_some(0));
-    let (shown, room) = cgroup_layout(area.width.saturating_sub(2));
-    // No wider than the longest path, so the figures stay next to it.
-    let longest = rows.iter().map(|r| r.path.chars().count()).max();
-    let path_width = room.min(
-        u16::try_from(longest.unwrap_or(0))
-            .unwrap_or(u16::MAX)
-            .max(PATH_MIN),
-    );
-    let pick = |cells: [String; 12]| -> Vec<Cell<'static>> {
-        shown
-            .iter()
-            .map(|&i| match i {
-                0 => Cell::from(left_cut(&cells[0], path_width)),
-                _ => Cell::from(cells[i].clone()),
-            })
-            .collect()
-    };
-    let body = rows.iter().map(|r| Row::new(pick(cgroup_cells(r))));
-    let widths: Vec<Constraint> = shown
-        .iter()
-        .map(|&i| Constraint::Length(CGROUP_WIDTHS[i].0.max(path_width * u16::from(i == 0))))
-        .collect();
-    let header = header_row(
-        &shown.iter().map(|&i| CGROUP_COLUMNS[i]).collect::<Vec<_>>(),
-        shown
-            .iter()
-            .position(|&i| i == app.cgroups.sort)
-            .unwrap_or(usize::MAX),
-    );
-    let psi_note = view
-        .and_then(|v| v.cgroup_psi_unavailable.as_deref())
-        .map_or(String::new(), |why| format!("; PSI% n/a: {why}"));
-    let hidden = CGROUP_COLUMNS.len() - shown.len();
-    let hidden = if hidden > 0 {
-        format!("; {hidden} columns need a wider terminal")
-    } else {
-        String::new()
-    };
-    let title = format!(
-        " cgroups ({}{psi_note}{hidden})  Enter: its processes ",
-        rows.len()
-    );
-    let table = Table::new(body, widths)
-        .header(header)
-        .column_spacing(1)
-        .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED))
-        .block(block.title(title));
-    let mut state = ratatui::widgets::TableState::default().with_selected(selected);
-    f.render_stateful_widget(table, area, &mut state);
-}
-
-/// The cgroup table's column widths (the path's, 0 here, is what the
-/// others leave) and the order columns are given up in when the terminal
-/// is narrow: the highest goes first.
-const CGROUP_WIDTHS: [(u16, u8); 12] = [
-    (0, 0),
-    (5, 1),
-    (7, 2),
-    (6, 9),
-    (9, 7),
-    (7, 8),
-    (7, 3),
-    (6, 10),
-    (7, 11),
-    (6, 4),
-    (6, 5),
-    (6, 6),
-];
-
-/// The narrowest the path column gets before figures are left out.
-const PATH_MIN: u16 = 16;
-
-/// Which cgroup columns fit in `width` (in table order) and the path
-/// column's width: columns are given up, least telling first, until the
-/// path keeps [`PATH_MIN`].
-fn cgroup_layout(width: u16) -> (Vec<usize>, u16) {
-    let mut by_rank: Vec<usize> = (1..CGROUP_WIDTHS.len()).collect();
-    by_rank.sort_by_key(|&i| CGROUP_WIDTHS[i].1);
-    let mut left = width.saturating_sub(PATH_MIN);
-    let mut shown = vec![0];
-    for i in by_rank {
-        let need = CGROUP_WIDTHS[i].0 + 1;
-        if left >= need {
-            left -= need;
-            shown.push(i);
-        }
-    }
-    shown.sort_unstable();
-    (shown, PATH_MIN + left)
-}
-
-/// `s` in at most `width` characters, cut at the left (a path's last parts
-/// tell the most) with `…`.
-fn left_cut(s: &str, width: u16) -> String {
-    let n = s.chars().count();
-    let width = usize::from(width);
-    if n <= width || width == 0 {
-        return s.to_string();
-    }
-    let tail: String = s.chars().skip(n - width + 1).collect();
-    format!("…{tail}")
-}
-
-/// The cgroup table as `--batch` prints it, or why there is none.
-fn cgroups_text(app: &App, out: &mut String) {
-    if let Some(why) = app
-        .view
-        .as_ref()
-        .and_then(|v| v.cgroups_unavailable.as_deref())
-    {
-        let _ = writeln!(out, "cgroups: unavailable ({why})");
-        return;
-    }
-    let line = |c: &[String]| {
-        format!(
-            "{:<24} {:>5} {:>9} {:>7} {:>10} {:>8} {:>8} {:>7} {:>8} {:>7} {:>7} {:>6}",
-            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11]
-        )
-    };
-    let titles: Vec<String> = CGROUP_COLUMNS.iter().map(|c| c.to_string()).collect();
-    let _ = writeln!(out, "{}", line(&titles));
-    for r in app.cgroup_rows() {
-        let mut c = cgroup_cells(&r);
-        c[0] = c[0].split_whitespace().collect::<Vec<_>>().join("_");
-        let _ = writeln!(out, "{}", line(&c));
-    }
-}
-
-/// One `--batch` snapshot: the header, the rates and the whole table, and
-/// with `cgroups` the whole cgroup table after it.
-pub fn snapshot_text(app: &App, cgroups: bool) -> String {
-    let mut out = String::new();
-    for l in header_lines(&app.header, app) {
-        let text: String = l.spans.iter().map(|s| s.content.as_ref()).collect();
-        let _ = writeln!(out, "{text}");
-    }
-    if let Some(v) = &app.view {
-        for r in &v.rates {
-            let value = match (&r.unavailable, r.value) {
-                (Some(why), _) => format!("n/a ({why})"),
-                (None, None) => "n/a".to_string(),
-                (None, v) => format!("{} {}", fmt_rate(v), r.unit),
-            };
-            let detail = r
-                .detail
-                .as_deref()
-                .map_or(String::new(), |d| format!("  ({d})"));
-            let _ = writeln!(out, "{:<20} {value}{detail}", r.name);
-        }
-    }
-    let _ = writeln!(out, "{}", app.sort_label());
-    let _ = writeln!(
-        out,
-        "{:>8} {:<16} {:>9} {:>7} {:>10} {:>8} {:>8} {:>7} {:>8}",
-        COLUMNS[0],
-        COLUMNS[1],
-        COLUMNS[2],
-        COLUMNS[3],
-        COLUMNS[4],
-        COLUMNS[5],
-        COLUMNS[6],
-        COLUMNS[7],
-        COLUMNS[8]
-    );
-    for r in app.rows() {
-        let c = proc_cells(&r);
-        let comm = if c[1].is_empty() { "?" } else { c[1].as_str() };
-        let comm: String = comm.split_whitespace().collect::<Vec<_>>().join("_");
-        let _ = writeln!(
-            out,
-            "{:>8} {:<16} {:>9} {:>7} {:>10} {:>8} {:>8} {:>7} {:>8}",
-            c[0], comm, c[2], c[3], c[4], c[5], c[6], c[7], c[8]
-        );
-    }
-    if cgroups {
-        cgroups_text(app, &mut out);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -657,17 +253,26 @@ mod tests {
     use ratatui::{Terminal, backend::TestBackend};
 
     use super::*;
+    use super::{
+        cells::fmt_limit,
+        tables::{PATH_MIN, cgroup_layout, left_cut},
+    };
     use crate::{
         model::hist::{Bucket, Summary},
-        model::view::{Latency, Model, ProcRow, Rate},
+        model::view::{Latency, Model, ProcRow, RateLine},
+    };
+    use crate::{
+        model::view::{CgroupRow, Limit, RowRates},
+        top::app::{CGROUP_COLUMNS, COLUMNS},
+        units::fmt_ns,
     };
 
     fn press(a: &mut App, c: crossterm::event::KeyCode) {
         a.on_key(crossterm::event::KeyEvent::from(c));
     }
 
-    fn rate(name: &'static str, value: Option<f64>, unavailable: Option<&str>) -> Rate {
-        Rate {
+    fn rate(name: &'static str, value: Option<f64>, unavailable: Option<&str>) -> RateLine {
+        RateLine {
             name,
             unit: "/s",
             value,
@@ -682,7 +287,7 @@ mod tests {
             pid,
             comm: comm.into(),
             cgroup: if pid == 300 { 7 } else { 1 },
-            rates: Activity {
+            rates: RowRates {
                 faults,
                 major: Some(1.0),
                 swap_in: Some(0.0),
@@ -749,7 +354,7 @@ mod tests {
                     id: 7,
                     path: "/vmscope-test-1-0".into(),
                     live: 1,
-                    rates: Activity {
+                    rates: RowRates {
                         faults: 70_000.0,
                         swap_out: Some(2500.0),
                         swap_in: Some(0.0),
@@ -764,7 +369,7 @@ mod tests {
                     id: 1,
                     path: "/".into(),
                     live: 2,
-                    rates: Activity {
+                    rates: RowRates {
                         faults: 50_010.0,
                         ..Default::default()
                     },

@@ -28,7 +28,7 @@ pub fn run(cli: Cli) -> u8 {
             } else {
                 exit::FAILURE
             };
-            (crate::record::command::run(args), code)
+            (crate::record::run(args), code)
         }
     };
     match result {

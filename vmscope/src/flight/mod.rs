@@ -1,4 +1,5 @@
-//! The flight recorder: the last few minutes of samples, kept in memory so
+//! The flight recorder (`on_oom`: the recordings it writes at OOM kills).
+//! This file: the last few minutes of samples, kept in memory so
 //! that a recording of them can be written when something happens (an OOM
 //! kill for `serve --on-oom`; `top` can keep one the same way).
 //!
@@ -12,12 +13,15 @@
 //! start empty), so a recording of the window says what each process and
 //! cgroup did in the window, not since `serve` started.
 
+pub mod on_oom;
+
 use std::{
     collections::{BTreeMap, VecDeque},
     time::{Duration, SystemTime},
 };
 
 use crate::{
+    document,
     model::{
         cgroup::CgroupSample,
         fold::Fold,
@@ -27,7 +31,6 @@ use crate::{
         sample::Sample,
         snapshot::Snapshot,
     },
-    record::command,
 };
 
 /// The most samples kept, whatever the window (the oldest go first).
@@ -154,7 +157,7 @@ impl Flight {
             start_time: first.timestamp.clone(),
             ..header
         };
-        Some(command::document(command::Document {
+        Some(document::assemble(document::Parts {
             fold,
             samples,
             probes: probes.to_vec(),
@@ -208,7 +211,7 @@ mod tests {
 
     fn header() -> Header {
         let rec: Recording =
-            crate::record::from_str(include_str!("../../../tests/fixtures/churn.recording.json"))
+            crate::document::from_str(include_str!("../../../tests/fixtures/churn.recording.json"))
                 .expect("the fixture is a recording");
         rec.header
     }
@@ -288,7 +291,7 @@ mod tests {
         assert_eq!(cg.totals.faults.total, Some(1000));
         // It reads back as a recording.
         let text = serde_json::to_string(&rec).expect("encodes");
-        crate::record::from_str(&text).expect("reads back");
+        crate::document::from_str(&text).expect("reads back");
     }
 
     /// Before the window has filled, it is the whole stream as it came.

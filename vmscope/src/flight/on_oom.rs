@@ -38,14 +38,14 @@ use std::{
 };
 
 use crate::{
-    exit,
+    document, exit,
+    flight::{Flight, MAX_WINDOW},
     model::{
         oom::OomKill,
         probes::ProbeStatus,
-        recording::{Header, Recording, Scope, ScopeKind},
+        recording::{Header, Recording, RecordingScope, ScopeKind},
         sample::Sample,
     },
-    record::{self, flight::Flight},
     source::Source,
 };
 
@@ -98,7 +98,7 @@ impl Stats {
 }
 
 /// What the view hands the writer thread.
-struct Feed {
+struct Handoff {
     sample: Sample,
     probes: Vec<ProbeStatus>,
 }
@@ -132,7 +132,7 @@ pub struct Recorder {
     dir: Option<PathBuf>,
     budget: Budget,
     interval: Duration,
-    feed: Option<mpsc::SyncSender<Feed>>,
+    feed: Option<mpsc::SyncSender<Handoff>>,
     writer: Option<JoinHandle<()>>,
     stats: Arc<Stats>,
     /// Samples dropped in a row (said when the run of drops starts).
@@ -153,13 +153,13 @@ pub fn check_args(history: Option<Duration>, on_oom: Option<&Path>) -> anyhow::R
                 "--history must be greater than zero (e.g. --history 5m)",
             ));
         }
-        Some(h) if h > record::flight::MAX_WINDOW => {
+        Some(h) if h > MAX_WINDOW => {
             return Err(exit::failure(
                 exit::USAGE,
                 format!(
                     "--history {} is longer than the {} the flight recorder keeps",
                     humantime::format_duration(h),
-                    humantime::format_duration(record::flight::MAX_WINDOW)
+                    humantime::format_duration(MAX_WINDOW)
                 ),
             ));
         }
@@ -199,12 +199,12 @@ fn header(source: &Source, interval: Duration, pids: &[u32]) -> Header {
     } else {
         ScopeKind::Pids
     };
-    let scope = Scope {
+    let scope = RecordingScope {
         kind,
         pids: pids.to_vec(),
         cgroup: None,
     };
-    record::header(source, interval, scope, None)
+    document::header(source, interval, scope, None)
 }
 
 /// `oom-20250101T120000.123Z-4242.json`: the kill's time (UTC, to the
@@ -280,11 +280,11 @@ impl Recorder {
         let Some(flight) = self.flight.take() else {
             return Ok(None);
         };
-        let owner = record::output_owner();
+        let owner = document::output_owner();
         let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), String>>(1);
-        let (tx, rx) = mpsc::sync_channel::<Feed>(QUEUE);
+        let (tx, rx) = mpsc::sync_channel::<Handoff>(QUEUE);
         let window = flight.window();
-        let mut w = Writer {
+        let mut w = WriterThread {
             flight,
             header: self.header.clone(),
             dir: dir.clone(),
@@ -343,7 +343,7 @@ impl Recorder {
             return;
         }
         let Some(feed) = &self.feed else { return };
-        let f = Feed {
+        let f = Handoff {
             sample: s.clone(),
             probes: probes.to_vec(),
         };
@@ -438,7 +438,7 @@ struct Episode {
 }
 
 /// The writer thread's state.
-struct Writer {
+struct WriterThread {
     flight: Flight,
     header: Header,
     dir: PathBuf,
@@ -461,10 +461,10 @@ fn victim(k: &OomKill) -> String {
     )
 }
 
-impl Writer {
+impl WriterThread {
     /// One sample: into the window; a kill opens an episode (written at
     /// once) or joins the open one; quiet or length closes it.
-    fn take(&mut self, f: Feed) {
+    fn take(&mut self, f: Handoff) {
         let s = f.sample;
         self.probes = f.probes;
         let now = s.elapsed_ns;
@@ -544,7 +544,7 @@ impl Writer {
             &self.stats,
             &self.notes,
         );
-        let r = record::write_atomic_regular(&path, |w| {
+        let r = document::write_atomic_regular(&path, |w| {
             serde_json::to_writer(&mut *w, &rec)?;
             writeln!(w)?;
             Ok(())
@@ -747,11 +747,11 @@ mod tests {
     fn kills_close_together_share_one_file() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let rec: Recording =
-            record::from_str(include_str!("../../../tests/fixtures/churn.recording.json"))
+            document::from_str(include_str!("../../../tests/fixtures/churn.recording.json"))
                 .expect("the fixture is a recording");
         let stats = Arc::new(Stats::default());
         let (tx, rx) = mpsc::channel();
-        let mut w = Writer {
+        let mut w = WriterThread {
             flight: Flight::new(Duration::from_secs(30)),
             header: rec.header,
             dir: dir.path().to_path_buf(),
@@ -767,7 +767,7 @@ mod tests {
             probes: Vec::new(),
         };
         let mut feed = |t: u64, kills: &[u32]| {
-            w.take(Feed {
+            w.take(Handoff {
                 sample: at(t, kills),
                 probes: Vec::new(),
             });
@@ -790,7 +790,7 @@ mod tests {
         assert_eq!((files(), written()), (1, 2));
         let (path, _) = recordings(dir.path()).remove(0);
         let doc: Recording =
-            record::from_str(&std::fs::read_to_string(&path).expect("read")).expect("whole");
+            document::from_str(&std::fs::read_to_string(&path).expect("read")).expect("whole");
         assert!(
             path.ends_with("oom-20250101T000005.000Z-100.json"),
             "{path:?}"
@@ -805,7 +805,7 @@ mod tests {
         // The first storm episode's file still holds its first kill.
         let first = dir.path().join("oom-20250101T000020.000Z-1020.json");
         let doc: Recording =
-            record::from_str(&std::fs::read_to_string(&first).expect("read")).expect("whole");
+            document::from_str(&std::fs::read_to_string(&first).expect("read")).expect("whole");
         assert_eq!(doc.oom_kills.len(), 30);
         assert_eq!(doc.oom_kills[0].pid, Some(1020));
         let said: Vec<String> = rx.try_iter().collect();

@@ -1,0 +1,613 @@
+//! Loading vmscope's eBPF object and attaching its programs, with fallbacks.
+//! A hook that cannot be attached is recorded as unavailable with the reason;
+//! the others go on. Here: the load options, the loaded maps and the load
+//! itself; the hook table is in `specs`, the BTF variants in `btf`, the
+//! attaching in `attach`.
+
+mod attach;
+mod btf;
+mod specs;
+
+pub(crate) use attach::attach_perf_sw;
+use attach::{
+    attach_fault_books, attach_faults, attach_major_faults, attach_swap, attach_tracepoints,
+    raw_syscalls, take,
+};
+use btf::{BtfVariants, parse_btf_at_once, rss_btf_offsets, task_offsets, task_struct_offsets};
+use specs::{FaultPlans, HookPlan, SPECS, plan_specs, success_values};
+
+use anyhow::{Context as _, anyhow};
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{Array, HashMap, MapData, PerCpuArray, RingBuf},
+};
+
+use vmscope_common::{FaultCache, MmSwap, ProcStats, off};
+
+use crate::source::kernel::{cgroupfs, kmsg};
+
+/// The eBPF object built by build.rs (empty when built with AYA_BUILD_SKIP=1).
+static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/vmscope"));
+
+/// Comma-separated probe names to treat as absent (for testing fallbacks).
+pub const DISABLE_ENV: &str = "VMSCOPE_DISABLE_PROBES";
+
+use crate::model::probes::{FaultSource, ProbeStatus};
+
+/// The swap-attribution probe: on every RSS change, so it waits for a swap
+/// device before attaching.
+pub const SWAP_PROBE: &str = crate::model::catalogue::probe::SWAP;
+pub const DIRTY_PROBE: &str = crate::model::catalogue::probe::DIRTY_THROTTLE;
+
+pub struct LoadOptions {
+    /// Restrict per-process statistics to followed pids and their children.
+    pub filtered: bool,
+    /// When to attach the swap-attribution probe.
+    pub swap: SwapAttach,
+    /// Kernel-stack samples per second per CPU for the rmap figures (0: no
+    /// sampling).
+    pub sample_hz: u32,
+    /// Attach the mmap_lock probes (opt-in: see [`MMAP_LOCK_OFF`]).
+    pub mmap_lock: bool,
+    /// Where rmap functions are timed directly, time the maintenance
+    /// functions too (they run on every fault, fork and unmap).
+    pub rmap_maintenance: bool,
+}
+
+/// Why the mmap_lock probes are not attached unless asked for.
+pub const MMAP_LOCK_OFF: &str =
+    "off by default (it costs lock-heavy programs; docs/cost.md): --mmap-lock turns it on";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwapAttach {
+    /// When a swap device is active (now or later).
+    Auto,
+    /// Now, whatever the swap devices (benchmarks).
+    Always,
+    /// Never (benchmarks: the cost without it).
+    Never,
+    /// Now, as the classic tracepoint even where the BTF one would do
+    /// (benchmarks: what the BTF variant saves).
+    AlwaysClassic,
+}
+
+/// Loaded programs and the maps the collector reads.
+pub struct Loaded {
+    _ebpf: Ebpf,
+    /// One entry: every counter.
+    pub counters: PerCpuArray<MapData, vmscope_common::CounterSlots>,
+    /// An entry per histogram: its buckets and sum.
+    pub hists: PerCpuArray<MapData, vmscope_common::HistSlot>,
+    pub procs: HashMap<MapData, u32, ProcStats>,
+    /// Swap traffic per address space (see the eBPF `swap` module).
+    pub mms: HashMap<MapData, u64, MmSwap>,
+    /// Fault counts not yet moved into `procs`, per CPU.
+    pub fault_cache: PerCpuArray<MapData, FaultCache>,
+    tracked: HashMap<MapData, u32, u32>,
+    /// Slot 1 is ours to bump after each addition to `tracked`.
+    track_epoch: Array<MapData, u64>,
+    pub probes: Vec<ProbeStatus>,
+    pub fault_source: FaultSource,
+    logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
+    /// The swap probe's plan while it waits for a swap device.
+    pending_swap: Option<HookPlan>,
+    /// Whether the swap probe can be a BTF tracepoint, or why not.
+    swap_btf: Result<(), String>,
+    /// The rmap figures' probes (stack sampling or direct timing), when
+    /// attached.
+    pub rmap: Option<crate::source::rmap::Rmap>,
+    /// OOM victims' records (`OomVictim`), filled by the classic
+    /// `oom:mark_victim` program.
+    pub oom_victims: Option<RingBuf<MapData>>,
+    /// The kernel log, which names the limit each OOM kill answered
+    /// (`kmsg`), or why it cannot be read. Opened with the OOM probe.
+    pub kernel_log: Result<kmsg::KernelLog, String>,
+    /// The hierarchy processes are keyed by (see `cgroup_offsets`), or why
+    /// there is no cgroup attribution.
+    pub cgroups: Result<cgroupfs::Hierarchy, String>,
+    /// The cgroup a `--cgroup` recording follows, by path (`cgroup.rs`).
+    scope_path: Array<MapData, vmscope_common::ScopePath>,
+    /// Cgroups created and removed (`CgroupEvent`), from the
+    /// `cgroup_mkdir`/`cgroup_rmdir` programs.
+    pub cgroup_events: Option<RingBuf<MapData>>,
+}
+
+impl Loaded {
+    /// Follows `pid` (and, through the fork hook, its future children).
+    pub fn track(&mut self, pid: u32) -> anyhow::Result<()> {
+        self.tracked
+            .insert(pid, 1, 0)
+            .with_context(|| format!("adding pid {pid} to the followed set"))?;
+        // The fault path rechecks a cached out-of-scope process only when
+        // the epoch changes.
+        let epoch = self.track_epoch.get(&1, 0).unwrap_or(0);
+        self.track_epoch
+            .set(1, epoch.wrapping_add(1), 0)
+            .context("bumping the followed set's epoch")
+    }
+
+    /// Follows cgroup `path` (below the hierarchy's root) and every cgroup
+    /// below it: a task moved into one joins the followed set.
+    pub fn scope_path(&mut self, path: &str) -> anyhow::Result<()> {
+        // As the kernel writes paths: no empty or `.` parts, no trailing
+        // slash but the root's.
+        let parts: Vec<&str> = path
+            .split('/')
+            .filter(|p| !p.is_empty() && *p != ".")
+            .collect();
+        let path = &format!("/{}", parts.join("/"));
+        let bytes = path.as_bytes();
+        if bytes.len() >= vmscope_common::SCOPE_PATH_BYTES {
+            anyhow::bail!(
+                "cgroup path {path} is longer than {} bytes",
+                vmscope_common::SCOPE_PATH_BYTES - 1
+            );
+        }
+        let mut v = vmscope_common::ScopePath {
+            len: bytes.len() as u64,
+            path: [0; vmscope_common::SCOPE_PATH_BYTES],
+        };
+        v.path[..bytes.len()].copy_from_slice(bytes);
+        self.scope_path
+            .set(0, v, 0)
+            .with_context(|| format!("setting the followed cgroup to {path}"))
+    }
+
+    /// Tasks ever added to the followed set, by the fork hook and by
+    /// [`Self::track`].
+    pub fn tracked_added(&self) -> u64 {
+        let slot = |i| self.track_epoch.get(&i, 0).unwrap_or(0);
+        slot(0) + slot(1)
+    }
+
+    /// Attaches the deferred swap probe once a swap device is active.
+    /// Returns whether it attached now.
+    pub fn poll_swap(&mut self) -> bool {
+        if self.pending_swap.is_none() || !swap_active() {
+            return false;
+        }
+        let Some(plan) = self.pending_swap.take() else {
+            return false;
+        };
+        let status = attach_swap(&mut self._ebpf, plan, &self.swap_btf);
+        let attached = status.attached;
+        if !attached {
+            log::warn!(
+                "{SWAP_PROBE} unavailable: {}",
+                status.reason.as_deref().unwrap_or("unknown")
+            );
+        }
+        if let Some(slot) = self.probes.iter_mut().find(|p| p.probe == SWAP_PROBE) {
+            *slot = status;
+        }
+        attached
+    }
+
+    /// Forwards pending eBPF-side diagnostics to the `log` crate.
+    pub fn flush_logs(&mut self) {
+        if let Some(l) = self.logger.as_mut() {
+            l.flush();
+        }
+    }
+}
+
+/// Whether any swap device is active.
+pub fn swap_active() -> bool {
+    !crate::source::kernel::system::swap_devices().is_empty()
+}
+
+/// The swap probe reads its fields with one copy; every kernel with the
+/// event lays them out as `mm_id, curr, member, <pad>, size`.
+fn check_rss_layout(plan: &mut HookPlan) {
+    if plan.classic.is_err() {
+        return;
+    }
+    let Ok((_, offs)) = &plan.event else { return };
+    let at = |idx| offs.iter().find(|(i, _)| *i == idx).map(|&(_, o)| o);
+    let base = at(off::RSS_MM_ID).unwrap_or(0);
+    let expected = [
+        (off::RSS_CURR, base + 4),
+        (off::RSS_MEMBER, base + 8),
+        (off::RSS_SIZE, base + 16),
+    ];
+    if expected.iter().any(|&(idx, o)| at(idx) != Some(o)) {
+        plan.event = Err(format!(
+            "unexpected field layout in kmem:rss_stat (mm_id at {base}, curr {:?}, member {:?}, size {:?})",
+            at(off::RSS_CURR),
+            at(off::RSS_MEMBER),
+            at(off::RSS_SIZE)
+        ));
+    }
+}
+
+/// The swap program for a plan: plain context loads when `mm_id` sits right
+/// after the 8-byte common header (the usual layout), else the copy helper.
+fn swap_prog(plan: &HookPlan) -> &'static str {
+    match &plan.event {
+        Ok((_, offs)) if offs.iter().any(|&(i, o)| i == off::RSS_MM_ID && o == 8) => "rss_stat_std",
+        _ => "rss_stat",
+    }
+}
+
+fn disabled() -> Vec<String> {
+    std::env::var(DISABLE_ENV)
+        .map(|v| v.split(',').map(|s| s.trim().to_string()).collect())
+        .unwrap_or_default()
+}
+
+/// The raw object, or an error saying how to get one.
+pub fn object() -> anyhow::Result<&'static [u8]> {
+    if EBPF_OBJECT.is_empty() {
+        return Err(anyhow!(
+            "this vmscope was built without its eBPF programs (AYA_BUILD_SKIP); \
+             rebuild with `cargo xtask build`"
+        ));
+    }
+    Ok(EBPF_OBJECT)
+}
+
+/// The hooks that attach only as classic tracepoints here (no BTF variant,
+/// or none this kernel allows), so they need tracefs; and whether the raw
+/// syscall hooks stand in for the syscall events without it.
+pub fn classic_only() -> (Vec<String>, bool) {
+    let raw = cfg!(target_arch = "x86_64")
+        && crate::source::kernel::btf::Btf::vmlinux()
+            .is_ok_and(|b| b.has_tracepoint("sys_enter") && b.has_tracepoint("sys_exit"));
+    let mut probes: Vec<String> = SPECS
+        .iter()
+        .filter(|s| s.btf_prog.is_none() && s.prog != "rss_stat")
+        .filter(|s| !(raw && s.category == "syscalls"))
+        .map(|s| format!("{}:{}", s.category, s.names[0]))
+        .collect();
+    if rss_btf_offsets(&[]).is_err() {
+        probes.push(SWAP_PROBE.into());
+    }
+    (probes, raw)
+}
+
+/// `syscalls:sys_enter_x, syscalls:sys_exit_x, ...` as one
+/// `syscalls (x, ...)` entry, the other probes as they are.
+pub fn group_syscalls(probes: &[String]) -> String {
+    let mut calls: Vec<&str> = Vec::new();
+    let mut rest: Vec<&str> = Vec::new();
+    for p in probes {
+        match p
+            .strip_prefix("syscalls:sys_enter_")
+            .or_else(|| p.strip_prefix("syscalls:sys_exit_"))
+        {
+            Some(call) if !calls.contains(&call) => calls.push(call),
+            Some(_) => {}
+            None => rest.push(p),
+        }
+    }
+    let mut out = Vec::new();
+    if !calls.is_empty() {
+        out.push(format!("syscalls ({})", calls.join(", ")));
+    }
+    out.extend(rest.iter().map(|r| r.to_string()));
+    out.join(", ")
+}
+
+/// The probes that cannot be used, one entry per distinct reason: the
+/// probes' names (the syscall events grouped) and the reason. What
+/// `record` warns and `top`'s header shows, so 17 hooks refused for one
+/// reason read as one line.
+pub fn unusable_by_reason(probes: &[ProbeStatus]) -> Vec<(String, String)> {
+    let mut by_reason: Vec<(&str, Vec<String>)> = Vec::new();
+    // Opt-in probes left off are not "unavailable".
+    let opted_out = |p: &ProbeStatus| p.reason.as_deref() == Some(MMAP_LOCK_OFF);
+    for p in probes.iter().filter(|p| !p.usable() && !opted_out(p)) {
+        let why = p.reason.as_deref().unwrap_or("not attached");
+        match by_reason.iter_mut().find(|(r, _)| *r == why) {
+            Some((_, names)) => names.push(p.probe.clone()),
+            None => by_reason.push((why, vec![p.probe.clone()])),
+        }
+    }
+    by_reason
+        .into_iter()
+        .map(|(why, names)| (group_syscalls(&names), why.to_string()))
+        .collect()
+}
+
+/// Loads the object with this kernel's field offsets and attaches every probe
+/// it can.
+pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
+    let object = object()?;
+    let loader = parse_btf_at_once()?;
+    // Not fatal: kernels >= 5.11 account BPF memory to the cgroup instead.
+    if let Err(e) = raise_memlock() {
+        log::debug!("could not raise RLIMIT_MEMLOCK ({e}); fine on kernels >= 5.11");
+    }
+    let disabled = disabled();
+    let mut offsets: [Option<u32>; off::COUNT] = [None; off::COUNT];
+    let faults = FaultPlans::new(&mut offsets, &disabled);
+    let plans = plan_specs(opts, &mut offsets, &disabled);
+    success_values(&mut offsets);
+    let task = task_offsets(&disabled);
+    task_struct_offsets(&mut offsets, &task);
+    let cgroups = cgroup_offsets(&mut offsets, &disabled);
+    let btf = BtfVariants::new(&mut offsets, &disabled, opts.swap);
+    let raw = raw_syscalls(&plans, &disabled, &btf.tracepoints);
+    offsets[off::RAW_SYSCALLS] = raw.as_ref().map(|r| r.mask).ok();
+    let mut ebpf = load_object(loader, object, &offsets, opts)?;
+    let logger = aya_log::EbpfLogger::init(&mut ebpf)
+        .map_err(|e| log::debug!("eBPF logging unavailable: {e}"))
+        .ok();
+
+    let mut probes = Vec::new();
+    let fault_source = attach_faults(&mut ebpf, &disabled, faults, &mut probes);
+    let pending_swap = attach_tracepoints(&mut ebpf, plans, &raw, &btf, opts.swap, &mut probes);
+    probes.push(attach_major_faults(&mut ebpf, &disabled));
+    attach_fault_books(&mut ebpf, task, &disabled, &mut probes);
+    let (rmap, statuses) =
+        crate::source::rmap::attach(&mut ebpf, opts.sample_hz, opts.rmap_maintenance, &disabled);
+    probes.extend(statuses);
+    probes.push(cgroup_status(&cgroups));
+    let mut loaded = Loaded::new(
+        ebpf,
+        probes,
+        fault_source,
+        logger,
+        pending_swap,
+        btf.swap,
+        rmap,
+    )?;
+    loaded.cgroups = cgroups;
+    loaded.kernel_log = kernel_log(loaded.oom_victims.is_some(), &disabled);
+    Ok(loaded)
+}
+
+/// How processes are keyed by cgroup: by the cgroup id where the memory
+/// controller is on cgroup v2 (or on no hierarchy: the unified one then
+/// names the cgroups), by the memory controller's cgroup through this
+/// kernel's BTF offsets where it is on a v1 hierarchy.
+fn cgroup_offsets(
+    offsets: &mut [Option<u32>; off::COUNT],
+    disabled: &[String],
+) -> Result<cgroupfs::Hierarchy, String> {
+    if disabled.iter().any(|d| d == CGROUP_ATTRIBUTION) {
+        return Err(format!("disabled with {DISABLE_ENV}={CGROUP_ATTRIBUTION}"));
+    }
+    let h = cgroupfs::detect()?;
+    if h.kind == cgroupfs::Kind::V1Memory {
+        let btf = crate::source::kernel::btf::Btf::vmlinux().map_err(|e| {
+            format!("the memory controller is on cgroup v1, whose cgroup is read through BTF: {e}")
+        })?;
+        let field = |s: &str, f: &str| btf.field(s, f).map(|x| x.offset);
+        let memory = btf.cgroup_subsys("memory_cgrp_id")?;
+        let id = btf.field("kernfs_node", "id")?;
+        if id.size != 8 {
+            return Err(format!(
+                "kernfs_node.id is {} bytes, not 8 (a kernel before 5.5)",
+                id.size
+            ));
+        }
+        offsets[off::TASK_CGROUPS] = Some(field("task_struct", "cgroups")?);
+        offsets[off::CSS_SET_MEMORY] = Some(field("css_set", "subsys")? + 8 * memory);
+        offsets[off::CSS_CGROUP] = Some(field("cgroup_subsys_state", "cgroup")?);
+        offsets[off::CGROUP_KN] = Some(field("cgroup", "kn")?);
+        offsets[off::KN_ID] = Some(id.offset);
+        offsets[off::CGROUP_MODE] = Some(vmscope_common::cgroup_mode::V1_MEMCG);
+    } else {
+        offsets[off::CGROUP_MODE] = Some(vmscope_common::cgroup_mode::V2);
+    }
+    offsets[off::CGROUP_HIERARCHY] = u32::try_from(h.id + 1).ok();
+    Ok(h)
+}
+
+/// The name the kernel log's reading goes by in `VMSCOPE_DISABLE_PROBES`.
+pub const KERNEL_LOG: &str = "kernel log";
+
+/// The kernel log, opened at its end, for the OOM kills' limits: only
+/// with the OOM kill records it is joined to.
+fn kernel_log(oom_records: bool, disabled: &[String]) -> Result<kmsg::KernelLog, String> {
+    if disabled.iter().any(|d| d == KERNEL_LOG) {
+        return Err(format!(
+            "reading the kernel log is disabled with {DISABLE_ENV}={KERNEL_LOG}"
+        ));
+    }
+    if !oom_records {
+        return Err("no OOM kill records to join the kernel log to".into());
+    }
+    kmsg::KernelLog::open()
+}
+
+/// The name per-cgroup attribution goes by in the probe list and in
+/// `VMSCOPE_DISABLE`.
+pub const CGROUP_ATTRIBUTION: &str = crate::model::catalogue::probe::CGROUPS;
+
+fn cgroup_status(h: &Result<cgroupfs::Hierarchy, String>) -> ProbeStatus {
+    ProbeStatus {
+        probe: CGROUP_ATTRIBUTION.into(),
+        method: match h {
+            Ok(h) if h.kind == cgroupfs::Kind::V1Memory => "BTF (v1 memcg)",
+            Ok(_) => "cgroup id (v2)",
+            Err(_) => "none",
+        }
+        .into(),
+        attached: h.is_ok(),
+        reason: h.as_ref().err().cloned(),
+        deferred: false,
+    }
+}
+
+/// Loads the object into the kernel with the offsets and settings as its
+/// globals.
+fn load_object(
+    loader: EbpfLoader<'_>,
+    object: &[u8],
+    offsets: &[Option<u32>; off::COUNT],
+    opts: &LoadOptions,
+) -> anyhow::Result<Ebpf> {
+    let globals: [u32; off::COUNT] = offsets.map(|o| o.unwrap_or(0));
+    let filtered: u32 = opts.filtered.into();
+    // Rebound so that it may borrow the globals above.
+    let mut loader = loader;
+    if let Ok(btf) = crate::source::kernel::btf::aya_vmlinux() {
+        loader.btf(Some(btf));
+    }
+    loader
+        .override_global("FILTER_ENABLED", &filtered, true)
+        .override_global("OFFSETS", &globals, true);
+    crate::source::rmap::size_maps(&mut loader, opts.sample_hz);
+    loader
+        .load(object)
+        .context("loading the eBPF object into the kernel")
+}
+
+impl Loaded {
+    /// Takes the maps the collector reads out of the loaded object.
+    fn new(
+        mut ebpf: Ebpf,
+        probes: Vec<ProbeStatus>,
+        fault_source: FaultSource,
+        logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
+        pending_swap: Option<HookPlan>,
+        swap_btf: Result<(), String>,
+        rmap: Option<crate::source::rmap::Rmap>,
+    ) -> anyhow::Result<Self> {
+        let counters = PerCpuArray::try_from(take(&mut ebpf, "COUNTERS")?)?;
+        let hists = PerCpuArray::try_from(take(&mut ebpf, "HISTS")?)?;
+        let procs = HashMap::try_from(take(&mut ebpf, "PROCS")?)?;
+        let mms = HashMap::try_from(take(&mut ebpf, "MMS")?)?;
+        let fault_cache = PerCpuArray::try_from(take(&mut ebpf, "FAULT_CACHE")?)?;
+        let tracked = HashMap::try_from(take(&mut ebpf, "TRACKED")?)?;
+        let track_epoch = Array::try_from(take(&mut ebpf, "TRACK_EPOCH")?)?;
+        let scope_path = Array::try_from(take(&mut ebpf, "SCOPE_PATH")?)?;
+        let oom_victims = ebpf
+            .take_map("OOM_VICTIMS")
+            .map(RingBuf::try_from)
+            .transpose()?;
+        let cgroup_events = ebpf
+            .take_map("CGROUP_EVENTS")
+            .map(RingBuf::try_from)
+            .transpose()?;
+        Ok(Self {
+            oom_victims,
+            cgroup_events,
+            kernel_log: Err("not opened".into()),
+            cgroups: Err("not set up".into()),
+            scope_path,
+            _ebpf: ebpf,
+            counters,
+            hists,
+            procs,
+            mms,
+            fault_cache,
+            tracked,
+            track_epoch,
+            probes,
+            fault_source,
+            logger,
+            pending_swap,
+            swap_btf,
+            rmap,
+        })
+    }
+}
+
+/// The page-fault timing probe (fentry/fexit on `handle_mm_fault`).
+pub const FAULT_TIMING_PROBE: &str = crate::model::catalogue::probe::FAULT_TIMING;
+
+/// The probe that reads the kernel's fault books at context switch.
+pub const ACCOUNT_PROBE: &str = crate::model::catalogue::probe::ACCOUNT;
+
+/// The probe name of the major-fault counter.
+pub const MAJOR_FAULTS_PROBE: &str = crate::model::catalogue::probe::MAJOR_FAULTS;
+
+fn raise_memlock() -> std::io::Result<()> {
+    let rlim = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: plain syscall with a valid pointer to a local.
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &rlim) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::source::kernel::errors::summarize_verifier;
+
+    use super::specs::oom_fields;
+    use crate::source::kernel::format::EventFormat;
+    use vmscope_common::off;
+
+    const HEAD: &str = "name: mark_victim\nID: 609\nformat:\n\
+        \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+        \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+        \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+        \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+        \tfield:int pid;\toffset:8;\tsize:4;\tsigned:1;\n";
+
+    fn offsets(rest: &str) -> Vec<(usize, u32)> {
+        let fmt = EventFormat::parse(&format!("{HEAD}{rest}")).expect("a format");
+        let mut v = oom_fields(&fmt);
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn oom_fields_are_those_the_record_has() {
+        // 6.18's record (comm a __data_loc string).
+        let new = offsets(
+            "\tfield:__data_loc char[] comm;\toffset:12;\tsize:4;\tsigned:0;\n\
+             \tfield:unsigned long total_vm;\toffset:16;\tsize:8;\tsigned:0;\n\
+             \tfield:unsigned long anon_rss;\toffset:24;\tsize:8;\tsigned:0;\n\
+             \tfield:unsigned long file_rss;\toffset:32;\tsize:8;\tsigned:0;\n\
+             \tfield:unsigned long shmem_rss;\toffset:40;\tsize:8;\tsigned:0;\n\
+             \tfield:uid_t uid;\toffset:48;\tsize:4;\tsigned:0;\n\
+             \tfield:unsigned long pgtables;\toffset:56;\tsize:8;\tsigned:0;\n\
+             \tfield:short oom_score_adj;\toffset:64;\tsize:2;\tsigned:1;\n",
+        );
+        let mut want = vec![
+            (off::OOM_PID, 8),
+            (off::OOM_TOTAL_VM, 16),
+            (off::OOM_ANON_RSS, 24),
+            (off::OOM_FILE_RSS, 32),
+            (off::OOM_SHMEM_RSS, 40),
+            (off::OOM_UID, 48),
+            (off::OOM_PGTABLES, 56),
+            (off::OOM_SCORE_ADJ, 64),
+            (off::OOM_COMM, 12),
+            (off::OOM_COMM_DATA_LOC, 1),
+        ];
+        want.sort_unstable();
+        assert_eq!(new, want);
+        // Older kernels: only the pid; the rest stays unset (absent).
+        assert_eq!(offsets(""), [(off::OOM_PID, 8)]);
+        // A fixed comm array; a field of another size counts as absent.
+        assert_eq!(
+            offsets(
+                "\tfield:char comm[16];\toffset:12;\tsize:16;\tsigned:0;\n\
+                 \tfield:unsigned int anon_rss;\toffset:28;\tsize:4;\tsigned:0;\n"
+            ),
+            [(off::OOM_PID, 8), (off::OOM_COMM, 12)]
+        );
+    }
+
+    #[test]
+    fn verifier_logs_are_summarized_by_the_line_that_refused() {
+        // As a 6.1 kernel logs a program refused for a different reason.
+        let log = "loading p: the BPF_PROG_LOAD syscall returned Invalid argument (os error 22). \
+                   Verifier output: reg type unsupported for arg#0 function p#49\n\
+                   0: R1=ctx(off=0,imm=0) R10=fp0\n\
+                   0: (85) call bpf_get_current_task_btf#158\n\
+                   unknown func bpf_get_current_task_btf#158\n\
+                   processed 1 insns (limit 1000000) max_states_per_insn 0\n";
+        let got = summarize_verifier(log);
+        assert_eq!(
+            got,
+            "loading p: the BPF_PROG_LOAD syscall returned Invalid argument (os error 22). \
+             verifier: unknown func bpf_get_current_task_btf#158"
+        );
+        assert_eq!(summarize_verifier("plain error\nmore"), "plain error");
+        assert_eq!(
+            summarize_verifier("returned Operation not permitted (os error 1). Verifier output: "),
+            "returned Operation not permitted (os error 1)."
+        );
+    }
+}

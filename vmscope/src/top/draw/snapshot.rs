@@ -1,0 +1,86 @@
+//! The plain-text snapshot of `--batch`.
+
+use std::fmt::Write as _;
+
+use crate::top::app::{App, CGROUP_COLUMNS, COLUMNS};
+
+use super::cells::fmt_rate;
+use super::cells::{cgroup_cells, proc_cells};
+use super::header_lines;
+
+/// The cgroup table as `--batch` prints it, or why there is none.
+pub(super) fn cgroups_text(app: &App, out: &mut String) {
+    if let Some(why) = app
+        .view
+        .as_ref()
+        .and_then(|v| v.cgroups_unavailable.as_deref())
+    {
+        let _ = writeln!(out, "cgroups: unavailable ({why})");
+        return;
+    }
+    let line = |c: &[String]| {
+        format!(
+            "{:<24} {:>5} {:>9} {:>7} {:>10} {:>8} {:>8} {:>7} {:>8} {:>7} {:>7} {:>6}",
+            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11]
+        )
+    };
+    let titles: Vec<String> = CGROUP_COLUMNS.iter().map(|c| c.to_string()).collect();
+    let _ = writeln!(out, "{}", line(&titles));
+    for r in app.cgroup_rows() {
+        let mut c = cgroup_cells(&r);
+        c[0] = c[0].split_whitespace().collect::<Vec<_>>().join("_");
+        let _ = writeln!(out, "{}", line(&c));
+    }
+}
+
+/// One `--batch` snapshot: the header, the rates and the whole table, and
+/// with `cgroups` the whole cgroup table after it.
+pub fn snapshot_text(app: &App, cgroups: bool) -> String {
+    let mut out = String::new();
+    for l in header_lines(&app.header, app) {
+        let text: String = l.spans.iter().map(|s| s.content.as_ref()).collect();
+        let _ = writeln!(out, "{text}");
+    }
+    if let Some(v) = &app.view {
+        for r in &v.rates {
+            let value = match (&r.unavailable, r.value) {
+                (Some(why), _) => format!("n/a ({why})"),
+                (None, None) => "n/a".to_string(),
+                (None, v) => format!("{} {}", fmt_rate(v), r.unit),
+            };
+            let detail = r
+                .detail
+                .as_deref()
+                .map_or(String::new(), |d| format!("  ({d})"));
+            let _ = writeln!(out, "{:<20} {value}{detail}", r.name);
+        }
+    }
+    let _ = writeln!(out, "{}", app.sort_label());
+    let _ = writeln!(
+        out,
+        "{:>8} {:<16} {:>9} {:>7} {:>10} {:>8} {:>8} {:>7} {:>8}",
+        COLUMNS[0],
+        COLUMNS[1],
+        COLUMNS[2],
+        COLUMNS[3],
+        COLUMNS[4],
+        COLUMNS[5],
+        COLUMNS[6],
+        COLUMNS[7],
+        COLUMNS[8]
+    );
+    for r in app.rows() {
+        let c = proc_cells(&r);
+        let comm = if c[1].is_empty() { "?" } else { c[1].as_str() };
+        let comm: String = comm.split_whitespace().collect::<Vec<_>>().join("_");
+        let _ = writeln!(
+            out,
+            "{:>8} {:<16} {:>9} {:>7} {:>10} {:>8} {:>8} {:>7} {:>8}",
+            c[0], comm, c[2], c[3], c[4], c[5], c[6], c[7], c[8]
+        );
+    }
+    if cgroups {
+        cgroups_text(app, &mut out);
+    }
+    out
+}
