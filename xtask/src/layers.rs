@@ -2,8 +2,9 @@
 //! `crate::` paths. Fails when the pure model (`vmscope/src/model/`)
 //! reaches the kernel-facing side (aya, or anything in `source/`: the
 //! loader, the collector, the kernel probes), when the graph between
-//! top-level modules (which it prints) has a cycle, and on a function over
-//! 100 lines (see [`crate::fn_length`]).
+//! top-level modules (which it prints) has a cycle, when files inside a
+//! folder name each other in a circle (see [`crate::circles`]), and on a
+//! function over 100 lines (see [`crate::fn_length`]).
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -105,7 +106,7 @@ fn module_of(src: &Path, file: &Path) -> String {
 }
 
 /// Strongly connected components with more than one module (Tarjan).
-fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+pub(crate) fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     struct T<'a> {
         g: &'a BTreeMap<String, BTreeSet<String>>,
         index: BTreeMap<&'a str, usize>,
@@ -177,9 +178,12 @@ pub fn layers(ws: &Workspace) -> Result<()> {
     files.sort();
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut broken = Vec::new();
+    let mut named = Vec::new();
     for f in &files {
         let text = fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
         let code = code_of(&text);
+        let module = crate::circles::module_path(&src, f);
+        named.push((module.clone(), crate::circles::paths_named(&code, &module)));
         let m = module_of(&src, f);
         if m == "model" {
             for bad in FORBIDDEN_IN_MODEL {
@@ -214,6 +218,15 @@ pub fn layers(ws: &Workspace) -> Result<()> {
             c.join(", ")
         );
     }
+    let circles = crate::circles::circles(&crate::circles::folder_graphs(&named), true);
+    if circles.is_empty() {
+        say!("layers: no circles of files inside a folder");
+    }
+    for c in &circles {
+        say!(
+            "layers: circle of files in {c}: one of them must not name the others (move the shared part down)"
+        );
+    }
     let short = crate::fn_length::check(&ws.root, &["vmscope/src", "vmscope-ebpf/src"])?;
     if broken.is_empty() {
         say!("layers: model/ names neither aya nor source/");
@@ -221,7 +234,7 @@ pub fn layers(ws: &Workspace) -> Result<()> {
     for b in &broken {
         say!("layers: {b}: the model must stay pure (move the code, or pass the data in)");
     }
-    if broken.is_empty() && short && cyc.is_empty() {
+    if broken.is_empty() && short && cyc.is_empty() && circles.is_empty() {
         Ok(())
     } else {
         Err(Exit(1).into())

@@ -5,6 +5,7 @@ mod bench_soak_cgroups;
 mod bench_startup;
 mod bench_top;
 mod bootstrap;
+mod circles;
 mod fn_length;
 mod fuzz;
 mod kernels;

@@ -3,11 +3,6 @@
 use serde::{Deserialize, Serialize};
 use vmscope_common::{HIST_BUCKETS, madvise};
 
-/// The name of histogram `id`, as used in JSON and metrics.
-pub fn name(id: u32) -> String {
-    crate::model::catalogue::hist_name(id)
-}
-
 /// The kind of a page-fault histogram: `minor_anon`, `minor_file`,
 /// `major_anon`, `major_file`.
 pub fn fault_kind(k: u32) -> &'static str {
@@ -26,11 +21,6 @@ pub fn behavior_name(slot: u32) -> String {
         Some(v) => madvise::name(v).map_or_else(|| v.to_string(), str::to_lowercase),
         None => "other".into(),
     }
-}
-
-/// The probe (tracepoint) a histogram depends on.
-pub fn probe_of(id: u32) -> &'static str {
-    crate::model::catalogue::hist_probe(id)
 }
 
 /// Cumulative state of one histogram in a sample: non-zero buckets only.
@@ -158,11 +148,26 @@ mod tests {
 
     #[test]
     fn names_are_stable() {
-        assert_eq!(name(hist::RECLAIM_DIRECT), "reclaim_direct");
-        assert_eq!(name(hist::MADVISE_BASE + 8), "madvise_free");
-        assert_eq!(name(hist::MADVISE_BASE + 4), "madvise_dontneed");
-        assert_eq!(name(hist::MADVISE_BASE + 5), "madvise_5");
-        assert_eq!(name(hist::MADVISE_BASE + madvise::OTHER), "madvise_other");
+        assert_eq!(
+            crate::model::catalogue::hist_name(hist::RECLAIM_DIRECT),
+            "reclaim_direct"
+        );
+        assert_eq!(
+            crate::model::catalogue::hist_name(hist::MADVISE_BASE + 8),
+            "madvise_free"
+        );
+        assert_eq!(
+            crate::model::catalogue::hist_name(hist::MADVISE_BASE + 4),
+            "madvise_dontneed"
+        );
+        assert_eq!(
+            crate::model::catalogue::hist_name(hist::MADVISE_BASE + 5),
+            "madvise_5"
+        );
+        assert_eq!(
+            crate::model::catalogue::hist_name(hist::MADVISE_BASE + madvise::OTHER),
+            "madvise_other"
+        );
     }
 
     #[test]

@@ -24,15 +24,7 @@ pub fn main_vm() -> impl Iterator<Item = &'static str> {
 /// counts, 0 included, whenever the madvise probe is attached.
 pub const FREEING_ADVICE: [&str; 4] = ["cold", "dontneed", "free", "pageout"];
 
-/// Which way is better for a metric.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Better {
-    Lower,
-    Higher,
-    /// Neither (e.g. a count that only describes the run).
-    Neither,
-}
+pub use crate::model::catalogue::Better;
 
 /// One figure of one run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -298,6 +290,65 @@ pub fn summarize(runs: &[Vec<RunMetric>], trim: usize) -> BTreeMap<String, Metri
             (name, s)
         })
         .collect()
+}
+
+/// A recording answers the catalogue's run rows.
+impl catalogue::Run for Recording {
+    fn rusage(&self) -> Option<&crate::child::Rusage> {
+        self.child.as_ref().map(|c| &c.rusage)
+    }
+
+    fn counter(&self, name: &str) -> Option<u64> {
+        self.totals.vm.counters.get(name).copied().flatten()
+    }
+
+    fn vmstat(&self, key: &str) -> Option<u64> {
+        self.totals.vm.vmstat.counters.get(key).copied().flatten()
+    }
+
+    fn probe_usable(&self, probe: &str) -> bool {
+        self.header
+            .probes
+            .iter()
+            .any(|p| p.probe == probe && p.usable())
+    }
+
+    fn unavailable(&self, what: &str) -> bool {
+        self.totals.vm.unavailable.contains_key(what)
+    }
+
+    fn histogram_sum_ns(&self, name: &str) -> Option<u64> {
+        self.totals.vm.histograms.get(name).map(|h| h.sum_ns)
+    }
+
+    fn madvise_calls(&self, behaviour: &str) -> Option<u64> {
+        self.totals.vm.madvise.get(behaviour).map(|m| m.calls)
+    }
+
+    fn rmap(&self) -> Option<&crate::model::rmap::RmapTotals> {
+        self.totals.vm.rmap.as_ref()
+    }
+
+    fn records(&self) -> Option<f64> {
+        let o = self.child.as_ref()?.output.as_ref()?;
+        reported(o)
+            .iter()
+            .find(|r| r.name.ends_with("/records"))
+            .map(|r| r.value)
+            .filter(|&r| r > 0.0)
+    }
+
+    fn scope_faults(&self) -> &crate::model::FaultTotals {
+        &self.totals.scope_faults
+    }
+
+    fn madvise_total_calls(&self) -> u64 {
+        self.totals.vm.madvise.values().map(|m| m.calls).sum()
+    }
+
+    fn psi_some_stall_us(&self) -> Option<u64> {
+        self.totals.vm.psi.as_ref()?.some_stall_us
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,60 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Probe names, as the loader, `doctor` and `vmscope_probe_available` give
+/// them. A metric is available when its probe is attached.
+pub mod names {
+    /// Needs no probe (system files, or figures every fault source gives).
+    pub const ALWAYS: &str = "always";
+    pub const TLB_FLUSH: &str = "tlb:tlb_flush";
+    pub const LRU_INACTIVE: &str = "vmscan:mm_vmscan_lru_shrink_inactive";
+    pub const LRU_ACTIVE: &str = "vmscan:mm_vmscan_lru_shrink_active";
+    pub const WRITE_FOLIO: &str = "vmscan:mm_vmscan_write_folio";
+    pub const DIRECT_RECLAIM: &str = "vmscan:mm_vmscan_direct_reclaim_end";
+    pub const MEMCG_RECLAIM: &str = "vmscan:mm_vmscan_memcg_reclaim_end";
+    pub const MEMCG_SOFTLIMIT_RECLAIM: &str = "vmscan:mm_vmscan_memcg_softlimit_reclaim_end";
+    pub const NODE_RECLAIM: &str = "vmscan:mm_vmscan_node_reclaim_end";
+    pub const KSWAPD_SLEEP: &str = "vmscan:mm_vmscan_kswapd_sleep";
+    pub const SHRINK_SLAB: &str = "vmscan:mm_shrink_slab_end";
+    pub const MADVISE: &str = "syscalls:sys_exit_madvise";
+    pub const PROCESS_MADVISE: &str = "syscalls:sys_exit_process_madvise";
+    pub const MUNMAP: &str = "syscalls:sys_exit_munmap";
+    pub const MPROTECT: &str = "syscalls:sys_exit_mprotect";
+    /// Per-mm swap entries (`MM_SWAPENTS`), for swap attribution.
+    pub const SWAP: &str = "kmem:rss_stat";
+    pub const MAJOR_FAULTS: &str = "perf:major-faults";
+    pub const PROCESS_EXIT: &str = "sched:sched_process_exit";
+    /// Reads each task's own fault books (`min_flt + maj_flt`).
+    pub const ACCOUNT: &str = "sched:sched_switch";
+    pub const FAULT_TIMING: &str = "fentry:handle_mm_fault";
+    /// The rmap stack sampler.
+    pub const RMAP_SAMPLER: &str = "perf:cpu-clock";
+    /// rmap direct timing (fentry/fexit on the rmap functions).
+    pub const RMAP_DIRECT: &str = "fentry:rmap";
+    pub const OOM_VICTIM: &str = "oom:mark_victim";
+    /// Dirty throttling's pauses.
+    pub const DIRTY_THROTTLE: &str = "writeback:balance_dirty_pages";
+    /// Direct compaction (counted at `try_to_compact_pages`).
+    pub const COMPACT_DIRECT: &str = "compaction:mm_compaction_try_to_compact_pages";
+    /// Compaction runs and their outcome.
+    pub const COMPACT_END: &str = "compaction:mm_compaction_end";
+    pub const COMPACT_DEFERRED: &str = "compaction:mm_compaction_deferred";
+    /// A zone's deferral reset: after an allocation got its page.
+    pub const COMPACT_DEFER_RESET: &str = "compaction:mm_compaction_defer_reset";
+    pub const KCOMPACTD_SLEEP: &str = "compaction:mm_compaction_kcompactd_sleep";
+    pub const KCOMPACTD_WAKE: &str = "compaction:mm_compaction_kcompactd_wake";
+    pub const MIGRATE: &str = "migrate:mm_migrate_pages";
+    pub const MIGRATE_START: &str = "migrate:mm_migrate_pages_start";
+    pub const THP_COLLAPSE: &str = "huge_memory:mm_collapse_huge_page";
+    pub const KHUGEPAGED_SCAN: &str = "huge_memory:mm_khugepaged_scan_pmd";
+    /// mmap_lock waits, failures and write holds (opt-in: `--mmap-lock`).
+    pub const MMAP_LOCK: &str = "mmap_lock:mmap_lock_acquire_returned";
+    /// Keeps processes' cgroup keys fresh after a task moves.
+    pub const CGROUP_ATTACH: &str = "cgroup:cgroup_attach_task";
+    /// Per-cgroup attribution itself (how keys are read; not a hook).
+    pub const CGROUPS: &str = "cgroup attribution";
+}
+
 /// What happened to one probe.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct ProbeStatus {
@@ -45,8 +99,7 @@ impl ProbeStatus {
 /// Whether `probe` is usable in `probes` ("always" names figures that need
 /// no probe). One answer for the recorder, totals, the exporter and top.
 pub fn probe_usable(probes: &[ProbeStatus], probe: &str) -> bool {
-    probe == crate::model::catalogue::probe::ALWAYS
-        || probes.iter().any(|p| p.probe == probe && p.usable())
+    probe == names::ALWAYS || probes.iter().any(|p| p.probe == probe && p.usable())
 }
 
 /// Where page-fault counts come from on this kernel.

@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use vmscope_common::FAULT_CLASSES;
 
+pub use crate::model::process::FaultCounters;
 use crate::model::process::ProcSample;
 use crate::{
     model::hist::HistSample,
@@ -28,54 +28,6 @@ pub struct MadviseCounts {
     pub calls: u64,
     pub bytes: u64,
     pub errors: u64,
-}
-
-impl FaultCounters {
-    /// Adds the growth from `old` to `new`, counter by counter.
-    pub fn add_growth(&mut self, new: &Self, old: &Self) {
-        for (a, (n, o)) in self.user.iter_mut().zip(new.user.iter().zip(&old.user)) {
-            *a += n.saturating_sub(*o);
-        }
-        for (a, (n, o)) in self
-            .kernel
-            .iter_mut()
-            .zip(new.kernel.iter().zip(&old.kernel))
-        {
-            *a += n.saturating_sub(*o);
-        }
-        self.unclassified += new.unclassified.saturating_sub(old.unclassified);
-        self.gup += new.gup.saturating_sub(old.gup);
-    }
-
-    /// Every fault counted, whatever its class, source or path.
-    pub fn total(&self) -> u64 {
-        self.exception() + self.gup
-    }
-
-    /// The faults seen on the exception path (tracepoints or perf event).
-    pub fn exception(&self) -> u64 {
-        self.user.iter().sum::<u64>() + self.kernel.iter().sum::<u64>() + self.unclassified
-    }
-}
-
-/// Cumulative page-fault counters.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
-pub struct FaultCounters {
-    /// By class, in the order of `Recording::fault_classes`.
-    pub user: [u64; FAULT_CLASSES],
-    pub kernel: [u64; FAULT_CLASSES],
-    /// From the perf fallback, which has no classes.
-    pub unclassified: u64,
-    /// Faults the kernel accounted (`min_flt + maj_flt`) beyond those the
-    /// exception path saw: taken through get_user_pages (MAP_POPULATE,
-    /// mlock, MADV_POPULATE_*, remote access). Per process from the
-    /// kernel's per-task books (`min_flt + maj_flt`, read by the
-    /// `sched:sched_switch` probe; 0 when it is unavailable, which the
-    /// recording says); system-wide from /proc/vmstat `pgfault`.
-    #[serde(default)]
-    pub gup: u64,
 }
 
 /// Raw cumulative state at one instant. `procs` holds only the processes
@@ -162,4 +114,15 @@ pub struct Sample {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// What the rmap totals read of a sample.
+impl<'a> From<&'a Sample> for crate::model::rmap::Reading<'a> {
+    fn from(s: &'a Sample) -> Self {
+        Self {
+            elapsed_ns: s.elapsed_ns,
+            exited: &s.exited,
+            rmap: s.rmap.as_ref(),
+        }
+    }
 }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     model::{
-        catalogue::counter_probe,
+        catalogue::{self, counter_probe},
         delta,
         hist::{self, Summary},
         probes::ProbeStatus,
@@ -84,8 +84,8 @@ pub fn vm_totals(samples: &[Sample], probes: &[ProbeStatus], psi_error: Option<&
     let at_first = Snapshot::replay([first]).hists;
     let at_last = Snapshot::replay(samples).hists;
     for id in 0..vmscope_common::hist::COUNT {
-        let name = hist::name(id);
-        if let Some(why) = missing_probe(probes, hist::probe_of(id)) {
+        let name = catalogue::hist_name(id);
+        if let Some(why) = missing_probe(probes, catalogue::hist_probe(id)) {
             if !name.starts_with("madvise_") {
                 t.unavailable.insert(format!("histogram {name}"), why);
             }
@@ -123,7 +123,7 @@ pub fn vm_totals(samples: &[Sample], probes: &[ProbeStatus], psi_error: Option<&
             );
         }
     }
-    match crate::model::rmap::totals(samples, probes) {
+    match crate::model::rmap::totals(&samples.iter().map(Into::into).collect::<Vec<_>>(), probes) {
         Ok(r) => t.rmap = Some(r),
         Err(why) => {
             t.unavailable.insert("rmap".into(), why);

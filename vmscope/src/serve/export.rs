@@ -579,8 +579,8 @@ fn psi(w: &mut Writer, state: &State) {
 /// vmscope measures, which appear at their first call.
 fn histograms(w: &mut Writer, state: &State) {
     let mut ids: Vec<(String, u32)> = (0..vmscope_common::hist::COUNT)
-        .filter(|&id| state.usable(hist::probe_of(id)))
-        .map(|id| (hist::name(id), id))
+        .filter(|&id| state.usable(catalogue::hist_probe(id)))
+        .map(|id| (catalogue::hist_name(id), id))
         .filter(|(name, id)| state.now.hists.contains_key(name) || expected(*id))
         .collect();
     ids.sort();

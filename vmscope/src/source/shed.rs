@@ -18,7 +18,7 @@ use ::caps::{
     CapsHashSet,
 };
 
-use crate::source::{kernel::privdrop, loader::Loaded, thread::swap_pending};
+use crate::source::{kernel::privdrop, loader::Loaded};
 
 /// What the sampling thread gave up, and why it kept the rest.
 #[derive(Clone, Debug, Default)]
@@ -94,4 +94,10 @@ pub fn shed(probes: &Loaded) -> Shed {
         for_reads,
         kept: None,
     }
+}
+
+/// Whether a probe waits to attach later (the swap probe, until a swap
+/// device is active).
+pub fn swap_pending(probes: &Loaded) -> bool {
+    probes.probes.iter().any(|p| p.deferred)
 }

@@ -366,7 +366,7 @@ impl Worker {
         let sample = collector.sample(&mut self.probes)?;
         collector.prune(&mut self.probes);
         // What was kept for the swap probe goes once it has attached.
-        let shed = (self.held_for_swap && !swap_pending(&self.probes)).then(|| {
+        let shed = (self.held_for_swap && !shed::swap_pending(&self.probes)).then(|| {
             let s = shed::shed(&self.probes);
             self.held_for_swap = s.held_for_swap;
             s
@@ -394,12 +394,6 @@ impl Worker {
             );
         }
     }
-}
-
-/// Whether a probe waits to attach later (the swap probe, until a swap
-/// device is active).
-pub fn swap_pending(probes: &Loaded) -> bool {
-    probes.probes.iter().any(|p| p.deferred)
 }
 
 /// When the read after one due at `due` (and done by `now`) is due: an

@@ -5,16 +5,6 @@
 
 use super::*;
 
-/// The workload's own record count (its `.../records` figure), if any.
-fn records(rec: &Recording) -> Option<f64> {
-    let o = rec.child.as_ref()?.output.as_ref()?;
-    crate::model::metrics::reported(o)
-        .iter()
-        .find(|r| r.name.ends_with("/records"))
-        .map(|r| r.value)
-        .filter(|&r| r > 0.0)
-}
-
 /// Its system-wide counters.
 pub const COUNTERS: &[Counter] = &[c(
     "major_faults",
@@ -161,7 +151,7 @@ pub const RUN_ROWS: &[RunRow] = &[
         Before,
         true,
         "Page faults of the recorded scope, every path.",
-        |r| r.totals.scope_faults.total.map(|v| v as f64),
+        |r| r.scope_faults().total.map(|v| v as f64),
     ),
     row(
         "faults_per_record",
@@ -170,7 +160,7 @@ pub const RUN_ROWS: &[RunRow] = &[
         Before,
         false,
         "Faults per record the workload reports.",
-        |r| Some(r.totals.scope_faults.total? as f64 / records(r)?),
+        |r| Some(r.scope_faults().total? as f64 / r.records()?),
     ),
     row(
         "user_faults_per_record",
@@ -180,12 +170,8 @@ pub const RUN_ROWS: &[RunRow] = &[
         false,
         "User-mode faults per record the workload reports.",
         |r| {
-            let n = records(r)?;
-            r.totals
-                .scope_faults
-                .user
-                .as_ref()
-                .map(|u| u.total as f64 / n)
+            let n = r.records()?;
+            r.scope_faults().user.as_ref().map(|u| u.total as f64 / n)
         },
     ),
     row(
@@ -234,5 +220,5 @@ pub const GUP_RUN_ROWS: &[RunRow] = &[row(
     Rest,
     false,
     "Faults taken through get_user_pages.",
-    |r| r.totals.scope_faults.gup.map(|v| v as f64),
+    |r| r.scope_faults().gup.map(|v| v as f64),
 )];

@@ -5,10 +5,8 @@
 use super::*;
 
 /// The calls of madvise `behaviour`, if madvise was traced.
-fn madvise_calls(rec: &Recording, behaviour: &str) -> Option<f64> {
-    let vm = &rec.totals.vm;
-    (!vm.unavailable.contains_key("madvise"))
-        .then(|| vm.madvise.get(behaviour).map_or(0, |x| x.calls) as f64)
+fn madvise_calls(rec: &dyn Run, behaviour: &str) -> Option<f64> {
+    (!rec.unavailable("madvise")).then(|| rec.madvise_calls(behaviour).unwrap_or(0) as f64)
 }
 
 /// Its system-wide counters.
@@ -83,11 +81,7 @@ pub const RUN_ROWS: &[RunRow] = &[
         After,
         true,
         "madvise calls of every behaviour.",
-        |r| {
-            let vm = &r.totals.vm;
-            (!vm.unavailable.contains_key("madvise"))
-                .then(|| vm.madvise.values().map(|m| m.calls).sum::<u64>() as f64)
-        },
+        |r| (!r.unavailable("madvise")).then(|| r.madvise_total_calls() as f64),
     ),
     row(
         "madvise_dontneed_calls",

@@ -18,12 +18,10 @@
 use constcat::concat_slices;
 use vmscope_common::{counter, hist};
 
+use serde::{Deserialize, Serialize};
+
 use crate::{
-    model::{
-        metrics::Better,
-        process::{ProcCounter, ProcSample},
-        recording::Recording,
-    },
+    model::process::{ProcCounter, ProcSample},
     procstat,
 };
 
@@ -42,59 +40,8 @@ pub mod system;
 pub mod thp;
 pub mod tlb;
 
-/// Probe names, as the loader, `doctor` and `vmscope_probe_available` give
-/// them. A metric is available when its probe is attached.
-pub mod probe {
-    /// Needs no probe (system files, or figures every fault source gives).
-    pub const ALWAYS: &str = "always";
-    pub const TLB_FLUSH: &str = "tlb:tlb_flush";
-    pub const LRU_INACTIVE: &str = "vmscan:mm_vmscan_lru_shrink_inactive";
-    pub const LRU_ACTIVE: &str = "vmscan:mm_vmscan_lru_shrink_active";
-    pub const WRITE_FOLIO: &str = "vmscan:mm_vmscan_write_folio";
-    pub const DIRECT_RECLAIM: &str = "vmscan:mm_vmscan_direct_reclaim_end";
-    pub const MEMCG_RECLAIM: &str = "vmscan:mm_vmscan_memcg_reclaim_end";
-    pub const MEMCG_SOFTLIMIT_RECLAIM: &str = "vmscan:mm_vmscan_memcg_softlimit_reclaim_end";
-    pub const NODE_RECLAIM: &str = "vmscan:mm_vmscan_node_reclaim_end";
-    pub const KSWAPD_SLEEP: &str = "vmscan:mm_vmscan_kswapd_sleep";
-    pub const SHRINK_SLAB: &str = "vmscan:mm_shrink_slab_end";
-    pub const MADVISE: &str = "syscalls:sys_exit_madvise";
-    pub const PROCESS_MADVISE: &str = "syscalls:sys_exit_process_madvise";
-    pub const MUNMAP: &str = "syscalls:sys_exit_munmap";
-    pub const MPROTECT: &str = "syscalls:sys_exit_mprotect";
-    /// Per-mm swap entries (`MM_SWAPENTS`), for swap attribution.
-    pub const SWAP: &str = "kmem:rss_stat";
-    pub const MAJOR_FAULTS: &str = "perf:major-faults";
-    pub const PROCESS_EXIT: &str = "sched:sched_process_exit";
-    /// Reads each task's own fault books (`min_flt + maj_flt`).
-    pub const ACCOUNT: &str = "sched:sched_switch";
-    pub const FAULT_TIMING: &str = "fentry:handle_mm_fault";
-    /// The rmap stack sampler.
-    pub const RMAP_SAMPLER: &str = "perf:cpu-clock";
-    /// rmap direct timing (fentry/fexit on the rmap functions).
-    pub const RMAP_DIRECT: &str = "fentry:rmap";
-    pub const OOM_VICTIM: &str = "oom:mark_victim";
-    /// Dirty throttling's pauses.
-    pub const DIRTY_THROTTLE: &str = "writeback:balance_dirty_pages";
-    /// Direct compaction (counted at `try_to_compact_pages`).
-    pub const COMPACT_DIRECT: &str = "compaction:mm_compaction_try_to_compact_pages";
-    /// Compaction runs and their outcome.
-    pub const COMPACT_END: &str = "compaction:mm_compaction_end";
-    pub const COMPACT_DEFERRED: &str = "compaction:mm_compaction_deferred";
-    /// A zone's deferral reset: after an allocation got its page.
-    pub const COMPACT_DEFER_RESET: &str = "compaction:mm_compaction_defer_reset";
-    pub const KCOMPACTD_SLEEP: &str = "compaction:mm_compaction_kcompactd_sleep";
-    pub const KCOMPACTD_WAKE: &str = "compaction:mm_compaction_kcompactd_wake";
-    pub const MIGRATE: &str = "migrate:mm_migrate_pages";
-    pub const MIGRATE_START: &str = "migrate:mm_migrate_pages_start";
-    pub const THP_COLLAPSE: &str = "huge_memory:mm_collapse_huge_page";
-    pub const KHUGEPAGED_SCAN: &str = "huge_memory:mm_khugepaged_scan_pmd";
-    /// mmap_lock waits, failures and write holds (opt-in: `--mmap-lock`).
-    pub const MMAP_LOCK: &str = "mmap_lock:mmap_lock_acquire_returned";
-    /// Keeps processes' cgroup keys fresh after a task moves.
-    pub const CGROUP_ATTACH: &str = "cgroup:cgroup_attach_task";
-    /// Per-cgroup attribution itself (how keys are read; not a hook).
-    pub const CGROUPS: &str = "cgroup attribution";
-}
+/// Probe names (declared with the probe statuses, below every metric).
+pub use crate::model::probes::names as probe;
 
 /// How a system-wide counter is exported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -386,6 +333,16 @@ pub enum Place {
     Rest,
 }
 
+/// Which way is better for a metric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Better {
+    Lower,
+    Higher,
+    /// Neither (e.g. a count that only describes the run).
+    Neither,
+}
+
 /// A figure of one recorded run (bench summarises it, compare compares
 /// it, the report's tables show it). Rows are listed in compare's order.
 #[derive(Clone, Copy, Debug)]
@@ -398,7 +355,7 @@ pub struct RunRow {
     pub main: bool,
     pub help: &'static str,
     /// The figure, or None when the run could not measure it.
-    pub value: fn(&Recording) -> Option<f64>,
+    pub value: fn(&dyn Run) -> Option<f64>,
 }
 
 /// A run figure.
@@ -409,7 +366,7 @@ const fn row(
     place: Place,
     main: bool,
     help: &'static str,
-    value: fn(&Recording) -> Option<f64>,
+    value: fn(&dyn Run) -> Option<f64>,
 ) -> RunRow {
     RunRow {
         name,
@@ -422,63 +379,64 @@ const fn row(
     }
 }
 
+/// What a run's figures are read from: a recording, seen through the
+/// questions the rows ask (implemented where the recording is, so that
+/// the catalogue stays below the document it describes).
+pub trait Run {
+    /// The command's rusage, if a command was run.
+    fn rusage(&self) -> Option<&crate::child::Rusage>;
+    /// The recorded total of counter `name`, if known.
+    fn counter(&self, name: &str) -> Option<u64>;
+    /// The recorded growth of /proc/vmstat `key`, if the kernel has it.
+    fn vmstat(&self, key: &str) -> Option<u64>;
+    /// Whether `probe` was attached (or deferred) in the run.
+    fn probe_usable(&self, probe: &str) -> bool;
+    /// Whether the recording says `what` was unavailable.
+    fn unavailable(&self, what: &str) -> bool;
+    /// The summed time of histogram `name`, if it recorded any event.
+    fn histogram_sum_ns(&self, name: &str) -> Option<u64>;
+    /// The calls of madvise `behaviour` (absent: none).
+    fn madvise_calls(&self, behaviour: &str) -> Option<u64>;
+    /// The run's rmap figures, if it measured them.
+    fn rmap(&self) -> Option<&crate::model::rmap::RmapTotals>;
+    /// The workload's own record count (its `.../records` figure), if any.
+    fn records(&self) -> Option<f64>;
+    /// The page faults of the recorded scope.
+    fn scope_faults(&self) -> &crate::model::FaultTotals;
+    /// madvise calls of every behaviour.
+    fn madvise_total_calls(&self) -> u64;
+    /// PSI memory `some` stall time (µs), if the kernel has PSI.
+    fn psi_some_stall_us(&self) -> Option<u64>;
+}
+
 /// A figure of the command's rusage, if a command was run.
-fn rusage(rec: &Recording, f: fn(&crate::child::Rusage) -> f64) -> Option<f64> {
-    rec.child.as_ref().map(|c| f(&c.rusage))
+fn rusage(rec: &dyn Run, f: fn(&crate::child::Rusage) -> f64) -> Option<f64> {
+    rec.rusage().map(f)
 }
 
 /// The recorded total of counter `name`, if known.
-fn vm_counter(rec: &Recording, name: &str) -> Option<f64> {
-    rec.totals
-        .vm
-        .counters
-        .get(name)
-        .copied()
-        .flatten()
-        .map(|v| v as f64)
+fn vm_counter(rec: &dyn Run, name: &str) -> Option<f64> {
+    rec.counter(name).map(|v| v as f64)
 }
 
 /// The summed time (ms) of histograms `names`: 0 when their probes were
 /// attached and nothing happened (an empty histogram is not recorded), and
 /// `None` when any was unavailable or the recording predates its probe.
-fn hist_sum_ms(rec: &Recording, names: &[&str]) -> Option<f64> {
+fn hist_sum_ms(rec: &dyn Run, names: &[&str]) -> Option<f64> {
     let mut ms = 0.0;
     for name in names {
         let (_, _, probe) = HISTS.iter().find(|h| h.1 == *name)?;
-        let attached = rec
-            .header
-            .probes
-            .iter()
-            .any(|p| p.probe == *probe && p.usable());
-        if !attached
-            || rec
-                .totals
-                .vm
-                .unavailable
-                .contains_key(&format!("histogram {name}"))
-        {
+        if !rec.probe_usable(probe) || rec.unavailable(&format!("histogram {name}")) {
             return None;
         }
-        ms += rec
-            .totals
-            .vm
-            .histograms
-            .get(*name)
-            .map_or(0.0, |h| h.sum_ns as f64 / 1e6);
+        ms += rec.histogram_sum_ns(name).map_or(0.0, |ns| ns as f64 / 1e6);
     }
     Some(ms)
 }
 
 /// The recorded growth of /proc/vmstat `key`, if the kernel has it.
-fn vmstat(rec: &Recording, key: &str) -> Option<f64> {
-    rec.totals
-        .vm
-        .vmstat
-        .counters
-        .get(key)
-        .copied()
-        .flatten()
-        .map(|v| v as f64)
+fn vmstat(rec: &dyn Run, key: &str) -> Option<f64> {
+    rec.vmstat(key).map(|v| v as f64)
 }
 
 use Better::{Lower, Neither};

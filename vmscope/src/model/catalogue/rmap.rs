@@ -3,8 +3,8 @@
 use super::*;
 
 /// The recording's rmap figures, if it measured them.
-fn rmap(rec: &Recording) -> Option<&crate::model::rmap::RmapTotals> {
-    rec.totals.vm.rmap.as_ref()
+fn rmap(rec: &dyn Run) -> Option<&crate::model::rmap::RmapTotals> {
+    rec.rmap()
 }
 
 /// Its rows of `top`'s rates panel.

@@ -121,12 +121,5 @@ pub const PSI_RUN_ROWS: &[RunRow] = &[row(
     After,
     false,
     "PSI memory some: time some task stalled on memory.",
-    |r| {
-        r.totals
-            .vm
-            .psi
-            .as_ref()?
-            .some_stall_us
-            .map(|v| v as f64 / 1e3)
-    },
+    |r| r.psi_some_stall_us().map(|v| v as f64 / 1e3),
 )];

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 pub mod categorize;
 
 use self::categorize::{Category, Context};
-use crate::model::{catalogue::probe::RMAP_SAMPLER as PROBE, probes::ProbeStatus};
+use crate::model::probes::{ProbeStatus, names::RMAP_SAMPLER as PROBE};
 
 /// Default sampling rate per CPU: 199 Hz, a prime, so the samples do not
 /// beat against timer ticks and other periodic work. At 999 Hz the sampler
@@ -30,7 +30,7 @@ use crate::model::{catalogue::probe::RMAP_SAMPLER as PROBE, probes::ProbeStatus}
 pub const DEFAULT_HZ: u32 = 199;
 
 /// The direct-timing probe's name.
-pub const DIRECT_PROBE: &str = crate::model::catalogue::probe::RMAP_DIRECT;
+pub const DIRECT_PROBE: &str = crate::model::probes::names::RMAP_DIRECT;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -443,16 +443,24 @@ pub fn interval(a: &RmapSample, b: &RmapSample) -> Option<IntervalCounts> {
     })
 }
 
+/// What the totals read of one sample: when it was taken, the pids whose
+/// processes ended at it, and its rmap reading (a sample converts into
+/// one).
+#[derive(Clone, Copy, Debug)]
+pub struct Reading<'a> {
+    pub elapsed_ns: u64,
+    pub exited: &'a [u32],
+    pub rmap: Option<&'a RmapSample>,
+}
+
 /// Each process's latest counts, keyed by pid and how many processes had
 /// ended under that pid before it (`Sample::exited`): a reused pid's
 /// processes are told apart.
-fn proc_map<'a>(
-    samples: impl Iterator<Item = &'a crate::model::sample::Sample>,
-) -> BTreeMap<(u32, u32), RmapProc> {
+fn proc_map<'a>(samples: impl Iterator<Item = &'a Reading<'a>>) -> BTreeMap<(u32, u32), RmapProc> {
     let mut m = BTreeMap::new();
     let mut ended: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
     for s in samples {
-        for &pid in &s.exited {
+        for &pid in s.exited {
             *ended.entry(pid).or_default() += 1;
         }
         for p in s.rmap.iter().flat_map(|r| &r.procs) {
@@ -465,10 +473,7 @@ fn proc_map<'a>(
 
 /// The rmap totals between the first and last of `samples`, or why there
 /// are none. The method and its reason come from the sampler's probe.
-pub fn totals(
-    samples: &[crate::model::sample::Sample],
-    probes: &[ProbeStatus],
-) -> Result<RmapTotals, String> {
+pub fn totals(samples: &[Reading<'_>], probes: &[ProbeStatus]) -> Result<RmapTotals, String> {
     let status = probes.iter().find(|p| p.probe == PROBE);
     if let Some(d) = probes
         .iter()
@@ -479,7 +484,7 @@ pub fn totals(
             && let Ok(sampled) = sampled_totals(samples, String::new())
             && sampled.samples > 0
         {
-            let with: Vec<&RmapSample> = samples.iter().filter_map(|s| s.rmap.as_ref()).collect();
+            let with: Vec<&RmapSample> = samples.iter().filter_map(|s| s.rmap).collect();
             let inside = match (with.first(), with.last()) {
                 (Some(a), Some(b)) => b.inside_walk.saturating_sub(a.inside_walk),
                 _ => 0,
@@ -529,7 +534,7 @@ fn by_context(first: &RmapSample, last: &RmapSample) -> Result<(ByContext, u64),
 
 /// The processes with the most samples between the first and the last of
 /// `samples` that have a reading.
-fn process_totals(samples: &[crate::model::sample::Sample], period: u64) -> Vec<RmapProcTotal> {
+fn process_totals(samples: &[Reading<'_>], period: u64) -> Vec<RmapProcTotal> {
     let with_rmap = samples.iter().filter(|s| s.rmap.is_some());
     let at_first = proc_map(with_rmap.clone().take(1));
     let at_last = proc_map(with_rmap);
@@ -557,11 +562,8 @@ fn process_totals(samples: &[crate::model::sample::Sample], period: u64) -> Vec<
 }
 
 /// Totals of a stack-sampling recording.
-fn sampled_totals(
-    samples: &[crate::model::sample::Sample],
-    reason: String,
-) -> Result<RmapTotals, String> {
-    let with: Vec<&RmapSample> = samples.iter().filter_map(|s| s.rmap.as_ref()).collect();
+fn sampled_totals(samples: &[Reading<'_>], reason: String) -> Result<RmapTotals, String> {
+    let with: Vec<&RmapSample> = samples.iter().filter_map(|s| s.rmap).collect();
     let (Some(first), Some(last)) = (with.first(), with.last()) else {
         return Err("no sample read from the sampler".into());
     };
@@ -700,13 +702,10 @@ fn function_totals(
 }
 
 /// Totals of a direct-timing recording.
-fn direct_totals(
-    samples: &[crate::model::sample::Sample],
-    reason: String,
-) -> Result<RmapTotals, String> {
+fn direct_totals(samples: &[Reading<'_>], reason: String) -> Result<RmapTotals, String> {
     let with: Vec<(u64, &RmapSample)> = samples
         .iter()
-        .filter_map(|s| Some((s.elapsed_ns, s.rmap.as_ref()?)))
+        .filter_map(|s| Some((s.elapsed_ns, s.rmap?)))
         .collect();
     let (Some(&(t0, first)), Some(&(t1, last))) = (with.first(), with.last()) else {
         return Err("no sample read from the direct timer".into());
@@ -762,6 +761,11 @@ fn direct_totals(
 mod tests {
     use super::*;
     use crate::model::sample::Sample;
+
+    /// The totals of whole samples, as `model::totals` asks for them.
+    fn totals(s: &[Sample], probes: &[ProbeStatus]) -> Result<RmapTotals, String> {
+        super::totals(&s.iter().map(Into::into).collect::<Vec<_>>(), probes)
+    }
 
     fn status(attached: bool) -> ProbeStatus {
         ProbeStatus {

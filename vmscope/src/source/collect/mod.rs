@@ -693,7 +693,7 @@ impl Collector {
             if id >= hist::COUNT {
                 continue;
             }
-            let name = crate::model::hist::name(id);
+            let name = crate::model::catalogue::hist_name(id);
             if crate::model::stall::MEMORY_STALLS
                 .iter()
                 .any(|(_, h)| *h == name)

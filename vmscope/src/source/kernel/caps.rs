@@ -18,13 +18,18 @@ pub struct Privileges {
     pub cap_syslog: bool,
 }
 
+/// The variable naming a file to dump the stack sampler's stacks into
+/// (`rmap::sampler::DUMP_ENV`); here, below the sampler, because whether it
+/// may be honoured is a question of privileges.
+pub const DUMP_STACKS_ENV: &str = "VMSCOPE_DUMP_STACKS";
+
 /// Why `VMSCOPE_DUMP_STACKS=path` must be ignored, if it must. Without
 /// CAP_SYSLOG /proc/kallsyms shows no addresses, so every kernel frame of
 /// the dump would be a raw address (KASLR's secret, in a file whoever runs
 /// vmscope, a setcap binary, may read). A symbolic link already at `path`
 /// is not written through.
 pub fn stack_dump_refusal(p: &Privileges, path: &std::path::Path) -> Option<String> {
-    let env = crate::source::rmap::sampler::DUMP_ENV;
+    let env = DUMP_STACKS_ENV;
     if !p.cap_syslog {
         return Some(format!(
             "{env} ignored: dumping kernel stacks needs CAP_SYSLOG (without it they would be \

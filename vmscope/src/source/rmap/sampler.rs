@@ -29,7 +29,7 @@ pub const PROBE: &str = crate::model::catalogue::probe::RMAP_SAMPLER;
 
 /// When set to a file name, every interval rewrites that file with each
 /// symbolized stack and its count (for capturing test fixtures).
-pub const DUMP_ENV: &str = "VMSCOPE_DUMP_STACKS";
+pub use crate::source::kernel::caps::DUMP_STACKS_ENV as DUMP_ENV;
 
 /// Sizes the sampling maps before the object is loaded: full size when
 /// sampling, one entry otherwise (the stack map alone is 16 MiB).
