@@ -28,48 +28,11 @@ use tokio::sync::Notify;
 use crate::{driver::Signals, source::Source};
 
 use super::export::Format;
-use super::upkeep::{Exporter, Shared};
+use super::upkeep::{Dropped, Exporter, Shared};
 use super::{
     ACCEPT_BACKOFF_MAX, ACCEPT_BACKOFF_MIN, Burst, DISPLACE_AFTER, HEAD_TIMEOUT, MAX_CONNECTIONS,
     MAX_HEAD_BYTES, MAX_PER_PEER, OPENMETRICS_EOF, SERVED_PER_PEER, WRITE_TIMEOUT,
 };
-
-/// Why the exporter closed a connection itself, as the `reason` label of
-/// `vmscope_exporter_connections_dropped_total`.
-#[derive(Clone, Copy)]
-pub(super) enum Dropped {
-    /// Refused, or closed before its request head to make room, because
-    /// its peer had [`MAX_PER_PEER`] connections; or its turn among the
-    /// peer's [`SERVED_PER_PEER`] did not come within the head timeout.
-    PeerLimit,
-    /// The same at [`MAX_CONNECTIONS`].
-    ConnectionLimit,
-    /// An idle keep-alive connection closed at [`MAX_CONNECTIONS`] to let
-    /// in a peer holding fewer (see [`Conns::close_idle`]).
-    IdleKeepAlive,
-    HeadTimeout,
-    WriteTimeout,
-}
-
-impl Dropped {
-    pub(super) const ALL: [Dropped; 5] = [
-        Dropped::PeerLimit,
-        Dropped::ConnectionLimit,
-        Dropped::IdleKeepAlive,
-        Dropped::HeadTimeout,
-        Dropped::WriteTimeout,
-    ];
-
-    pub(super) fn label(self) -> &'static str {
-        match self {
-            Dropped::PeerLimit => "peer_limit",
-            Dropped::ConnectionLimit => "connection_limit",
-            Dropped::IdleKeepAlive => "idle_keep_alive",
-            Dropped::HeadTimeout => "head_timeout",
-            Dropped::WriteTimeout => "write_timeout",
-        }
-    }
-}
 
 /// A response body sent as a few shared chunks, with its exact length.
 pub(super) struct Chunks {

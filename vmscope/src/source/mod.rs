@@ -5,6 +5,7 @@
 
 pub mod batch;
 pub mod collect;
+pub mod ebpf;
 pub mod kernel;
 pub mod loader;
 pub mod rmap;

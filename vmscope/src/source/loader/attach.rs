@@ -6,12 +6,13 @@ use anyhow::anyhow;
 use aya::{
     Ebpf,
     programs::{
-        BtfTracePoint, FEntry, FExit, PerfEvent, TracePoint,
-        perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
+        BtfTracePoint, FEntry, FExit, TracePoint,
+        perf_event::{SamplePolicy, SoftwareEvent},
     },
 };
 
 use crate::model::probes::{FaultSource, ProbeStatus};
+use crate::source::ebpf::attach_perf_sw;
 use crate::source::kernel::errors::one_line;
 use crate::source::kernel::tracefs;
 
@@ -571,33 +572,4 @@ pub(super) fn attach_perf_faults(ebpf: &mut Ebpf) -> Result<(), String> {
         SamplePolicy::Period(1),
     )
     .map(drop)
-}
-
-/// Loads `prog` and attaches it to a software perf event on every online
-/// CPU with the given sampling (`Period(1)`: every occurrence). Returns how
-/// many CPUs it is attached on.
-pub(crate) fn attach_perf_sw(
-    ebpf: &mut Ebpf,
-    prog: &str,
-    event: SoftwareEvent,
-    policy: SamplePolicy,
-) -> Result<usize, String> {
-    let p: &mut PerfEvent = ebpf
-        .program_mut(prog)
-        .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?
-        .try_into()
-        .map_err(|e: aya::programs::ProgramError| one_line(&e))?;
-    p.load()
-        .map_err(|e| format!("loading {prog}: {}", one_line(&e)))?;
-    let cpus = aya::util::online_cpus().map_err(|(what, e)| format!("{what}: {e}"))?;
-    for &cpu in &cpus {
-        p.attach(
-            PerfEventConfig::Software(event),
-            PerfEventScope::AllProcessesOneCpu { cpu },
-            policy,
-            false,
-        )
-        .map_err(|e| format!("perf {event:?} event on cpu {cpu}: {}", one_line(&e)))?;
-    }
-    Ok(cpus.len())
 }

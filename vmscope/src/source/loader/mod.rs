@@ -8,7 +8,6 @@ mod attach;
 mod btf;
 mod specs;
 
-pub(crate) use attach::attach_perf_sw;
 use attach::{
     attach_fault_books, attach_faults, attach_major_faults, attach_swap, attach_tracepoints,
     raw_syscalls, take,
@@ -16,7 +15,7 @@ use attach::{
 use btf::{BtfVariants, parse_btf_at_once, rss_btf_offsets, task_offsets, task_struct_offsets};
 use specs::{FaultPlans, HookPlan, SPECS, plan_specs, success_values};
 
-use anyhow::{Context as _, anyhow};
+use anyhow::Context as _;
 use aya::{
     Ebpf, EbpfLoader,
     maps::{Array, HashMap, MapData, PerCpuArray, RingBuf},
@@ -26,11 +25,7 @@ use vmscope_common::{FaultCache, MmSwap, ProcStats, off};
 
 use crate::source::kernel::{cgroupfs, kmsg};
 
-/// The eBPF object built by build.rs (empty when built with AYA_BUILD_SKIP=1).
-static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/vmscope"));
-
-/// Comma-separated probe names to treat as absent (for testing fallbacks).
-pub const DISABLE_ENV: &str = "VMSCOPE_DISABLE_PROBES";
+pub use crate::source::ebpf::{DISABLE_ENV, object};
 
 use crate::model::probes::{FaultSource, ProbeStatus};
 
@@ -233,17 +228,6 @@ fn disabled() -> Vec<String> {
     std::env::var(DISABLE_ENV)
         .map(|v| v.split(',').map(|s| s.trim().to_string()).collect())
         .unwrap_or_default()
-}
-
-/// The raw object, or an error saying how to get one.
-pub fn object() -> anyhow::Result<&'static [u8]> {
-    if EBPF_OBJECT.is_empty() {
-        return Err(anyhow!(
-            "this vmscope was built without its eBPF programs (AYA_BUILD_SKIP); \
-             rebuild with `cargo xtask build`"
-        ));
-    }
-    Ok(EBPF_OBJECT)
 }
 
 /// The hooks that attach only as classic tracepoints here (no BTF variant,

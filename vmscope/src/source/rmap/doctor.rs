@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::{Method, direct, kallsyms::Symbols, sampler};
-use crate::source::loader;
+use crate::source::ebpf;
 
 #[derive(Debug, Serialize)]
 pub struct MissedFunction {
@@ -27,7 +27,7 @@ pub struct RmapReport {
 }
 
 pub fn report() -> RmapReport {
-    let mut ebpf = match loader::object().and_then(|o| Ok(aya::Ebpf::load(o)?)) {
+    let mut ebpf = match ebpf::object().and_then(|o| Ok(aya::Ebpf::load(o)?)) {
         Ok(e) => e,
         Err(e) => {
             return RmapReport {

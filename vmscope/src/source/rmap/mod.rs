@@ -134,7 +134,7 @@ fn choose_method(
             Method::StackSampling,
             format!(
                 "direct timing disabled by {}; stack sampling",
-                crate::source::loader::DISABLE_ENV
+                crate::source::ebpf::DISABLE_ENV
             ),
             None,
         );

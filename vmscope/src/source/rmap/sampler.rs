@@ -95,10 +95,7 @@ pub fn attach(
     let result = if hz == 0 {
         Err("not requested (sampling rate 0)".to_string())
     } else if disabled.iter().any(|d| d == PROBE) {
-        Err(format!(
-            "disabled by {}",
-            crate::source::loader::DISABLE_ENV
-        ))
+        Err(format!("disabled by {}", crate::source::ebpf::DISABLE_ENV))
     } else {
         try_attach(ebpf, hz)
     };
@@ -138,7 +135,7 @@ pub fn attach(
 fn try_attach(ebpf: &mut Ebpf, hz: u32) -> Result<Sampler, String> {
     super::kallsyms::visible()?;
     let period_ns = 1_000_000_000 / u64::from(hz);
-    let cpus = crate::source::loader::attach_perf_sw(
+    let cpus = crate::source::ebpf::attach_perf_sw(
         ebpf,
         "cpu_clock_sample",
         SoftwareEvent::CpuClock,
