@@ -142,10 +142,16 @@ pub struct Recorder {
     heard: Option<mpsc::Receiver<String>>,
 }
 
-/// Checks `--history` and `--on-oom` before anything is loaded: a usage
-/// error (exit 2) or a directory that cannot be written (exit 1), in one
-/// line each.
-pub fn check_args(history: Option<Duration>, on_oom: Option<&Path>) -> anyhow::Result<()> {
+impl crate::cli::FlightArgs {
+    /// Checks `--history` and `--on-oom` before anything is loaded (`top`
+    /// and `serve` alike): a usage error (exit 2) or a directory that
+    /// cannot be written (exit 1), in one line each.
+    pub fn check(&self) -> anyhow::Result<()> {
+        check_args(self.history, self.on_oom.as_deref())
+    }
+}
+
+fn check_args(history: Option<Duration>, on_oom: Option<&Path>) -> anyhow::Result<()> {
     match history {
         Some(h) if h.is_zero() => {
             return Err(exit::failure(

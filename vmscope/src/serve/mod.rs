@@ -99,7 +99,7 @@ const OPENMETRICS_EOF: &str = "# EOF\n";
 
 pub fn run(args: ServeArgs) -> anyhow::Result<u8> {
     args.sampling.check()?;
-    oom::check_args(args.flight.history, args.flight.on_oom.as_deref())?;
+    args.flight.check()?;
     Privileges::current().require_bpf()?;
     driver::run(serve(args))
 }

@@ -53,7 +53,7 @@ pub fn run(args: TopArgs) -> anyhow::Result<u8> {
             "stdout is not a terminal; use --batch -n COUNT for plain-text snapshots",
         ));
     }
-    crate::flight::on_oom::check_args(args.flight.history, args.flight.on_oom.as_deref())?;
+    args.flight.check()?;
     Privileges::current().require_bpf()?;
     driver::run(async move {
         let source = Source::open(args.process.load_options(&args.sampling), &args.process.pid)?;
