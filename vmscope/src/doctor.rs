@@ -204,7 +204,7 @@ fn privilege_gaps(p: &Privileges, tracefs: &TracefsReport) -> Vec<PrivilegeGap> 
         if !classic.is_empty() {
             adds.push(format!(
                 "the classic tracepoints {}",
-                loader::group_syscalls(&classic)
+                crate::model::probes::group_syscalls(&classic)
             ));
         }
         if raw {
@@ -488,7 +488,7 @@ fn render_memory(s: &mut String, r: &Findings) {
 
 #[cfg(test)]
 mod tests {
-    use crate::source::loader::group_syscalls;
+    use crate::model::probes::group_syscalls;
 
     #[test]
     fn syscall_events_are_listed_once_per_call() {

@@ -1,8 +1,8 @@
 //! Raw cumulative samples of `/proc/vmstat` and `/proc/pressure/memory`, and
 //! the pure functions that turn two samples into deltas.
 //!
-//! Reading is the only side effect here ([`read`], [`read_psi`]); everything
-//! else is a pure function of its inputs so it can be tested with canned text.
+//! Pure: the files are read by `source::procfs`; everything here is a
+//! function of its inputs, so it can be tested with canned text.
 //!
 //! Conventions:
 //! - A counter that is absent on the running kernel is *unavailable*, never 0.
@@ -164,34 +164,6 @@ pub fn parse(text: &str) -> Vmstat {
     Vmstat(map)
 }
 
-/// Reads and parses `/proc/vmstat`.
-pub fn read() -> io::Result<Vmstat> {
-    std::fs::read_to_string(VMSTAT_PATH).map(|text| parse(&text))
-}
-
-/// `/proc/vmstat` read into `buf`, which the caller keeps (and has
-/// touched), so that the read itself allocates nothing and takes no page
-/// fault: a sampler that reads its own fault counters just before can set
-/// them beside pgfault exactly.
-pub fn read_into(buf: &mut [u8]) -> io::Result<Vmstat> {
-    use std::io::Read as _;
-    let mut f = std::fs::File::open(VMSTAT_PATH)?;
-    let mut n = 0;
-    while n < buf.len() {
-        match f.read(&mut buf[n..])? {
-            0 => break,
-            k => n += k,
-        }
-    }
-    if n == buf.len() {
-        return Err(io::Error::other(format!(
-            "{VMSTAT_PATH} is larger than {} bytes",
-            buf.len()
-        )));
-    }
-    Ok(parse(&String::from_utf8_lossy(&buf[..n])))
-}
-
 /// Path of the kernel's CPU time accounting.
 pub const STAT_PATH: &str = "/proc/stat";
 
@@ -266,13 +238,6 @@ pub fn parse_stat(text: &str) -> Option<CpuTimes> {
         per_cpu_busy,
         tick_ns: 0,
     })
-}
-
-pub fn read_stat() -> Option<CpuTimes> {
-    let mut t = parse_stat(&std::fs::read_to_string(STAT_PATH).ok()?)?;
-    let hz = rustix::param::clock_ticks_per_second();
-    t.tick_ns = 1_000_000_000u64.checked_div(hz).unwrap_or(0);
-    Some(t)
 }
 
 /// One line of a pressure-stall file: running averages (percent of wall time)
@@ -373,7 +338,7 @@ pub fn parse_psi(text: &str) -> Result<Psi, String> {
 const EOPNOTSUPP: i32 = 95;
 
 /// Explains why a pressure file could not be read.
-fn psi_unavailable_hint(err: &io::Error) -> &'static str {
+pub fn psi_unavailable_hint(err: &io::Error) -> &'static str {
     if err.kind() == io::ErrorKind::NotFound {
         "kernel without CONFIG_PSI or booted with psi=0"
     } else if err.kind() == io::ErrorKind::Unsupported || err.raw_os_error() == Some(EOPNOTSUPP) {
@@ -383,15 +348,6 @@ fn psi_unavailable_hint(err: &io::Error) -> &'static str {
     } else {
         "pressure information unavailable"
     }
-}
-
-/// Reads and parses `/proc/pressure/memory`. The error says why the data is
-/// unavailable, e.g.
-/// `"/proc/pressure/memory: No such file or directory (os error 2) (kernel without CONFIG_PSI or booted with psi=0)"`.
-pub fn read_psi() -> Result<Psi, String> {
-    let text = std::fs::read_to_string(PSI_MEMORY_PATH)
-        .map_err(|e| format!("{PSI_MEMORY_PATH}: {e} ({})", psi_unavailable_hint(&e)))?;
-    parse_psi(&text).map_err(|e| format!("{PSI_MEMORY_PATH}: unexpected format: {e}"))
 }
 
 /// Difference between two [`Vmstat`] samples.
@@ -700,19 +656,6 @@ swap_ra 0
         assert!(psi_unavailable_hint(&err).contains("CONFIG_PSI"));
         let err = io::Error::from_raw_os_error(EOPNOTSUPP);
         assert!(psi_unavailable_hint(&err).contains("disabled"));
-    }
-
-    #[test]
-    fn read_from_this_machine() {
-        // /proc may be restricted in some sandboxes; only check consistency.
-        if let Ok(v) = read() {
-            assert!(v.0.keys().all(|k| VMSTAT_KEYS.contains(&k.as_str())));
-            assert!(v.get("pgfault").is_some());
-        }
-        match read_psi() {
-            Ok(psi) => assert!(psi.some.avg10 >= 0.0),
-            Err(e) => assert!(e.starts_with(PSI_MEMORY_PATH), "{e}"),
-        }
     }
 
     #[test]

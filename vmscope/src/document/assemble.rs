@@ -59,7 +59,7 @@ pub(crate) fn assemble(d: Parts) -> Recording {
     let vm = crate::model::totals::vm_totals(
         &summary,
         &d.probes,
-        crate::procstat::read_psi().err().as_deref(),
+        crate::source::procfs::read_psi().err().as_deref(),
     );
     Recording {
         end_time: timefmt::rfc3339(d.end_wall),

@@ -102,6 +102,54 @@ pub fn probe_usable(probes: &[ProbeStatus], probe: &str) -> bool {
     probe == names::ALWAYS || probes.iter().any(|p| p.probe == probe && p.usable())
 }
 
+/// Why the mmap_lock probes are not attached unless asked for.
+pub const MMAP_LOCK_OFF: &str =
+    "off by default (it costs lock-heavy programs; docs/cost.md): --mmap-lock turns it on";
+
+/// `syscalls:sys_enter_x, syscalls:sys_exit_x, ...` as one
+/// `syscalls (x, ...)` entry, the other probes as they are.
+pub fn group_syscalls(probes: &[String]) -> String {
+    let mut calls: Vec<&str> = Vec::new();
+    let mut rest: Vec<&str> = Vec::new();
+    for p in probes {
+        match p
+            .strip_prefix("syscalls:sys_enter_")
+            .or_else(|| p.strip_prefix("syscalls:sys_exit_"))
+        {
+            Some(call) if !calls.contains(&call) => calls.push(call),
+            Some(_) => {}
+            None => rest.push(p),
+        }
+    }
+    let mut out = Vec::new();
+    if !calls.is_empty() {
+        out.push(format!("syscalls ({})", calls.join(", ")));
+    }
+    out.extend(rest.iter().map(|r| r.to_string()));
+    out.join(", ")
+}
+
+/// The probes that cannot be used, one entry per distinct reason: the
+/// probes' names (the syscall events grouped) and the reason. What
+/// `record` warns and `top`'s header shows, so 17 hooks refused for one
+/// reason read as one line.
+pub fn unusable_by_reason(probes: &[ProbeStatus]) -> Vec<(String, String)> {
+    let mut by_reason: Vec<(&str, Vec<String>)> = Vec::new();
+    // Opt-in probes left off are not "unavailable".
+    let opted_out = |p: &ProbeStatus| p.reason.as_deref() == Some(MMAP_LOCK_OFF);
+    for p in probes.iter().filter(|p| !p.usable() && !opted_out(p)) {
+        let why = p.reason.as_deref().unwrap_or("not attached");
+        match by_reason.iter_mut().find(|(r, _)| *r == why) {
+            Some((_, names)) => names.push(p.probe.clone()),
+            None => by_reason.push((why, vec![p.probe.clone()])),
+        }
+    }
+    by_reason
+        .into_iter()
+        .map(|(why, names)| (group_syscalls(&names), why.to_string()))
+        .collect()
+}
+
 /// Where page-fault counts come from on this kernel.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -16,7 +16,7 @@ use crate::{
     model::recording::{Header, Line, RecordingScope, ScopeKind},
     model::sample::Sample,
     source::kernel::caps::Privileges,
-    source::loader::{self, LoadOptions},
+    source::loader::LoadOptions,
     source::{Reading, Source},
 };
 
@@ -172,7 +172,7 @@ impl Setup {
             ..args.process.load_options(&args.sampling)
         };
         let source = Source::open(opts, &args.process.pid)?;
-        for (names, why) in loader::unusable_by_reason(&source.probes) {
+        for (names, why) in crate::model::probes::unusable_by_reason(&source.probes) {
             log::warn!("{names} unavailable: {why}");
         }
         let mut pids = args.process.pid.clone();

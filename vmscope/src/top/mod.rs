@@ -37,7 +37,7 @@ use crate::{
     },
     source::Source,
     source::kernel::{caps::Privileges, system},
-    source::loader,
+    source::procfs,
 };
 use app::{Action, App, Header};
 
@@ -110,14 +110,11 @@ fn unavailable(
 }
 
 fn header(probes: &[ProbeStatus], args: &TopArgs) -> Header {
-    let mem = meminfo();
+    let mem = procfs::meminfo();
     let k = system::kernel_info();
     Header {
         kernel: format!("{} {}", k.release, k.machine),
-        uptime_s: std::fs::read_to_string("/proc/uptime")
-            .ok()
-            .and_then(|s| s.split('.').next()?.parse().ok())
-            .unwrap_or(0),
+        uptime_s: procfs::uptime_s(),
         probes_attached: probes.iter().filter(|p| p.attached).count(),
         probes_total: probes.len(),
         unavailable: probes
@@ -125,7 +122,7 @@ fn header(probes: &[ProbeStatus], args: &TopArgs) -> Header {
             .filter(|p| p.deferred)
             .map(|p| format!("{} waiting for a swap device", p.probe))
             .chain(
-                loader::unusable_by_reason(probes)
+                crate::model::probes::unusable_by_reason(probes)
                     .into_iter()
                     .map(|(names, why)| format!("{names}: {why}")),
             )
@@ -141,19 +138,6 @@ fn header(probes: &[ProbeStatus], args: &TopArgs) -> Header {
             format!("pids {} and descendants", pids.join(","))
         }),
     }
-}
-
-/// /proc/meminfo in bytes.
-fn meminfo() -> std::collections::HashMap<String, u64> {
-    std::fs::read_to_string("/proc/meminfo")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            let (k, rest) = l.split_once(':')?;
-            let kb: u64 = rest.split_whitespace().next()?.parse().ok()?;
-            Some((k.to_string(), kb * 1024))
-        })
-        .collect()
 }
 
 /// What the readings go into: the model, and with `--history` the flight

@@ -23,6 +23,7 @@ use crate::{
     source::{
         kernel::{cgroupfs, kmsg, limits},
         loader::Loaded,
+        procfs,
     },
     timefmt,
 };
@@ -159,8 +160,8 @@ impl Collector {
             madvise: madvise_counts(&c),
             hists,
             vmstat,
-            psi: procstat::read_psi().ok(),
-            cpu: procstat::read_stat(),
+            psi: procfs::read_psi().ok(),
+            cpu: procfs::read_stat(),
             stall_ns_by_cpu,
             elapsed_ns: u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX),
             timestamp: timefmt::rfc3339(SystemTime::now()),
@@ -200,13 +201,13 @@ impl Collector {
         if self.vmstat_buf.is_empty() {
             self.vmstat_buf = vec![b' '; VMSTAT_BUF];
             let _ = read_counters(probes)?;
-            let _ = procstat::read_into(&mut self.vmstat_buf);
+            let _ = procfs::read_vmstat_into(&mut self.vmstat_buf);
         }
         let ends = |c: &[u64]| FAULT_ENDS.map(|i| c.get(i as usize).copied().unwrap_or(0));
         let mut tries = 0;
         loop {
             let counters = read_counters(probes)?;
-            let vmstat = procstat::read_into(&mut self.vmstat_buf).unwrap_or_default();
+            let vmstat = procfs::read_vmstat_into(&mut self.vmstat_buf).unwrap_or_default();
             let after = read_counters(probes)?;
             tries += 1;
             if ends(&counters) == ends(&after) || tries == 4 {
