@@ -460,6 +460,32 @@ pub const SCOPE_PATH_BYTES: usize = 512;
 pub struct ScopePath {
     pub len: u64,
     pub path: [u8; SCOPE_PATH_BYTES],
+    /// Per 8-byte word of `path`, the bits of its bytes before `len`
+    /// ([`ScopePath::new`]): the kernel side compares a path word by word
+    /// with no branch on `len`, which older verifiers (6.1) cannot bound.
+    pub mask: [u64; SCOPE_PATH_BYTES / 8],
+}
+
+impl ScopePath {
+    /// `path` (shorter than [`SCOPE_PATH_BYTES`]) with its masks.
+    pub fn new(path: &[u8]) -> Self {
+        let n = path.len().min(SCOPE_PATH_BYTES - 1);
+        let mut v = ScopePath {
+            len: n as u64,
+            path: [0; SCOPE_PATH_BYTES],
+            mask: [0; SCOPE_PATH_BYTES / 8],
+        };
+        v.path[..n].copy_from_slice(&path[..n]);
+        for (w, m) in v.mask.iter_mut().enumerate() {
+            let bytes = n.saturating_sub(w * 8).min(8);
+            *m = if bytes == 8 {
+                u64::MAX
+            } else {
+                (1u64 << (8 * bytes)) - 1
+            };
+        }
+        v
+    }
 }
 
 /// Capacity of the per-mm swap map (LRU).
@@ -688,6 +714,18 @@ mod pod {
 
 #[cfg(test)]
 mod tests {
+
+    /// The masks cover exactly the path's bytes, whole words then a part.
+    #[test]
+    fn scope_path_masks_cover_its_bytes() {
+        let v = ScopePath::new(b"/s/c10");
+        assert_eq!((v.len, &v.path[..7]), (6, &b"/s/c10\0"[..]));
+        assert_eq!(v.mask[0], 0xffff_ffff_ffff);
+        assert!(v.mask[1..].iter().all(|&m| m == 0));
+        let long = ScopePath::new(&[b'a'; 17]);
+        assert_eq!(&long.mask[..4], &[u64::MAX, u64::MAX, 0xff, 0]);
+    }
+
     use super::*;
 
     #[test]

@@ -114,11 +114,9 @@ fn in_scope(ctx: &TracePointContext, word: u32) -> bool {
     if got < n {
         return false;
     }
-    // Word by word, every word compared and the bytes past `n` masked
-    // out: a loop of fixed trip count whose exit does not depend on `n`
-    // (a loop bounded by `n` the verifier cannot bound), and few enough
-    // iterations that the verifier's walk of the branches on `n` stays
-    // small.
+    // Word by word, with the masks user space computed from `n` (see
+    // `ScopePath::mask`): no branch on `n` inside the loop, which older
+    // verifiers (6.1) would follow path by path past their limit.
     let mut diff = 0u64;
     for w in 0..SCOPE_PATH_BYTES / 8 {
         let start = w * 8;
@@ -130,14 +128,7 @@ fn in_scope(ctx: &TracePointContext, word: u32) -> bool {
                 scope.path.as_ptr().add(start).cast::<u64>().read(),
             )
         };
-        let mask = if start + 8 <= n {
-            u64::MAX
-        } else if start < n {
-            (1u64 << (8 * (n - start))) - 1
-        } else {
-            0
-        };
-        diff |= (a ^ b) & mask;
+        diff |= (a ^ b) & scope.mask[w];
     }
     if diff != 0 {
         return false;

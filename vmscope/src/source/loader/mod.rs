@@ -136,11 +136,7 @@ impl Loaded {
                 vmscope_common::SCOPE_PATH_BYTES - 1
             );
         }
-        let mut v = vmscope_common::ScopePath {
-            len: bytes.len() as u64,
-            path: [0; vmscope_common::SCOPE_PATH_BYTES],
-        };
-        v.path[..bytes.len()].copy_from_slice(bytes);
+        let v = vmscope_common::ScopePath::new(bytes);
         self.scope_path
             .set(0, v, 0)
             .with_context(|| format!("setting the followed cgroup to {path}"))
