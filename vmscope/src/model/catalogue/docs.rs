@@ -10,7 +10,7 @@ pub fn reference(served: &[Family]) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "# Metrics reference\n\nGenerated from `vmscope/src/model/catalogue.rs` and the exporter's \
+        "# Metrics reference\n\nGenerated from `vmscope/src/model/catalogue/` (one file per metric family) and the exporter's \
          family tables in `vmscope/src/serve/` (a test fails when this page is stale; `VMSCOPE_BLESS=1 cargo test -p vmscope --lib catalogue` rewrites it). A metric \
          whose probe is not attached is unavailable, with the reason, in every view: never 0. \
          `doctor` lists the probes and their fallbacks.\n"
