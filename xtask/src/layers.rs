@@ -3,8 +3,9 @@
 //! reaches the kernel-facing side (aya, or anything in `source/`: the
 //! loader, the collector, the kernel probes), when the graph between
 //! top-level modules (which it prints) has a cycle, when files inside a
-//! folder name each other in a circle (see [`crate::circles`]), and on a
-//! function over 100 lines (see [`crate::fn_length`]).
+//! folder name each other in a circle (see [`crate::circles`]), on a file
+//! over [`FILE_LIMIT`] lines, and on a function over 100 lines (see
+//! [`crate::fn_length`]).
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -18,6 +19,10 @@ use crate::{
     process::{Exit, say},
     workspace::Workspace,
 };
+
+/// The most lines a file of vmscope's sources may have: past it, a file
+/// holds more than one room's worth.
+pub const FILE_LIMIT: usize = 1000;
 
 /// What `model/` may not name.
 const FORBIDDEN_IN_MODEL: &[&str] = &["aya", "crate::source", "source::"];
@@ -179,8 +184,16 @@ pub fn layers(ws: &Workspace) -> Result<()> {
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut broken = Vec::new();
     let mut named = Vec::new();
+    let mut long = Vec::new();
     for f in &files {
         let text = fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+        let lines = text.lines().count();
+        if lines > FILE_LIMIT {
+            long.push(format!(
+                "{} ({lines})",
+                f.strip_prefix(&ws.root).unwrap_or(f).display()
+            ));
+        }
         let code = code_of(&text);
         let module = crate::circles::module_path(&src, f);
         named.push((module.clone(), crate::circles::paths_named(&code, &module)));
@@ -227,6 +240,12 @@ pub fn layers(ws: &Workspace) -> Result<()> {
             "layers: circle of files in {c}: one of them must not name the others (move the shared part down)"
         );
     }
+    if long.is_empty() {
+        say!("layers: no file over {FILE_LIMIT} lines");
+    }
+    for l in &long {
+        say!("layers: {l} is over {FILE_LIMIT} lines: split it along what it holds");
+    }
     let short = crate::fn_length::check(&ws.root, &["vmscope/src", "vmscope-ebpf/src"])?;
     if broken.is_empty() {
         say!("layers: model/ names neither aya nor source/");
@@ -234,7 +253,7 @@ pub fn layers(ws: &Workspace) -> Result<()> {
     for b in &broken {
         say!("layers: {b}: the model must stay pure (move the code, or pass the data in)");
     }
-    if broken.is_empty() && short && cyc.is_empty() && circles.is_empty() {
+    if broken.is_empty() && short && cyc.is_empty() && circles.is_empty() && long.is_empty() {
         Ok(())
     } else {
         Err(Exit(1).into())
