@@ -251,7 +251,7 @@ mod tests {
         let g = folder_graphs(&files);
         assert_eq!(
             circles(&g, false),
-            vec!["model/: catalogue, rmap".to_string()]
+            vec!["model/: catalogue, rmap (catalogue -> rmap; rmap -> catalogue)".to_string()]
         );
     }
 }
