@@ -37,13 +37,26 @@ pub fn module_path(src: &Path, file: &Path) -> ModPath {
 /// parent, each made absolute (`from` is the file's module; a folder's
 /// index is its folder's module, so its `super` is the folder's parent).
 pub fn paths_named(code: &str, from: &[String]) -> Vec<ModPath> {
-    let mut out = Vec::new();
     let parent: ModPath = from[..from.len().saturating_sub(1)].to_vec();
-    for (key, base) in [
-        ("crate::", Vec::new()),
-        ("super::", parent),
-        ("self::", from.to_vec()),
-    ] {
+    paths_after(
+        code,
+        &[
+            ("crate::", Vec::new()),
+            ("super::", parent),
+            ("self::", from.to_vec()),
+        ],
+    )
+}
+
+/// Every `crate::` path the code names.
+pub fn crate_paths(code: &str) -> Vec<ModPath> {
+    paths_after(code, &[("crate::", Vec::new())])
+}
+
+/// The paths after each `key`, each made absolute by its `base`.
+fn paths_after(code: &str, keys: &[(&str, ModPath)]) -> Vec<ModPath> {
+    let mut out = Vec::new();
+    for (key, base) in keys {
         let mut rest = code;
         while let Some(i) = rest.find(key) {
             let before = rest[..i].chars().next_back();
@@ -51,7 +64,7 @@ pub fn paths_named(code: &str, from: &[String]) -> Vec<ModPath> {
             if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
                 continue;
             }
-            expand(rest, &base, &mut out);
+            expand(rest, base, &mut out);
         }
     }
     out

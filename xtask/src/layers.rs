@@ -56,47 +56,10 @@ fn code_of(text: &str) -> String {
 /// Top-level modules named by `crate::` paths, including the first names
 /// of `use crate::{a::.., b, ..}` groups.
 fn crate_refs(code: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let ident = |s: &str| -> String {
-        s.chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .collect()
-    };
-    let mut rest = code;
-    while let Some(i) = rest.find("crate::") {
-        rest = &rest[i + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let mut depth = 1;
-            let mut at_item = true;
-            for (j, ch) in group.char_indices() {
-                match ch {
-                    '{' => depth += 1,
-                    '}' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            rest = &group[j..];
-                            break;
-                        }
-                    }
-                    ',' if depth == 1 => at_item = true,
-                    c if depth == 1 && at_item && (c.is_ascii_alphabetic() || c == '_') => {
-                        let name = ident(&group[j..]);
-                        if name != "self" {
-                            out.insert(name);
-                        }
-                        at_item = false;
-                    }
-                    _ => {}
-                }
-            }
-        } else {
-            let name = ident(rest);
-            if !name.is_empty() {
-                out.insert(name);
-            }
-        }
-    }
-    out
+    crate::circles::crate_paths(code)
+        .into_iter()
+        .filter_map(|p| p.into_iter().next())
+        .collect()
 }
 
 /// The top-level module a file belongs to (`model/hist.rs` is `model`).
