@@ -7,7 +7,7 @@ use anyhow::anyhow;
 use aya::{
     Ebpf,
     programs::{
-        PerfEvent,
+        PerfEvent, Program, ProgramError,
         perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent},
     },
 };
@@ -31,6 +31,17 @@ pub fn object() -> anyhow::Result<&'static [u8]> {
     Ok(EBPF_OBJECT)
 }
 
+/// Program `prog` of the object, as its kind `T` (not loaded yet).
+pub fn program<'a, T>(ebpf: &'a mut Ebpf, prog: &str) -> Result<&'a mut T, String>
+where
+    &'a mut T: TryFrom<&'a mut Program, Error = ProgramError>,
+{
+    ebpf.program_mut(prog)
+        .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?
+        .try_into()
+        .map_err(|e: ProgramError| one_line(&e))
+}
+
 /// Loads `prog` and attaches it to a software perf event on every online
 /// CPU with the given sampling (`Period(1)`: every occurrence). Returns how
 /// many CPUs it is attached on.
@@ -40,11 +51,7 @@ pub fn attach_perf_sw(
     event: SoftwareEvent,
     policy: SamplePolicy,
 ) -> Result<usize, String> {
-    let p: &mut PerfEvent = ebpf
-        .program_mut(prog)
-        .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?
-        .try_into()
-        .map_err(|e: aya::programs::ProgramError| one_line(&e))?;
+    let p: &mut PerfEvent = program(ebpf, prog)?;
     p.load()
         .map_err(|e| format!("loading {prog}: {}", one_line(&e)))?;
     let cpus = aya::util::online_cpus().map_err(|(what, e)| format!("{what}: {e}"))?;

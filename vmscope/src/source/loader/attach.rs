@@ -307,11 +307,7 @@ pub(super) fn attach_tracepoint(
     category: &str,
     name: &str,
 ) -> Result<(), String> {
-    let p: &mut TracePoint = ebpf
-        .program_mut(prog)
-        .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?
-        .try_into()
-        .map_err(|e: aya::programs::ProgramError| one_line(&e))?;
+    let p: &mut TracePoint = crate::source::ebpf::program(ebpf, prog)?;
     p.load()
         .map_err(|e| format!("loading {prog}: {}", one_line(&e)))?;
     p.attach(category, name)

@@ -172,11 +172,7 @@ pub(super) fn load_btf<'a>(
     event: &str,
 ) -> Result<&'a mut BtfTracePoint, String> {
     let btf = crate::source::kernel::btf::aya_vmlinux()?;
-    let p: &mut BtfTracePoint = ebpf
-        .program_mut(prog)
-        .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?
-        .try_into()
-        .map_err(|e: aya::programs::ProgramError| one_line(&e))?;
+    let p: &mut BtfTracePoint = crate::source::ebpf::program(ebpf, prog)?;
     p.load(event, btf)
         .map_err(|e| format!("loading {prog}: {}", one_line(&e)))?;
     Ok(p)
