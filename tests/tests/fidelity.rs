@@ -278,9 +278,13 @@ fn fork_after_swap(
     }
 }
 
-/// Hundreds of short-lived processes, each populating memory: the tree's
-/// faults against the wrapped shell's rusage, which includes every child it
-/// waited for.
+/// Hundreds of short-lived processes, each populating memory from a
+/// thread of its own and from its main thread: the tree's faults against
+/// the wrapped shell's rusage, which includes every child it waited for,
+/// and each process's get_user_pages faults against the 3 x 64 it took.
+/// A thread whose whole life fits in one slice, its switch-in unseen, and
+/// the wrapped command's faults between its fork and its exec are where
+/// such counts have gone missing before.
 #[test]
 fn short_lived_processes_by_the_hundred_keep_their_books() {
     if !root_or_skip("short_lived_processes_by_the_hundred_keep_their_books") {
@@ -295,18 +299,33 @@ fn short_lived_processes_by_the_hundred_keep_their_books() {
     let ru = &rec["child"]["rusage"];
     let kernel = u64_at(ru, "/minflt") + u64_at(ru, "/majflt");
     let scope = &rec["totals"]["scope_faults"];
-    assert_within_pct(
-        "tree faults vs rusage",
+    // Each process's last cumulative figures, from the samples (the
+    // `processes` list holds only the top 50).
+    let mut last = std::collections::BTreeMap::new();
+    for s in rec["samples"].as_array().unwrap() {
+        for p in s["procs"].as_array().unwrap() {
+            last.insert(p["pid"].as_u64().unwrap(), p.clone());
+        }
+    }
+    let children: Vec<_> = last
+        .values()
+        .filter(|p| p["comm"] == "vmscope-testchi")
+        .collect();
+    assert_eq!(children.len(), 400, "processes seen: {}", last.len());
+    let short: Vec<String> = children
+        .iter()
+        .filter(|p| p["faults"]["gup"].as_u64().unwrap_or(0) < 3 * 64)
+        .map(|p| format!("pid {} gup {}", p["pid"], p["faults"]["gup"]))
+        .collect();
+    assert!(
+        short.is_empty(),
+        "{} of 400 processes have fewer than 3 x 64 get_user_pages faults: {short:?}",
+        short.len()
+    );
+    assert_eq!(
         u64_at(scope, "/total"),
         kernel,
-        2.0,
-    );
-    // 400 processes x 3 x 64 get_user_pages faults, plus what exec itself
-    // takes that way (copying arguments into the new image).
-    let gup = u64_at(scope, "/gup");
-    assert!(
-        (400 * 3 * 64..400 * 3 * 64 * 12 / 10).contains(&gup),
-        "gup part {gup}: {scope}"
+        "tree faults vs the shell's rusage (minflt + majflt): {scope}"
     );
     assert_eq!(rec["lost"]["untracked_children"], 0);
 }

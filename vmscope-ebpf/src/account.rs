@@ -14,7 +14,10 @@
 //! never `next`). So a thread that faulted also keeps, per thread, how far
 //! it has been credited (`BOOKS`); that cumulative figure, not the slice,
 //! decides what is credited, and a slice whose start was not seen is caught
-//! up from it (a thread's first slice, if that one goes unseen, is not). A dying thread's books close at its exit
+//! up from it. A new thread's books open at 0 when it is forked (its
+//! counters start at 0 there), so even its first slice is caught up if its
+//! switch-in goes unseen; a thread vmscope did not see born opens them at
+//! its first slice that was seen. A dying thread's books close at its exit
 //! (`sched_process_exit`, after its mm is gone, so it takes no more
 //! faults), because its parent can be woken and read the process a last
 //! time before the thread's final switch-out.
@@ -123,6 +126,16 @@ unsafe fn close_slice(s: *mut SwitchSlot, task: u64, now: u64) {
         } else {
             catch_up(now);
         }
+    }
+}
+
+/// A task just forked (process or thread), `tid`: its `min_flt + maj_flt`
+/// start at 0, so its books open at 0 (over any left by an earlier task
+/// with this tid).
+#[inline(always)]
+pub fn on_new_task(tid: u32) {
+    if maps::offset(off::TASK_FLT) != 0 {
+        let _ = BOOKS.insert(tid, 0, 0);
     }
 }
 

@@ -11,9 +11,6 @@ use crate::maps;
 
 #[inline(always)]
 pub fn on_fork(ctx: &TracePointContext) {
-    if !maps::filter_enabled() {
-        return;
-    }
     if let Ok(child) =
         unsafe { ctx.read_at::<i32>(maps::offset(vmscope_common::off::FORK_CHILD_PID)) }
     {
@@ -25,9 +22,6 @@ pub fn on_fork(ctx: &TracePointContext) {
 /// *child)` as a BTF tracepoint: the child's pid read through BTF.
 #[inline(always)]
 pub fn on_fork_btf(ctx: &BtfTracePointContext, child_task: u64) {
-    if !maps::filter_enabled() {
-        return;
-    }
     let at = maps::offset(vmscope_common::off::TASK_PID);
     if at == 0 {
         return;
@@ -41,16 +35,19 @@ pub fn on_fork_btf(ctx: &BtfTracePointContext, child_task: u64) {
     }
 }
 
-/// Follows `child` when the current (forking) process is followed.
+/// Follows `child` (a new task's tid) when the current (forking) process
+/// is followed, or every process is, and opens its fault books.
 #[inline(always)]
 fn follow_child<C: EbpfContext>(ctx: &C, child: i32) {
-    let parent = maps::current_tgid();
-    if maps::TRACKED.get_ptr(parent).is_none() {
-        return;
+    if maps::filter_enabled() {
+        if maps::TRACKED.get_ptr(maps::current_tgid()).is_none() {
+            return;
+        }
+        // A new thread's tid lands here too; it is harmless (faults are
+        // keyed by tgid) and keeps the check above to one lookup.
+        follow(ctx, child as u32);
     }
-    // A new thread's tid lands here too; it is harmless (faults are keyed by
-    // tgid) and keeps the check above to one lookup.
-    follow(ctx, child as u32);
+    crate::account::on_new_task(child as u32);
 }
 
 /// Adds `pid` to the followed set (and moves the set's epoch on), or

@@ -16,7 +16,7 @@ use crate::{
     model::recording::{Header, Line, RecordingScope, ScopeKind},
     model::sample::Sample,
     source::kernel::caps::Privileges,
-    source::loader::LoadOptions,
+    source::loader::{LoadOptions, Since},
     source::{Reading, Source},
 };
 
@@ -193,7 +193,7 @@ impl Setup {
                 // Under --cgroup, the command is followed only if it runs
                 // in the cgroup.
                 if args.cgroup.is_none() {
-                    source.track(g.pid)?;
+                    source.track(g.pid, Since::Fork)?;
                     pids.push(g.pid);
                 }
                 (Some(g), tap)

@@ -25,7 +25,7 @@ use crate::{
     source::{
         collect::Collector,
         kernel::cgroupfs,
-        loader::{self, LoadOptions, Loaded},
+        loader::{self, LoadOptions, Loaded, Since},
         shed::{self, Shed},
     },
 };
@@ -53,7 +53,7 @@ enum Out {
 }
 
 enum Cmd {
-    Track(u32, std_mpsc::Sender<anyhow::Result<()>>),
+    Track(u32, Since, std_mpsc::Sender<anyhow::Result<()>>),
     /// Follows a cgroup subtree; answers with the processes in it now.
     Cgroup(String, std_mpsc::Sender<anyhow::Result<Vec<u32>>>),
     /// First read at once, then one every interval.
@@ -85,7 +85,7 @@ impl Source {
     pub fn open(opts: LoadOptions, pids: &[u32]) -> anyhow::Result<Source> {
         let source = Source::load(opts)?;
         for &pid in pids {
-            source.track(pid)?;
+            source.track(pid, Since::Now)?;
         }
         Ok(source)
     }
@@ -139,9 +139,9 @@ impl Source {
     }
 
     /// Adds `pid` (and, from then on, its new children) to the followed
-    /// set.
-    pub fn track(&self, pid: u32) -> anyhow::Result<()> {
-        self.ask(|tx| Cmd::Track(pid, tx))?
+    /// set, its counts starting as `since` says.
+    pub fn track(&self, pid: u32, since: Since) -> anyhow::Result<()> {
+        self.ask(|tx| Cmd::Track(pid, since, tx))?
     }
 
     /// Takes the first read now and one every `interval` after it; the
@@ -262,7 +262,7 @@ impl CgroupScope {
         for (_, path) in cgroupfs::below(&h, &self.path) {
             for pid in cgroupfs::procs(&h, &path) {
                 if now.insert(pid) && !self.pids.contains(&pid) {
-                    probes.track(pid)?;
+                    probes.track(pid, Since::Now)?;
                     new.push(pid);
                 }
             }
@@ -310,8 +310,8 @@ impl Worker {
     /// the probes can go.
     fn on(&mut self, cmd: Cmd) -> bool {
         match cmd {
-            Cmd::Track(pid, reply) => {
-                let _ = reply.send(self.probes.track(pid));
+            Cmd::Track(pid, since, reply) => {
+                let _ = reply.send(self.probes.track(pid, since));
             }
             Cmd::Cgroup(path, reply) => {
                 let r = CgroupScope::start(path, &mut self.probes).map(|(scope, new)| {

@@ -77,6 +77,9 @@ pub struct Loaded {
     /// Fault counts not yet moved into `procs`, per CPU.
     pub fault_cache: PerCpuArray<MapData, FaultCache>,
     tracked: HashMap<MapData, u32, u32>,
+    /// Per thread, the faults the context-switch probe has credited (the
+    /// eBPF `account` module's `BOOKS`).
+    books: HashMap<MapData, u32, u64>,
     /// Slot 1 is ours to bump after each addition to `tracked`.
     track_epoch: Array<MapData, u64>,
     pub probes: Vec<ProbeStatus>,
@@ -105,9 +108,34 @@ pub struct Loaded {
     pub cgroup_events: Option<RingBuf<MapData>>,
 }
 
+/// Where a followed process's counts start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Since {
+    /// When it is followed: a process already running.
+    Now,
+    /// At its fork: a child vmscope forked and holds before its exec.
+    Fork,
+}
+
 impl Loaded {
     /// Follows `pid` (and, through the fork hook, its future children).
-    pub fn track(&mut self, pid: u32) -> anyhow::Result<()> {
+    /// `Since::Fork` for a child vmscope forked and holds before its exec:
+    /// its faults since that fork are its own (its rusage counts them), so
+    /// its fault books open at 0, as the fork hook opens a followed
+    /// child's; a process already running is counted from now.
+    pub fn track(&mut self, pid: u32, since: Since) -> anyhow::Result<()> {
+        if since == Since::Fork {
+            // BPF_NOEXIST: books already open (its context switch counted
+            // it as followed) are right as they stand.
+            match self.books.insert(pid, 0, 1) {
+                Ok(()) => {}
+                Err(aya::maps::MapError::SyscallError(e))
+                    if e.io_error.raw_os_error() == Some(libc::EEXIST) => {}
+                Err(e) => {
+                    return Err(e).with_context(|| format!("opening pid {pid}'s fault books"));
+                }
+            }
+        }
         self.tracked
             .insert(pid, 1, 0)
             .with_context(|| format!("adding pid {pid} to the followed set"))?;
@@ -406,6 +434,7 @@ impl Loaded {
         let mms = HashMap::try_from(take(&mut ebpf, "MMS")?)?;
         let fault_cache = PerCpuArray::try_from(take(&mut ebpf, "FAULT_CACHE")?)?;
         let tracked = HashMap::try_from(take(&mut ebpf, "TRACKED")?)?;
+        let books = HashMap::try_from(take(&mut ebpf, "BOOKS")?)?;
         let track_epoch = Array::try_from(take(&mut ebpf, "TRACK_EPOCH")?)?;
         let scope_path = Array::try_from(take(&mut ebpf, "SCOPE_PATH")?)?;
         let oom_victims = ebpf
@@ -429,6 +458,7 @@ impl Loaded {
             mms,
             fault_cache,
             tracked,
+            books,
             track_epoch,
             probes,
             fault_source,

@@ -15,8 +15,6 @@ pub(super) struct Spec {
     pub(super) prog: &'static str,
     /// (`off::*` index, field name, accepted sizes).
     pub(super) fields: Fields,
-    /// Only needed when following a process tree.
-    pub(super) filtered_only: bool,
     /// The same hook as a BTF tracepoint program, tried first.
     pub(super) btf_prog: Option<&'static str>,
     /// Fields read where the event's record has them (a kernel without
@@ -58,7 +56,6 @@ pub(super) const fn spec(
         names: name,
         prog: name[0],
         fields,
-        filtered_only: false,
         btf_prog: None,
         optional: None,
         classic_why: None,
@@ -70,16 +67,13 @@ pub(super) const RET: Fields = &[(off::SYS_EXIT_RET, "ret", &[8])];
 /// Every tracepoint beyond the page-fault pair, in attach order. The program
 /// is named after the event's current name.
 pub(super) const SPECS: &[Spec] = &[
-    Spec {
-        category: "sched",
-        names: &["sched_process_fork"],
-        prog: "sched_process_fork",
-        fields: &[(off::FORK_CHILD_PID, "child_pid", &[4])],
-        filtered_only: true,
-        btf_prog: Some("sched_process_fork_btf"),
-        optional: None,
-        classic_why: None,
-    },
+    // System-wide too: a new task's fault books open at its fork.
+    spec(
+        "sched",
+        &["sched_process_fork"],
+        &[(off::FORK_CHILD_PID, "child_pid", &[4])],
+    )
+    .btf("sched_process_fork_btf"),
     spec("sched", &["sched_process_exec"], &[]).btf("sched_process_exec_btf"),
     spec("sched", &["sched_process_exit"], &[]).btf("sched_process_exit_btf"),
     spec(
@@ -518,7 +512,6 @@ pub(super) fn plan_specs(
 ) -> Vec<(&'static Spec, HookPlan)> {
     let mut plans: Vec<(&Spec, HookPlan)> = SPECS
         .iter()
-        .filter(|s| opts.filtered || !s.filtered_only)
         .map(|s| {
             if s.category == "mmap_lock" && !opts.mmap_lock {
                 let why = MMAP_LOCK_OFF.to_string();
