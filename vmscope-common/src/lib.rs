@@ -271,7 +271,10 @@ pub mod off {
     pub const CGROUP_DIR_ROOT: usize = 84;
     pub const CGROUP_DIR_ID: usize = 85;
     pub const CGROUP_DIR_PATH: usize = 86;
-    pub const COUNT: usize = 87;
+    /// `filemap:mm_filemap_add_to_page_cache` `order` (kernels before 6.4
+    /// have none: each event is then one folio, counted as one page).
+    pub const FILEMAP_ADD_ORDER: usize = 87;
+    pub const COUNT: usize = 88;
 }
 
 /// The syscalls followed through the raw `sys_enter`/`sys_exit` BTF
@@ -411,8 +414,11 @@ pub mod counter {
     /// Cgroup creations and removals not reported: the ring buffer was
     /// full (user space then walks the hierarchy for names).
     pub const CGROUP_EVENTS_LOST: u32 = FAULT_TIMED + 1;
+    /// Pages added to the page cache (`filemap:mm_filemap_add_to_page_cache`:
+    /// reads that missed, readahead, writes to pages not cached).
+    pub const PAGE_CACHE_ADDED: u32 = CGROUP_EVENTS_LOST + 1;
     /// Number of slots in the array.
-    pub const COUNT: u32 = CGROUP_EVENTS_LOST + 1;
+    pub const COUNT: u32 = PAGE_CACHE_ADDED + 1;
 }
 
 /// Fault counts of the process last seen faulting on one CPU, not yet added
@@ -585,6 +591,9 @@ pub struct ProcStats {
     pub tlb_shootdowns: u64,
     /// Major faults taken (perf software event).
     pub major_faults: u64,
+    /// Pages this process's reads, readahead, faults and writes added to
+    /// the page cache (`filemap:mm_filemap_add_to_page_cache`).
+    pub page_cache_added_pages: u64,
     /// Faults the kernel accounted to the process's tasks (`min_flt +
     /// maj_flt`), every path included: exception and get_user_pages.
     pub accounted_faults: u64,
@@ -606,7 +615,7 @@ pub struct ProcStats {
 }
 
 const _: () = assert!(
-    core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 22 + madvise::GROUPS) + 16
+    core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 23 + madvise::GROUPS) + 16
 );
 
 /// Values of `OFFSETS[off::CGROUP_MODE]`.

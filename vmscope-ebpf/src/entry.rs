@@ -392,6 +392,13 @@ pub fn balance_dirty_pages(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// A folio added to the page cache (see `pagecache.rs`).
+#[tracepoint]
+pub fn mm_filemap_add_to_page_cache(ctx: TracePointContext) -> u32 {
+    crate::pagecache::on_add_to_page_cache(&ctx);
+    0
+}
+
 /// Compaction, migration and khugepaged collapses (see `compaction.rs`).
 #[tracepoint]
 pub fn mm_compaction_try_to_compact_pages(ctx: TracePointContext) -> u32 {

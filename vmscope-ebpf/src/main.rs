@@ -35,6 +35,8 @@ mod mmaplock;
 #[cfg(target_arch = "bpf")]
 mod oom;
 #[cfg(target_arch = "bpf")]
+mod pagecache;
+#[cfg(target_arch = "bpf")]
 mod probes;
 #[cfg(target_arch = "bpf")]
 mod reclaim;

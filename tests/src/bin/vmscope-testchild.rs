@@ -233,6 +233,97 @@ fn readfile(pages: usize, dir: &std::path::Path) {
     assert_eq!(read, total);
 }
 
+/// Pages of the mapping `p..p+len` in the page cache (`mincore`).
+fn resident(p: *mut libc::c_void, len: usize) -> usize {
+    let mut vec = vec![0u8; len.div_ceil(page_size())];
+    // SAFETY: `p` is a mapping of `len` bytes; `vec` has a byte per page.
+    let r = unsafe { libc::mincore(p, len, vec.as_mut_ptr()) };
+    assert_eq!(r, 0, "mincore");
+    vec.iter().filter(|b| **b & 1 != 0).count()
+}
+
+/// Brings a PAGES-long file (in `dir`, unlinked) into the page cache three
+/// times: by writing it, by reading it with read() after dropping it from
+/// the cache, and by touching its pages through a shared mapping from 4
+/// threads after dropping it again. Each time `mincore` must find all of
+/// it cached after and none of it before (the kernel's own count of what
+/// was added), else exit status 3. Its page-cache additions are 3 x PAGES.
+fn pagecache(pages: usize, dir: &std::path::Path) {
+    use std::{io::Read as _, os::fd::AsRawFd as _};
+    let ps = page_size();
+    let len = pages * ps;
+    let mut f = unlinked_file(dir, "pagecache");
+    let buf = vec![7u8; 1 << 20];
+    let mut done = 0;
+    while done < len {
+        let n = buf.len().min(len - done);
+        f.write_all(&buf[..n]).unwrap();
+        done += n;
+    }
+    f.sync_all().unwrap();
+    let fd = f.as_raw_fd();
+    // SAFETY: a shared read-only mapping of the whole file, read within its
+    // length by the threads below and unmapped at the end.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED, "mmap");
+    let check = |what: &str, want: usize| {
+        let got = resident(p, len);
+        if got != want {
+            eprintln!("pagecache: {what}: {got} of {pages} pages cached, expected {want}");
+            std::process::exit(3);
+        }
+    };
+    check("after writing", pages);
+    let evict = || {
+        // SAFETY: a plain syscall on an open descriptor.
+        let r = unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(r, 0, "posix_fadvise");
+    };
+    evict();
+    check("after dropping it", 0);
+    let mut r = std::fs::File::open(format!("/proc/self/fd/{fd}")).unwrap();
+    let mut rbuf = vec![0u8; 1 << 20];
+    let mut read = 0;
+    loop {
+        match r.read(&mut rbuf).unwrap() {
+            0 => break,
+            n => read += n,
+        }
+    }
+    assert_eq!(read, len);
+    check("after reading it", pages);
+    evict();
+    check("after dropping it again", 0);
+    let base = p as usize;
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            std::thread::spawn(move || {
+                let mut sum = 0u64;
+                for i in (t..pages).step_by(4) {
+                    // SAFETY: within the mapping.
+                    sum +=
+                        u64::from(unsafe { std::ptr::read_volatile((base + i * ps) as *const u8) });
+                }
+                sum
+            })
+        })
+        .collect();
+    let sum: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    assert_eq!(sum, 7 * pages as u64);
+    check("after touching it", pages);
+    // SAFETY: the mapping made above.
+    unsafe { libc::munmap(p, len) };
+}
+
 fn majfault(pages: usize, dir: &std::path::Path) {
     use std::os::fd::AsRawFd as _;
     let ps = page_size();
@@ -527,6 +618,13 @@ fn main() {
         "hold" => {
             let r = report_to.as_deref().expect("hold needs --report");
             hold(n as usize, &std::path::PathBuf::from(format!("{r}.go")))
+        }
+        "pagecache" => {
+            let Some(dir) = args.get(2) else {
+                eprintln!("usage: vmscope-testchild pagecache PAGES DIR");
+                std::process::exit(2)
+            };
+            pagecache(n as usize, std::path::Path::new(dir))
         }
         "majfault" | "readfile" => {
             let dir = report_to

@@ -54,6 +54,7 @@ pub(crate) fn assemble(d: Parts) -> Recording {
         mmap_lock: attached(crate::model::catalogue::probe::MMAP_LOCK),
         compaction: attached(crate::model::catalogue::probe::COMPACT_DIRECT)
             && attached(crate::model::catalogue::probe::COMPACT_END),
+        page_cache: attached(crate::model::catalogue::probe::PAGE_CACHE_ADD),
     };
     let summary = fold.summary_samples();
     let vm = crate::model::totals::vm_totals(

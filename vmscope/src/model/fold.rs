@@ -174,6 +174,7 @@ mod tests {
             dirty: false,
             mmap_lock: false,
             compaction: false,
+            page_cache: false,
         };
         let available = |name: &str| !name.starts_with("swap_");
         for limit in [5, 50, usize::MAX] {

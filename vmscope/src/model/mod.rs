@@ -161,6 +161,8 @@ pub struct ProcAvailability {
     pub mmap_lock: bool,
     /// Direct compaction (`compaction:*`).
     pub compaction: bool,
+    /// Pages added to the page cache (`filemap:mm_filemap_add_to_page_cache`).
+    pub page_cache: bool,
 }
 
 /// Each process's last values, folded as samples arrive: the live ones
@@ -433,6 +435,7 @@ mod tests {
             dirty: true,
             mmap_lock: true,
             compaction: true,
+            page_cache: true,
         };
         let some = process_totals(FaultSource::Tracepoint, avail, &s, 10);
         assert_eq!(some[0].swap_out_pages, Some(7));

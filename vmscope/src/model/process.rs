@@ -383,6 +383,11 @@ per_process_counters! {
     mmap_lock_fails: mmap_lock {
         /// Failed mmap_lock acquisitions; null likewise.
     },
+    /// Pages its reads, readahead, faults and writes added to the page cache.
+    page_cache_added_pages: page_cache, event {
+        /// Pages it added to the page cache; null when
+        /// `filemap:mm_filemap_add_to_page_cache` is unavailable.
+    },
 }
 
 #[cfg(test)]

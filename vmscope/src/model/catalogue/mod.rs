@@ -33,6 +33,7 @@ pub mod madvise;
 pub mod migrate;
 pub mod mmap_lock;
 pub mod oom;
+pub mod pagecache;
 pub mod reclaim;
 pub mod rmap;
 pub mod swap;
@@ -112,6 +113,7 @@ pub const COUNTERS: &[Counter] = concat_slices!([Counter]:
     mmap_lock::COUNTERS,
     system::COUNTERS,
     swap::ATTRIBUTED_COUNTERS,
+    pagecache::COUNTERS,
 );
 
 /// The counter named `key`.
@@ -234,6 +236,7 @@ pub const PROC_FIELDS: &[ProcField] = concat_slices!([ProcField]:
     compaction::PROC_FIELDS,
     mmap_lock::PROC_FIELDS,
     madvise::PROC_FIELDS,
+    pagecache::PROC_FIELDS,
 );
 
 /// What a `top` rate row needs to be available.
@@ -317,6 +320,7 @@ pub const RATES: &[Rate] = concat_slices!([Rate]:
     reclaim::KSWAPD_RATES,
     tlb::RATES,
     madvise::RATES,
+    pagecache::RATES,
     rmap::RATES,
 );
 
@@ -454,6 +458,7 @@ pub const RUN_ROWS: &[RunRow] = concat_slices!([RunRow]:
     reclaim::SCAN_RUN_ROWS,
     oom::RUN_ROWS,
     tlb::RUN_ROWS,
+    pagecache::RUN_ROWS,
     madvise::RUN_ROWS,
     system::PSI_RUN_ROWS,
     faults::GUP_RUN_ROWS,

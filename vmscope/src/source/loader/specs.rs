@@ -190,6 +190,13 @@ pub(super) const SPECS: &[Spec] = &[
     )
     .classic_only(RARE_CLASSIC),
     spec("compaction", &["mm_compaction_begin"], &[]).classic_only(RARE_CLASSIC),
+    spec("filemap", &["mm_filemap_add_to_page_cache"], &[])
+        .optional(filemap_fields)
+        .classic_only(
+            "classic tracepoint by design, not tp_btf: its record gives the folio's order by \
+             name where the kernel has it, where the BTF argument is a folio whose layout moves \
+             between kernels",
+        ),
     spec(
         "compaction",
         &["mm_compaction_end"],
@@ -307,6 +314,12 @@ pub(super) fn attach_fields(fmt: &EventFormat) -> Offsets {
     let mut offs = present_fields(fmt, FIELDS);
     offs.extend(data_loc(fmt, "dst_path").map(|at| (off::ATTACH_DST_PATH, at)));
     offs
+}
+
+/// `filemap:mm_filemap_add_to_page_cache`'s `order`, where the record has
+/// it (6.4 on): without it each event counts one page.
+pub(super) fn filemap_fields(fmt: &EventFormat) -> Offsets {
+    present_fields(fmt, &[(off::FILEMAP_ADD_ORDER, "order", &[1])])
 }
 
 /// The offsets of those of `fields` this kernel's record has as integers

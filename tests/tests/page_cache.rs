@@ -1,0 +1,71 @@
+//! Pages added to the page cache, per process and in the scope's counter,
+//! against what the kernel's own residency count (`mincore`) says each step
+//! brought in: each child writes a file, reads it with read() after
+//! dropping it from the cache, and touches it through a mapping from 4
+//! threads after dropping it again (checking with `mincore` that every page
+//! was cached after each step and none before), two children at once.
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+use std::time::Duration;
+
+use vmscope_tests::*;
+
+#[test]
+fn page_cache_additions_count_every_page_each_process_brought_in() {
+    if !root_or_skip("page_cache_additions_count_every_page_each_process_brought_in") {
+        return;
+    }
+    // On the disk (the target directory), not a tmpfs: shmem pages never
+    // pass the page cache's add tracepoint.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // The child's own binary cached first, so its exec adds nothing.
+    std::fs::read(testchild()).unwrap();
+    let t = testchild();
+    let files = path_str(dir.path());
+    let (big, small) = (8192u64, 2048u64);
+    let script = format!(
+        "{t} pagecache {big} {files} & {t} pagecache {small} {files} & wait %1 && wait %2",
+        t = t.display()
+    );
+    let (o, rec) = record_to(
+        dir.path(),
+        "pagecache",
+        &["sh", "-c", &script],
+        &[],
+        Duration::from_secs(120),
+    );
+    assert!(
+        o.status.success(),
+        "record: {:?} {}",
+        o.status,
+        text(&o.stderr)
+    );
+    let probe = rec["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["probe"] == "filemap:mm_filemap_add_to_page_cache")
+        .unwrap_or_else(|| panic!("no page cache probe in {:#}", rec["probes"]));
+    assert_eq!(probe["attached"], true, "{probe}");
+    let procs = rec["processes"].as_array().unwrap();
+    let mut children: Vec<u64> = procs
+        .iter()
+        .filter(|p| p["comm"] == "vmscope-testchi")
+        .map(|p| p["page_cache_added_pages"].as_u64().unwrap())
+        .collect();
+    children.sort_unstable();
+    assert_eq!(
+        children,
+        vec![3 * small, 3 * big],
+        "each child brought its file into the cache 3 times: {procs:#?}"
+    );
+    let all: u64 = procs
+        .iter()
+        .map(|p| p["page_cache_added_pages"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        u64_at(&rec["totals"]["counters"], "/page_cache_added_pages"),
+        all,
+        "the scope's counter against its processes' sum: {procs:#?}"
+    );
+}
