@@ -626,6 +626,11 @@ pub struct OverheadArgs {
     /// medians and ratios.
     #[arg(long, conflicts_with = "sampling")]
     pub mmap_lock: bool,
+    /// Measure the page-cache probe instead: CPU per page written to a new
+    /// file (each page added to the cache) with nothing attached and with
+    /// vmscope's default probes, interleaved; prints the medians and ratios.
+    #[arg(long, conflicts_with_all = ["sampling", "mmap_lock"])]
+    pub page_cache: bool,
     /// With --sampling: samples per second per CPU.
     #[arg(long, value_name = "HZ", default_value_t = crate::model::rmap::DEFAULT_HZ,
           value_parser = clap::value_parser!(u32).range(1..=10000))]

@@ -9,6 +9,7 @@
 //! do not fire on the minor faults this loop takes.
 
 pub mod mmap_lock;
+pub mod pagecache;
 pub mod sampling;
 
 use anyhow::Context as _;
@@ -276,6 +277,9 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
     }
     if args.mmap_lock {
         return mmap_lock::run(args);
+    }
+    if args.page_cache {
+        return pagecache::run(args);
     }
     crate::source::kernel::tracefs::tracefs().map_err(|e| anyhow::anyhow!(e))?;
     let hooks = SWAP_CHOICES.map(attached_hooks);
