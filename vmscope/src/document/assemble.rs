@@ -46,16 +46,7 @@ pub(crate) fn assemble(d: Parts) -> Recording {
         model::fault_delta(&first, &last).as_ref(),
     );
     let scope_faults = model::fault_totals(source, gup, Some(&fold.procs.faults()));
-    let avail = model::ProcAvailability {
-        major_faults: attached(loader::MAJOR_FAULTS_PROBE),
-        swap: attached(loader::SWAP_PROBE),
-        gup_faults: gup,
-        dirty: attached(loader::DIRTY_PROBE),
-        mmap_lock: attached(crate::model::catalogue::probe::MMAP_LOCK),
-        compaction: attached(crate::model::catalogue::probe::COMPACT_DIRECT)
-            && attached(crate::model::catalogue::probe::COMPACT_END),
-        page_cache: attached(crate::model::catalogue::probe::PAGE_CACHE_ADD),
-    };
+    let avail = model::ProcAvailability::of(&d.probes);
     let summary = fold.summary_samples();
     let vm = crate::model::totals::vm_totals(
         &summary,
@@ -73,11 +64,11 @@ pub(crate) fn assemble(d: Parts) -> Recording {
             scope_faults,
             vm,
         },
-        processes: fold.procs.totals(source, avail, d.limit),
+        processes: fold.procs.totals(source, &avail, d.limit),
         processes_limit: d.limit.min(u32::MAX as usize),
         lost: model::lost(fold.last()),
         oom_kills: fold.oom_kills().to_vec(),
-        cgroups: fold.cgroups(source, avail, d.limit),
+        cgroups: fold.cgroups(source, &avail, d.limit),
         series: fold.series(|name| attached(crate::model::catalogue::counter_probe(name))),
         samples: d.samples,
         header: Header {

@@ -105,7 +105,7 @@ impl Fold {
     pub fn cgroups(
         &self,
         source: FaultSource,
-        avail: ProcAvailability,
+        avail: &ProcAvailability,
         limit: usize,
     ) -> Vec<CgroupTotal> {
         let mut rows: Vec<CgroupTotal> = self
@@ -167,15 +167,10 @@ mod tests {
         let rec = crate::document::from_str(text).expect("the fixture is a recording");
         assert!(rec.samples.iter().any(|s| !s.exited.is_empty()));
         let source = rec.header.fault_source;
-        let avail = ProcAvailability {
-            major_faults: true,
-            swap: false,
-            gup_faults: true,
-            dirty: false,
-            mmap_lock: false,
-            compaction: false,
-            page_cache: false,
-        };
+        let avail = ProcAvailability::only(&[
+            crate::model::probes::names::MAJOR_FAULTS,
+            crate::model::probes::names::ACCOUNT,
+        ]);
         let available = |name: &str| !name.starts_with("swap_");
         for limit in [5, 50, usize::MAX] {
             let mut fold = Fold::new(limit);
@@ -184,8 +179,8 @@ mod tests {
             }
             let json = |v: &dyn erased::Ser| v.json();
             assert_eq!(
-                json(&fold.procs.totals(source, avail, limit)),
-                json(&model::process_totals(source, avail, &rec.samples, limit)),
+                json(&fold.procs.totals(source, &avail, limit)),
+                json(&model::process_totals(source, &avail, &rec.samples, limit)),
                 "rows at limit {limit}"
             );
             assert_eq!(

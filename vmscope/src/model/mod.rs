@@ -148,21 +148,46 @@ pub fn fault_totals(source: FaultSource, gup: bool, d: Option<&FaultCounters>) -
     }
 }
 
-/// Which optional per-process figures the running kernel provides.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Which probes a recording's per-process figures can count on: the
+/// usable ones of its probe list. A figure whose probe is missing is null,
+/// never 0; each figure names its probes where it is declared (the list in
+/// `process.rs`), so a new one adds nothing here.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProcAvailability {
-    pub major_faults: bool,
-    pub swap: bool,
-    /// The get_user_pages part of faults (`sched:sched_switch`).
-    pub gup_faults: bool,
-    /// Dirty-throttling pauses (`writeback:balance_dirty_pages`).
-    pub dirty: bool,
-    /// mmap_lock waits (`mmap_lock:*`, opt-in).
-    pub mmap_lock: bool,
-    /// Direct compaction (`compaction:*`).
-    pub compaction: bool,
-    /// Pages added to the page cache (`filemap:mm_filemap_add_to_page_cache`).
-    pub page_cache: bool,
+    usable: std::collections::BTreeSet<String>,
+}
+
+impl ProcAvailability {
+    /// The usable probes of `probes`.
+    pub fn of(probes: &[probes::ProbeStatus]) -> Self {
+        ProcAvailability {
+            usable: probes
+                .iter()
+                .filter(|p| p.usable())
+                .map(|p| p.probe.clone())
+                .collect(),
+        }
+    }
+
+    /// Exactly these probes.
+    pub fn only(names: &[&str]) -> Self {
+        ProcAvailability {
+            usable: names.iter().map(|n| (*n).to_string()).collect(),
+        }
+    }
+
+    /// Whether every one of `names` is usable.
+    pub fn has_all(&self, names: &[&str]) -> bool {
+        names
+            .iter()
+            .all(|n| *n == probes::names::ALWAYS || self.usable.contains(*n))
+    }
+
+    /// Whether the get_user_pages part of faults is known
+    /// (`sched:sched_switch`).
+    pub fn gup_faults(&self) -> bool {
+        self.has_all(&[probes::names::ACCOUNT])
+    }
 }
 
 /// Each process's last values, folded as samples arrive: the live ones
@@ -265,7 +290,7 @@ impl ProcBook {
     pub fn totals(
         &self,
         source: FaultSource,
-        avail: ProcAvailability,
+        avail: &ProcAvailability,
         limit: usize,
     ) -> Vec<ProcessTotal> {
         let mut rows: Vec<ProcessTotal> = self
@@ -286,7 +311,7 @@ impl ProcBook {
 /// attach, so each process's last cumulative value is its total.
 pub fn process_totals(
     source: FaultSource,
-    avail: ProcAvailability,
+    avail: &ProcAvailability,
     samples: &[Sample],
     limit: usize,
 ) -> Vec<ProcessTotal> {
@@ -408,7 +433,7 @@ mod tests {
         let s2 = sample(vec![(20, "b", counters(50, 0)), (30, "c", counters(7, 0))]);
         let rows = process_totals(
             FaultSource::Tracepoint,
-            ProcAvailability::default(),
+            &ProcAvailability::default(),
             &[s1, s2],
             10,
         );
@@ -416,7 +441,7 @@ mod tests {
         assert_eq!(got, [(20, Some(50)), (30, Some(7)), (10, Some(5))]);
         let top1 = process_totals(
             FaultSource::Tracepoint,
-            ProcAvailability::default(),
+            &ProcAvailability::default(),
             &[sample(vec![(1, "x", counters(1, 0))])],
             0,
         );
@@ -426,18 +451,25 @@ mod tests {
     #[test]
     fn unavailable_per_process_figures_are_null_not_zero() {
         let s = [sample(vec![(7, "a", counters(1, 0))])];
-        let none = process_totals(FaultSource::Tracepoint, ProcAvailability::default(), &s, 10);
+        let none = process_totals(
+            FaultSource::Tracepoint,
+            &ProcAvailability::default(),
+            &s,
+            10,
+        );
         assert_eq!((none[0].swap_out_pages, none[0].major_faults), (None, None));
-        let avail = ProcAvailability {
-            major_faults: true,
-            swap: true,
-            gup_faults: true,
-            dirty: true,
-            mmap_lock: true,
-            compaction: true,
-            page_cache: true,
-        };
-        let some = process_totals(FaultSource::Tracepoint, avail, &s, 10);
+        use probes::names;
+        let avail = ProcAvailability::only(&[
+            names::MAJOR_FAULTS,
+            names::SWAP,
+            names::ACCOUNT,
+            names::DIRTY_THROTTLE,
+            names::MMAP_LOCK,
+            names::COMPACT_DIRECT,
+            names::COMPACT_END,
+            names::PAGE_CACHE_ADD,
+        ]);
+        let some = process_totals(FaultSource::Tracepoint, &avail, &s, 10);
         assert_eq!(some[0].swap_out_pages, Some(7));
         assert_eq!(some[0].major_faults, Some(0));
     }
@@ -525,7 +557,7 @@ mod tests {
         }
         let avail = ProcAvailability::default();
         let mut rows: Vec<(u32, String, u64)> = b
-            .totals(FaultSource::Tracepoint, avail, 10)
+            .totals(FaultSource::Tracepoint, &avail, 10)
             .into_iter()
             .map(|p| (p.pid, p.comm, p.madvise_calls))
             .collect();
@@ -555,7 +587,7 @@ mod tests {
         }
         one.trim();
         assert_eq!(one.faults().total(), 62);
-        let rows = one.totals(FaultSource::Tracepoint, avail, 10);
+        let rows = one.totals(FaultSource::Tracepoint, &avail, 10);
         assert_eq!(rows.iter().map(|r| r.pid).collect::<Vec<_>>(), vec![2]);
     }
 

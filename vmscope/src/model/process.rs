@@ -151,19 +151,22 @@ impl MadviseByBehavior {
     }
 }
 
-/// `u64` for a counter every kernel has; `Option<u64>` (null when the
-/// probe is missing) for one that needs a [`ProcAvailability`] flag.
+/// `u64` for a counter every kernel has; `Option<u64>` (null when a probe
+/// is missing) for one that needs probes, named in brackets
+/// (`model::probes::names`) and checked with [`ProcAvailability`].
 macro_rules! total_type {
     (always) => { u64 };
-    ($flag:ident) => { Option<u64> };
+    ([$($probe:ident),+]) => { Option<u64> };
 }
 
 macro_rules! total_value {
     (always, $avail:ident, $v:expr) => {
         $v
     };
-    ($flag:ident, $avail:ident, $v:expr) => {
-        $avail.$flag.then_some($v)
+    ([$($probe:ident),+], $avail:ident, $v:expr) => {
+        $avail
+            .has_all(&[$($crate::model::probes::names::$probe),+])
+            .then_some($v)
     };
 }
 
@@ -172,7 +175,7 @@ macro_rules! total_option {
     (always, $v:expr) => {
         Some($v)
     };
-    ($flag:ident, $v:expr) => {
+    ([$($probe:ident),+], $v:expr) => {
         $v
     };
 }
@@ -204,14 +207,14 @@ macro_rules! event_value {
 }
 
 /// Declares both structs from one list of counters: each is
-/// `name: availability`, its tags (`, derived` when the source computes it
+/// `name: availability` (`always`, or the probes it needs in brackets), its tags (`, derived` when the source computes it
 /// rather than copying the `ProcStats` field of that name; `, event` when
 /// it counts events, which rank processes and cgroups by activity), its
 /// doc comment for the sample, and in braces its doc comment for the total.
 macro_rules! per_process_counters {
     ($(
         $(#[$sample_doc:meta])*
-        $name:ident: $avail:ident $(, $tag:ident)* { $(#[$total_doc:meta])* }
+        $name:ident: $avail:tt $(, $tag:ident)* { $(#[$total_doc:meta])* }
     ),* $(,)?) => {
         /// A per-process counter, by name: a field of both [`ProcSample`] and
         /// [`ProcessTotal`] (the variants are the fields' names).
@@ -300,12 +303,12 @@ macro_rules! per_process_counters {
             /// Its last values as a total (per-process counters start at
             /// zero when the probes attach), null where `avail` says the
             /// kernel has no probe for a counter.
-            pub fn total(&self, source: FaultSource, avail: ProcAvailability) -> ProcessTotal {
+            pub fn total(&self, source: FaultSource, avail: &ProcAvailability) -> ProcessTotal {
                 ProcessTotal {
                     pid: self.pid,
                     comm: self.comm.clone(),
                     cgroup: self.cgroup,
-                    faults: fault_totals(source, avail.gup_faults, Some(&self.faults)),
+                    faults: fault_totals(source, avail.gup_faults(), Some(&self.faults)),
                     madvise: self.madvise.clone(),
                     $($name: total_value!($avail, avail, self.$name),)*
                 }
@@ -333,58 +336,58 @@ per_process_counters! {
     tlb_shootdowns: always, event {
         /// TLB shootdown IPIs this process sent.
     },
-    major_faults: major_faults {
+    major_faults: [MAJOR_FAULTS] {
         /// Null when the major-fault probe is unavailable (see `unavailable`).
     },
     /// Pages of this process's memory swapped out, whoever ran reclaim.
-    swap_out_pages: swap, derived, event {
+    swap_out_pages: [SWAP], derived, event {
         /// Pages of this process swapped out, whoever ran reclaim; null when
         /// `kmem:rss_stat` is unavailable.
     },
     /// Pages this process faulted back in from swap.
-    swap_in_pages: swap, derived, event {
+    swap_in_pages: [SWAP], derived, event {
         /// Pages this process faulted back in from swap; null likewise.
     },
     /// Time its writers slept in dirty throttling (`balance_dirty_pages`).
-    dirty_pause_ns: dirty {
+    dirty_pause_ns: [DIRTY_THROTTLE] {
         /// Time its writers slept in dirty throttling; null when
         /// `writeback:balance_dirty_pages` is unavailable.
     },
     /// How many such pauses.
-    dirty_pauses: dirty, event {
+    dirty_pauses: [DIRTY_THROTTLE], event {
         /// How many dirty-throttling pauses; null likewise.
     },
     /// Direct compactions its allocations entered, and the time their
     /// compaction runs took.
-    direct_compactions: compaction, event {
+    direct_compactions: [COMPACT_DIRECT, COMPACT_END], event {
         /// Direct compactions its allocations entered; null when the
         /// compaction tracepoints are unavailable.
     },
-    direct_compaction_ns: compaction {
+    direct_compaction_ns: [COMPACT_DIRECT, COMPACT_END] {
         /// Time its direct compactions' runs took; null likewise.
     },
     /// Time its threads waited for its mmap_lock to read, and how many
     /// acquisitions (uncontended ones too).
-    mmap_read_wait_ns: mmap_lock {
+    mmap_read_wait_ns: [MMAP_LOCK] {
         /// Time its threads waited for its mmap_lock to read; null without
         /// `--mmap-lock`.
     },
-    mmap_read_waits: mmap_lock, event {
+    mmap_read_waits: [MMAP_LOCK], event {
         /// Read acquisitions of its mmap_lock; null likewise.
     },
     /// The same for writing.
-    mmap_write_wait_ns: mmap_lock {
+    mmap_write_wait_ns: [MMAP_LOCK] {
         /// Time its threads waited for its mmap_lock to write; null likewise.
     },
-    mmap_write_waits: mmap_lock, event {
+    mmap_write_waits: [MMAP_LOCK], event {
         /// Write acquisitions of its mmap_lock; null likewise.
     },
     /// Failed acquisitions: trylocks that found it taken, interrupted waits.
-    mmap_lock_fails: mmap_lock {
+    mmap_lock_fails: [MMAP_LOCK] {
         /// Failed mmap_lock acquisitions; null likewise.
     },
     /// Pages its reads, readahead, faults and writes added to the page cache.
-    page_cache_added_pages: page_cache, event {
+    page_cache_added_pages: [PAGE_CACHE_ADD], event {
         /// Pages it added to the page cache; null when
         /// `filemap:mm_filemap_add_to_page_cache` is unavailable.
     },
