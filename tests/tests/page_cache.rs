@@ -54,11 +54,19 @@ fn page_cache_additions_count_every_page_each_process_brought_in() {
         .map(|p| p["page_cache_added_pages"].as_u64().unwrap())
         .collect();
     children.sort_unstable();
-    assert_eq!(
-        children,
-        vec![3 * small, 3 * big],
-        "each child brought its file into the cache 3 times: {procs:#?}"
-    );
+    // Every page of its file, each of the 3 times it entered the cache
+    // (mincore proved it did), and little more: what else a child adds is
+    // its own binary's and libraries' pages, when memory pressure (another
+    // test's) evicted them before its exec. Counting a step twice would add
+    // 2048 pages or more, losing any page fails the first bound.
+    const OTHER_FILES: u64 = 1024;
+    for (got, want) in children.iter().zip([3 * small, 3 * big]) {
+        assert!(
+            (want..=want + OTHER_FILES).contains(got),
+            "a child that brought {want} pages into the cache was counted {got}: {procs:#?}"
+        );
+    }
+    assert_eq!(children.len(), 2, "{procs:#?}");
     let all: u64 = procs
         .iter()
         .map(|p| p["page_cache_added_pages"].as_u64().unwrap())
