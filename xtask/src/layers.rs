@@ -4,8 +4,8 @@
 //! loader, the collector, the kernel probes), when the graph between
 //! top-level modules (which it prints) has a cycle, when files inside a
 //! folder name each other in a circle (see [`crate::circles`]), on a file
-//! over [`FILE_LIMIT`] lines, and on a function over 100 lines (see
-//! [`crate::fn_length`]).
+//! over [`FILE_LIMIT`] lines, on a function over 100 lines (see
+//! [`crate::fn_length`]), and when two types of the crate share a name.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -148,6 +148,7 @@ pub fn layers(ws: &Workspace) -> Result<()> {
     let mut broken = Vec::new();
     let mut named = Vec::new();
     let mut long = Vec::new();
+    let mut types: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for f in &files {
         let text = fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
         let lines = text.lines().count();
@@ -158,6 +159,12 @@ pub fn layers(ws: &Workspace) -> Result<()> {
             ));
         }
         let code = code_of(&text);
+        for t in type_names(&code) {
+            types
+                .entry(t)
+                .or_default()
+                .push(f.strip_prefix(&src).unwrap_or(f).display().to_string());
+        }
         let module = crate::circles::module_path(&src, f);
         named.push((module.clone(), crate::circles::paths_named(&code, &module)));
         let m = module_of(&src, f);
@@ -209,6 +216,16 @@ pub fn layers(ws: &Workspace) -> Result<()> {
     for l in &long {
         say!("layers: {l} is over {FILE_LIMIT} lines: split it along what it holds");
     }
+    types.retain(|_, at| at.len() > 1);
+    if types.is_empty() {
+        say!("layers: no two types share a name");
+    }
+    for (t, at) in &types {
+        say!(
+            "layers: type {t} is declared in {}: one name, one type (rename one for what it holds)",
+            at.join(" and ")
+        );
+    }
     let short = crate::fn_length::check(&ws.root, &["vmscope/src", "vmscope-ebpf/src"])?;
     if broken.is_empty() {
         say!("layers: model/ names neither aya nor source/");
@@ -216,16 +233,50 @@ pub fn layers(ws: &Workspace) -> Result<()> {
     for b in &broken {
         say!("layers: {b}: the model must stay pure (move the code, or pass the data in)");
     }
-    if broken.is_empty() && short && cyc.is_empty() && circles.is_empty() && long.is_empty() {
+    if broken.is_empty()
+        && short
+        && cyc.is_empty()
+        && circles.is_empty()
+        && long.is_empty()
+        && types.is_empty()
+    {
         Ok(())
     } else {
         Err(Exit(1).into())
     }
 }
 
+/// The structs and enums a file declares at its top level (unit tests
+/// already cut by [`code_of`]).
+fn type_names(code: &str) -> Vec<String> {
+    code.lines()
+        .filter_map(|l| {
+            let l = l
+                .strip_prefix("pub ")
+                .or_else(|| l.strip_prefix("pub(crate) "))
+                .or_else(|| l.strip_prefix("pub(super) "))
+                .unwrap_or(l);
+            let rest = l
+                .strip_prefix("struct ")
+                .or_else(|| l.strip_prefix("enum "))?;
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            (!name.is_empty()).then_some(name)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn top_level_types_are_read() {
+        let code = "pub struct A {\n}\nenum B { X }\npub(crate) struct C<'a>(&'a u8);\n    struct Inner;\n";
+        assert_eq!(type_names(code), ["A", "B", "C"]);
+    }
 
     #[test]
     fn crate_paths_and_groups_are_read() {

@@ -117,7 +117,7 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// What the rmap totals read of a sample.
-impl<'a> From<&'a Sample> for crate::model::rmap::Reading<'a> {
+impl<'a> From<&'a Sample> for crate::model::rmap::RmapReading<'a> {
     fn from(s: &'a Sample) -> Self {
         Self {
             elapsed_ns: s.elapsed_ns,

@@ -150,7 +150,7 @@ pub const FAMILIES: &[Family] = &[
 
 const fn exporter(
     name: &'static str,
-    kind: catalogue::Kind,
+    kind: catalogue::FamilyType,
     labels: &'static [&'static str],
     help: &'static str,
 ) -> Family {
@@ -167,44 +167,44 @@ const fn exporter(
 /// families (they change between refreshes).
 pub const BODY_AGE: Family = exporter(
     "vmscope_exporter_body_age_seconds",
-    catalogue::Kind::Gauge,
+    catalogue::FamilyType::Gauge,
     &[],
     "Seconds since the served metrics were sampled (grows while refreshes fail).",
 );
 pub const REFRESH_FAILURES: Family = exporter(
     "vmscope_exporter_refresh_failures_total",
-    catalogue::Kind::Counter,
+    catalogue::FamilyType::Counter,
     &[],
     "Refreshes of the metrics that failed (the last good ones were served meanwhile).",
 );
 pub const CONNECTIONS_DROPPED: Family = exporter(
     "vmscope_exporter_connections_dropped_total",
-    catalogue::Kind::Counter,
+    catalogue::FamilyType::Counter,
     &["reason"],
     "Connections the exporter closed itself, by reason.",
 );
 /// The flight recorder's (`--on-oom`).
 pub const FLIGHT_WRITTEN: Family = exporter(
     "vmscope_flight_recordings_written_total",
-    catalogue::Kind::Counter,
+    catalogue::FamilyType::Counter,
     &[],
     "OOM recordings written to the --on-oom directory (an episode's final rewrite counts again).",
 );
 pub const FLIGHT_FAILED: Family = exporter(
     "vmscope_flight_recordings_failed_total",
-    catalogue::Kind::Counter,
+    catalogue::FamilyType::Counter,
     &[],
     "OOM recordings that could not be written (each logged).",
 );
 pub const FLIGHT_REMOVED: Family = exporter(
     "vmscope_flight_recordings_removed_total",
-    catalogue::Kind::Counter,
+    catalogue::FamilyType::Counter,
     &[],
     "Old OOM recordings removed to keep within --on-oom-keep and --on-oom-max-bytes.",
 );
 pub const FLIGHT_SAMPLES_DROPPED: Family = exporter(
     "vmscope_flight_samples_dropped_total",
-    catalogue::Kind::Counter,
+    catalogue::FamilyType::Counter,
     &[],
     "Samples the flight recorder dropped because its writer was behind.",
 );
@@ -295,7 +295,7 @@ fn help_text(format: Format, help: &str) -> String {
 /// OpenMetrics counter without its `_total`).
 pub fn write_head(out: &mut String, format: Format, f: &Family) {
     let name = match (format, f.kind) {
-        (Format::OpenMetrics, catalogue::Kind::Counter) => {
+        (Format::OpenMetrics, catalogue::FamilyType::Counter) => {
             f.name.strip_suffix("_total").unwrap_or(f.name)
         }
         _ => f.name,
@@ -361,7 +361,7 @@ impl Writer {
             return;
         }
         let head = Family {
-            kind: catalogue::Kind::Histogram,
+            kind: catalogue::FamilyType::Histogram,
             ..Family::counter(Scope::System, name, &[], help)
         };
         write_head(&mut self.out, self.format, &head);

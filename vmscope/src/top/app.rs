@@ -100,7 +100,7 @@ pub enum Action {
 
 /// Facts for the header, refreshed every interval.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Header {
+pub struct HeaderFacts {
     pub kernel: String,
     pub uptime_s: u64,
     pub probes_attached: usize,
@@ -129,7 +129,7 @@ pub struct OomSeen {
 }
 
 pub struct App {
-    pub header: Header,
+    pub header: HeaderFacts,
     /// Shown in the header once there has been one.
     pub oom: OomSeen,
     /// What is drawn (frozen while paused).
@@ -150,7 +150,7 @@ pub struct App {
 }
 
 impl App {
-    pub fn new(header: Header, interval: Duration) -> Self {
+    pub fn new(header: HeaderFacts, interval: Duration) -> Self {
         Self {
             header,
             oom: OomSeen::default(),
@@ -449,7 +449,7 @@ mod tests {
     }
 
     fn app_with(rows: Vec<ProcRow>) -> App {
-        let mut app = App::new(Header::default(), Duration::from_secs(1));
+        let mut app = App::new(HeaderFacts::default(), Duration::from_secs(1));
         app.update(Model {
             procs: rows,
             ..Default::default()

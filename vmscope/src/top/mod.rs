@@ -39,7 +39,7 @@ use crate::{
     source::kernel::{caps::Privileges, system},
     source::procfs,
 };
-use app::{Action, App, Header};
+use app::{Action, App, HeaderFacts};
 
 pub fn run(args: TopArgs) -> anyhow::Result<u8> {
     args.sampling.check()?;
@@ -109,10 +109,10 @@ fn unavailable(
     u
 }
 
-fn header(probes: &[ProbeStatus], args: &TopArgs) -> Header {
+fn header(probes: &[ProbeStatus], args: &TopArgs) -> HeaderFacts {
     let mem = procfs::meminfo();
     let k = system::kernel_info();
-    Header {
+    HeaderFacts {
         kernel: format!("{} {}", k.release, k.machine),
         uptime_s: procfs::uptime_s(),
         probes_attached: probes.iter().filter(|p| p.attached).count(),

@@ -217,7 +217,7 @@ pub fn families(served: &[Family]) -> Vec<Family> {
     for f in HIST_FAMILIES {
         all.push(Family {
             name: f.metric,
-            kind: Kind::Histogram,
+            kind: FamilyType::Histogram,
             scope: Scope::System,
             labels: if f.label.is_empty() {
                 &[]

@@ -515,18 +515,18 @@ pub const QUANTILES: &[&str] = &["p50", "p90", "p99"];
 
 /// The type of a Prometheus family, as its `# TYPE` line gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub enum FamilyType {
     Counter,
     Gauge,
     Histogram,
 }
 
-impl Kind {
+impl FamilyType {
     pub const fn name(self) -> &'static str {
         match self {
-            Kind::Counter => "counter",
-            Kind::Gauge => "gauge",
-            Kind::Histogram => "histogram",
+            FamilyType::Counter => "counter",
+            FamilyType::Gauge => "gauge",
+            FamilyType::Histogram => "histogram",
         }
     }
 }
@@ -562,7 +562,7 @@ impl Scope {
 #[derive(Clone, Copy, Debug)]
 pub struct Family {
     pub name: &'static str,
-    pub kind: Kind,
+    pub kind: FamilyType,
     pub scope: Scope,
     /// Its series' label names, in order (a histogram's `le` aside).
     pub labels: &'static [&'static str],
@@ -578,7 +578,7 @@ impl Family {
     ) -> Family {
         Family {
             name,
-            kind: Kind::Counter,
+            kind: FamilyType::Counter,
             scope,
             labels,
             help,
@@ -592,7 +592,7 @@ impl Family {
         help: &'static str,
     ) -> Family {
         Family {
-            kind: Kind::Gauge,
+            kind: FamilyType::Gauge,
             ..Family::counter(scope, name, labels, help)
         }
     }

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod categorize;
 mod totals;
-pub use totals::{Reading, totals};
+pub use totals::{RmapReading, totals};
 
 use self::categorize::{Category, Context};
 use crate::model::probes::{ProbeStatus, names::RMAP_SAMPLER as PROBE};
@@ -36,7 +36,8 @@ pub const DIRECT_PROBE: &str = crate::model::probes::names::RMAP_DIRECT;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Kind {
+#[schemars(rename = "Kind")]
+pub enum RmapFnKind {
     /// Calls counted and timed (latency histogram).
     Walk,
     /// Calls counted.
@@ -175,7 +176,7 @@ impl Calibration {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FnSample {
     pub function: String,
-    pub kind: Kind,
+    pub kind: RmapFnKind,
     /// Every call, nested ones included.
     pub calls: u64,
     /// Calls that were the outermost timed call on their thread: the timed
@@ -202,7 +203,7 @@ pub struct FnSample {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FnTotal {
     pub function: String,
-    pub kind: Kind,
+    pub kind: RmapFnKind,
     pub calls: u64,
     /// Calls that were outermost, and timed calls nested inside them.
     #[serde(default)]
@@ -563,7 +564,7 @@ mod tests {
                 functions: vec![
                     FnSample {
                         function: "rmap_walk".into(),
-                        kind: Kind::Walk,
+                        kind: RmapFnKind::Walk,
                         calls,
                         outer_calls: outer,
                         nested,
@@ -573,7 +574,7 @@ mod tests {
                     },
                     FnSample {
                         function: "anon_vma_fork".into(),
-                        kind: Kind::Maintenance,
+                        kind: RmapFnKind::Maintenance,
                         calls: fork_calls,
                         outer_calls: fork_calls,
                         nested: 0,

@@ -10,7 +10,7 @@ use super::*;
 /// processes ended at it, and its rmap reading (a sample converts into
 /// one).
 #[derive(Clone, Copy, Debug)]
-pub struct Reading<'a> {
+pub struct RmapReading<'a> {
     pub elapsed_ns: u64,
     pub exited: &'a [u32],
     pub rmap: Option<&'a RmapSample>,
@@ -19,7 +19,9 @@ pub struct Reading<'a> {
 /// Each process's latest counts, keyed by pid and how many processes had
 /// ended under that pid before it (`Sample::exited`): a reused pid's
 /// processes are told apart.
-fn proc_map<'a>(samples: impl Iterator<Item = &'a Reading<'a>>) -> BTreeMap<(u32, u32), RmapProc> {
+fn proc_map<'a>(
+    samples: impl Iterator<Item = &'a RmapReading<'a>>,
+) -> BTreeMap<(u32, u32), RmapProc> {
     let mut m = BTreeMap::new();
     let mut ended: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
     for s in samples {
@@ -36,7 +38,7 @@ fn proc_map<'a>(samples: impl Iterator<Item = &'a Reading<'a>>) -> BTreeMap<(u32
 
 /// The rmap totals between the first and last of `samples`, or why there
 /// are none. The method and its reason come from the sampler's probe.
-pub fn totals(samples: &[Reading<'_>], probes: &[ProbeStatus]) -> Result<RmapTotals, String> {
+pub fn totals(samples: &[RmapReading<'_>], probes: &[ProbeStatus]) -> Result<RmapTotals, String> {
     let status = probes.iter().find(|p| p.probe == PROBE);
     if let Some(d) = probes
         .iter()
@@ -97,7 +99,7 @@ fn by_context(first: &RmapSample, last: &RmapSample) -> Result<(ByContext, u64),
 
 /// The processes with the most samples between the first and the last of
 /// `samples` that have a reading.
-fn process_totals(samples: &[Reading<'_>], period: u64) -> Vec<RmapProcTotal> {
+fn process_totals(samples: &[RmapReading<'_>], period: u64) -> Vec<RmapProcTotal> {
     let with_rmap = samples.iter().filter(|s| s.rmap.is_some());
     let at_first = proc_map(with_rmap.clone().take(1));
     let at_last = proc_map(with_rmap);
@@ -125,7 +127,7 @@ fn process_totals(samples: &[Reading<'_>], period: u64) -> Vec<RmapProcTotal> {
 }
 
 /// Totals of a stack-sampling recording.
-fn sampled_totals(samples: &[Reading<'_>], reason: String) -> Result<RmapTotals, String> {
+fn sampled_totals(samples: &[RmapReading<'_>], reason: String) -> Result<RmapTotals, String> {
     let with: Vec<&RmapSample> = samples.iter().filter_map(|s| s.rmap).collect();
     let (Some(first), Some(last)) = (with.first(), with.last()) else {
         return Err("no sample read from the sampler".into());
@@ -244,8 +246,8 @@ fn function_totals(
             buckets: s.buckets.clone(),
         };
         let sums = match f.kind {
-            Kind::Walk => &mut walks,
-            Kind::Maintenance => &mut maint,
+            RmapFnKind::Walk => &mut walks,
+            RmapFnKind::Maintenance => &mut maint,
         };
         sums.calls += calls;
         sums.outer += outer;
@@ -265,7 +267,7 @@ fn function_totals(
 }
 
 /// Totals of a direct-timing recording.
-fn direct_totals(samples: &[Reading<'_>], reason: String) -> Result<RmapTotals, String> {
+fn direct_totals(samples: &[RmapReading<'_>], reason: String) -> Result<RmapTotals, String> {
     let with: Vec<(u64, &RmapSample)> = samples
         .iter()
         .filter_map(|s| Some((s.elapsed_ns, s.rmap?)))
@@ -290,7 +292,10 @@ fn direct_totals(samples: &[Reading<'_>], reason: String) -> Result<RmapTotals, 
         Some(c) => (s.ns as f64 - c.bias_ns(s.outer, s.nested)).max(0.0),
         None => s.ns as f64,
     };
-    let has_maintenance = last.functions.iter().any(|f| f.kind == Kind::Maintenance);
+    let has_maintenance = last
+        .functions
+        .iter()
+        .any(|f| f.kind == RmapFnKind::Maintenance);
     Ok(RmapTotals {
         method: Method::DirectTiming,
         method_reason: reason,

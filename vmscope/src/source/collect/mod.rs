@@ -127,7 +127,7 @@ impl Collector {
         {
             self.names = Some(cgroupfs::Names::new(h.clone()));
             let all = cgroupfs::below(h, "/");
-            self.limits.one_per_kill = h.kind == cgroupfs::Kind::V2;
+            self.limits.one_per_kill = h.kind == cgroupfs::CgroupVersion::V2;
             self.limits
                 .seed(all.iter().map(|(_, p)| p.as_str()), |p| limits::hits(h, p));
         }

@@ -17,7 +17,7 @@ use crate::model::cgroup::{CgroupBooks, CgroupScheme};
 
 /// Where the memory controller lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub enum CgroupVersion {
     /// On a v1 hierarchy of its own (or shared): processes are keyed by
     /// their memory cgroup, read through BTF.
     V1Memory,
@@ -27,7 +27,7 @@ pub enum Kind {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hierarchy {
-    pub kind: Kind,
+    pub kind: CgroupVersion,
     pub mount: PathBuf,
     /// The kernel's id for the hierarchy (`/proc/cgroups`' second column
     /// for v1; 0 for v2), as `cgroup:cgroup_attach_task` reports it.
@@ -38,8 +38,8 @@ impl Hierarchy {
     pub fn scheme(&self) -> CgroupScheme {
         CgroupScheme {
             hierarchy: match self.kind {
-                Kind::V1Memory => "v1-memory",
-                Kind::V2 => "v2",
+                CgroupVersion::V1Memory => "v1-memory",
+                CgroupVersion::V2 => "v2",
             }
             .into(),
             mount: self.mount.display().to_string(),
@@ -86,7 +86,7 @@ pub fn pick(cgroups: &str, mountinfo: &str) -> Result<Hierarchy, String> {
             && opts.split(',').any(|o| o == "memory")
         {
             return Ok(Hierarchy {
-                kind: Kind::V1Memory,
+                kind: CgroupVersion::V1Memory,
                 mount: point.into(),
                 id,
             });
@@ -99,7 +99,7 @@ pub fn pick(cgroups: &str, mountinfo: &str) -> Result<Hierarchy, String> {
         return Err("the memory controller is on a cgroup v1 hierarchy that is not mounted here; mount it (mount -t cgroup -o memory cgroup DIR)".into());
     }
     v2.map(|p| Hierarchy {
-        kind: Kind::V2,
+        kind: CgroupVersion::V2,
         mount: p.into(),
         id: 0,
     })
@@ -289,7 +289,7 @@ pub fn books(h: &Hierarchy, path: &str) -> Option<CgroupBooks> {
     let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
     let num = |f: &str| read(f).and_then(|t| t.trim().parse::<u64>().ok());
     Some(match h.kind {
-        Kind::V2 => CgroupBooks {
+        CgroupVersion::V2 => CgroupBooks {
             usage_bytes: num("memory.current"),
             limit_bytes: num("memory.max"),
             events: read("memory.events").map(|t| pairs(&t)).unwrap_or_default(),
@@ -299,7 +299,7 @@ pub fn books(h: &Hierarchy, path: &str) -> Option<CgroupBooks> {
             stat: read("memory.stat").map(|t| pairs(&t)).unwrap_or_default(),
             psi: read("memory.pressure").and_then(|t| crate::procstat::parse_psi(&t).ok()),
         },
-        Kind::V1Memory => {
+        CgroupVersion::V1Memory => {
             let mut events = BTreeMap::new();
             if let Some(f) = num("memory.failcnt") {
                 events.insert("failcnt".into(), f);
@@ -373,7 +373,7 @@ cpu\t0\t1\t1\nmemory\t0\t47\t1\n";
     #[test]
     fn v1_memory_wins_over_a_unified_mount() {
         let h = pick(CGROUPS_V1, MOUNTS_V1).unwrap();
-        assert_eq!(h.kind, Kind::V1Memory);
+        assert_eq!(h.kind, CgroupVersion::V1Memory);
         assert_eq!(h.mount, Path::new("/sys/fs/cgroup/memory"));
         assert_eq!(h.id, 4);
     }
@@ -382,7 +382,7 @@ cpu\t0\t1\t1\nmemory\t0\t47\t1\n";
     fn v2_when_memory_is_on_no_v1_hierarchy() {
         let m = "40 25 0:35 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n";
         let h = pick(CGROUPS_V2, m).unwrap();
-        assert_eq!(h.kind, Kind::V2);
+        assert_eq!(h.kind, CgroupVersion::V2);
         assert_eq!(h.mount, Path::new("/sys/fs/cgroup"));
     }
 
@@ -400,7 +400,7 @@ cpu\t0\t1\t1\nmemory\t0\t47\t1\n";
         std::fs::create_dir_all(tmp.join("a/b")).unwrap();
         let ino = std::fs::metadata(tmp.join("a/b")).unwrap().ino();
         let mut names = Names::new(Hierarchy {
-            kind: Kind::V2,
+            kind: CgroupVersion::V2,
             mount: tmp.clone(),
             id: 0,
         });
@@ -418,7 +418,7 @@ cpu\t0\t1\t1\nmemory\t0\t47\t1\n";
         // number to the next one (ext4 does).
         let tmp = tempfile::tempdir_in("/dev/shm").unwrap();
         let mut names = Names::new(Hierarchy {
-            kind: Kind::V2,
+            kind: CgroupVersion::V2,
             mount: tmp.path().to_owned(),
             id: 0,
         });
@@ -453,7 +453,7 @@ cpu\t0\t1\t1\nmemory\t0\t47\t1\n";
     fn cgroups_reported_created_and_removed_are_named_without_a_walk() {
         let tmp = tempfile::tempdir().unwrap();
         let mut names = Names::new(Hierarchy {
-            kind: Kind::V2,
+            kind: CgroupVersion::V2,
             mount: tmp.path().to_owned(),
             id: 0,
         });

@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 
-use super::cgroupfs::{Hierarchy, Kind};
+use super::cgroupfs::{CgroupVersion, Hierarchy};
 
 /// What a kill answered, as far as can be told.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,10 +51,10 @@ pub fn hits(h: &Hierarchy, path: &str) -> Option<u64> {
     let dir = h.dir(path);
     let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
     match h.kind {
-        Kind::V2 => read("memory.events.local")?
+        CgroupVersion::V2 => read("memory.events.local")?
             .lines()
             .find_map(|l| l.strip_prefix("oom ")?.trim().parse().ok()),
-        Kind::V1Memory => {
+        CgroupVersion::V1Memory => {
             let num = |f: &str| read(f).and_then(|t| t.trim().parse::<u64>().ok());
             let mem = num("memory.failcnt")?;
             Some(mem + num("memory.memsw.failcnt").unwrap_or(0))

@@ -331,7 +331,7 @@ fn cgroup_offsets(
         return Err(format!("disabled with {DISABLE_ENV}={CGROUP_ATTRIBUTION}"));
     }
     let h = cgroupfs::detect()?;
-    if h.kind == cgroupfs::Kind::V1Memory {
+    if h.kind == cgroupfs::CgroupVersion::V1Memory {
         let btf = crate::source::kernel::btf::Btf::vmlinux().map_err(|e| {
             format!("the memory controller is on cgroup v1, whose cgroup is read through BTF: {e}")
         })?;
@@ -382,7 +382,7 @@ fn cgroup_status(h: &Result<cgroupfs::Hierarchy, String>) -> ProbeStatus {
     ProbeStatus {
         probe: CGROUP_ATTRIBUTION.into(),
         method: match h {
-            Ok(h) if h.kind == cgroupfs::Kind::V1Memory => "BTF (v1 memcg)",
+            Ok(h) if h.kind == cgroupfs::CgroupVersion::V1Memory => "BTF (v1 memcg)",
             Ok(_) => "cgroup id (v2)",
             Err(_) => "none",
         }

@@ -81,7 +81,7 @@ pub const MAINTENANCE: &[(&str, &[&str])] = &[
     ("__anon_vma_prepare", &[]),
 ];
 
-use crate::model::rmap::Kind;
+use crate::model::rmap::RmapFnKind;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Missed {
@@ -92,7 +92,7 @@ pub struct Missed {
 /// What direct timing would attach to on one kernel.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Plan {
-    pub attach: Vec<(&'static str, Kind)>,
+    pub attach: Vec<(&'static str, RmapFnKind)>,
     pub missed: Vec<Missed>,
 }
 
@@ -142,7 +142,7 @@ pub fn plan(k: &KernelFunctions<'_>, maintenance: bool) -> Plan {
         let mut complete = true;
         for &f in names {
             match unusable(k, f) {
-                None => p.attach.push((f, Kind::Walk)),
+                None => p.attach.push((f, RmapFnKind::Walk)),
                 Some(reason) => {
                     complete = false;
                     p.missed.push(Missed {
@@ -159,7 +159,7 @@ pub fn plan(k: &KernelFunctions<'_>, maintenance: bool) -> Plan {
     if !callers {
         tier(BRANCHES, &mut p);
         if unusable(k, KSM_BRANCH).is_none() {
-            p.attach.push((KSM_BRANCH, Kind::Walk));
+            p.attach.push((KSM_BRANCH, RmapFnKind::Walk));
         }
     }
     if !maintenance {
@@ -180,7 +180,7 @@ pub fn plan(k: &KernelFunctions<'_>, maintenance: bool) -> Plan {
                      attached, does its work"
                 ),
             }),
-            Some(name) => p.attach.push((name, Kind::Maintenance)),
+            Some(name) => p.attach.push((name, RmapFnKind::Maintenance)),
             None => p.missed.push(Missed {
                 function: f,
                 reason: unusable(k, f).unwrap_or_default(),
@@ -251,7 +251,7 @@ pub struct DirectTimer {
     _on: aya::maps::Array<MapData, u32>,
     stats: PerCpuArray<MapData, u64>,
     hist: PerCpuArray<MapData, u64>,
-    functions: Vec<(&'static str, Kind)>,
+    functions: Vec<(&'static str, RmapFnKind)>,
     calibration: Option<Calibration>,
 }
 
@@ -309,7 +309,7 @@ fn take_array(ebpf: &mut Ebpf, name: &str) -> Result<PerCpuArray<MapData, u64>, 
 /// Every fexit is attached before any fentry, so no call is started that
 /// could not end.
 pub fn attach_direct(ebpf: &mut Ebpf, btf: &Btf, plan: &Plan) -> Result<DirectTimer, String> {
-    let functions: Vec<(&'static str, Kind)> = plan
+    let functions: Vec<(&'static str, RmapFnKind)> = plan
         .attach
         .iter()
         .copied()
@@ -518,8 +518,8 @@ impl DirectTimer {
             }
             let ns = field(timing::NS, slot)?;
             match kind {
-                Kind::Walk => out.outer_walk_ns += ns,
-                Kind::Maintenance => out.outer_maintenance_ns += ns,
+                RmapFnKind::Walk => out.outer_walk_ns += ns,
+                RmapFnKind::Maintenance => out.outer_maintenance_ns += ns,
             }
             out.functions.push(super::FnSample {
                 function: f.to_string(),
@@ -654,7 +654,7 @@ mod tests {
         for f in ["rmap_walk_anon", "rmap_walk_file", "rmap_walk_ksm"] {
             assert!(names(&p).contains(&f), "{f}: {p:?}");
         }
-        assert!(p.attach.iter().all(|(_, k)| *k == Kind::Walk));
+        assert!(p.attach.iter().all(|(_, k)| *k == RmapFnKind::Walk));
     }
 
     #[test]
@@ -674,7 +674,7 @@ mod tests {
         ]);
         let without = kernel(&k61, &k61, &[]);
         assert!(
-            without.attach.iter().all(|(_, k)| *k == Kind::Walk),
+            without.attach.iter().all(|(_, k)| *k == RmapFnKind::Walk),
             "{without:?}"
         );
         let p = kernel_with(&k61, &k61, &[], true);
@@ -684,7 +684,10 @@ mod tests {
             "page_add_file_rmap",
             "page_remove_rmap",
         ] {
-            assert!(p.attach.contains(&(f, Kind::Maintenance)), "{f}: {p:?}");
+            assert!(
+                p.attach.contains(&(f, RmapFnKind::Maintenance)),
+                "{f}: {p:?}"
+            );
         }
         let attached = names(&p);
         let mut unique = attached.clone();

@@ -24,14 +24,14 @@ use ratatui::{
     widgets::{Block, Borders, Clear, Paragraph, Wrap},
 };
 
-use super::app::{App, Header, OomSeen, Panel, Table as Shown};
+use super::app::{App, HeaderFacts, OomSeen, Panel, Table as Shown};
 use crate::model::view::Model;
 
 /// The smallest terminal the layout is drawn in.
 pub const MIN_WIDTH: u16 = 80;
 pub const MIN_HEIGHT: u16 = 24;
 
-fn header_lines(h: &Header, app: &App) -> Vec<Line<'static>> {
+fn header_lines(h: &HeaderFacts, app: &App) -> Vec<Line<'static>> {
     let mut first = vec![Span::styled(
         format!(
             "vmscope top  {}  up {}h{:02}m  every {}  probes {}/{} attached",
@@ -298,7 +298,7 @@ mod tests {
     }
 
     fn app() -> App {
-        let header = Header {
+        let header = HeaderFacts {
             kernel: "6.18.0 x86_64".into(),
             uptime_s: 3720,
             probes_attached: 28,
