@@ -64,6 +64,7 @@ impl Live {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::catalogue::{faults, swap};
     use crate::model::process::ProcSample;
     use crate::model::sample::FaultCounters;
 
@@ -102,8 +103,8 @@ mod tests {
         let v = live.push(sample(2, vec![(1, 300, 40)], 50)).expect("view");
         assert_eq!(v.interval_s, 2.0);
         let row = |pid| v.procs.iter().find(|r| r.pid == pid).expect("row").clone();
-        assert_eq!(row(1).rates.faults, 100.0);
-        assert_eq!(row(1).rates.swap_out, Some(20.0));
+        assert_eq!(row(1).rates.of(&faults::PROC_FAULTS), Some(100.0));
+        assert_eq!(row(1).rates.of(&swap::PROC_OUT), Some(20.0));
         // pid 2 did nothing this interval: not listed.
         assert!(v.procs.iter().all(|r| r.pid != 2));
         let rate = |name| {
@@ -135,8 +136,8 @@ mod tests {
             .expect("rate");
         assert_eq!(major.value, None);
         assert!(major.unavailable.is_some());
-        assert_eq!(v.procs[0].rates.major, None);
-        assert_eq!(v.procs[0].rates.swap_in, Some(0.0));
+        assert_eq!(v.procs[0].rates.of(&faults::PROC_MAJOR), None);
+        assert_eq!(v.procs[0].rates.of(&swap::PROC_IN), Some(0.0));
     }
 
     #[test]

@@ -5,8 +5,8 @@
 //! counter ([`ProcCounter`]) by which views name one. A new per-process
 //! counter is a line there and its `ProcStats` field (with its probe),
 //! then, to show it, a row in its catalogue family's `PROC_FIELDS` (which
-//! `serve` exports and `top` reads rates through; a new `top` column also
-//! needs its `ProcRow` field).
+//! `serve` exports and `top` reads rates through; its `column` gives it a
+//! column in `top`'s tables).
 
 use serde::{Deserialize, Serialize};
 use vmscope_common::{

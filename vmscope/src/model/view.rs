@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use crate::{
     model::{
-        catalogue::{self, Detail, ProcField, RateValue, faults, madvise, reclaim, swap, tlb},
+        catalogue::{self, COLUMN_COUNT, COLUMN_FIELDS, Detail, ProcField, RateValue},
         hist::{self, Summary},
         process::ProcSample,
         rmap::IntervalCounts,
@@ -32,38 +32,52 @@ pub struct RateLine {
     pub detail: Option<String>,
 }
 
-/// The rates the process and cgroup tables share, over the last interval.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct RowRates {
-    pub faults: f64,
-    pub major: Option<f64>,
-    /// Direct plus memcg reclaim stall, milliseconds per second.
-    pub reclaim_ms: f64,
-    pub swap_in: Option<f64>,
-    pub swap_out: Option<f64>,
-    pub madvise: f64,
-    pub shootdowns: f64,
+/// The rates the process and cgroup tables share, over the last interval:
+/// one per catalogue column ([`COLUMN_FIELDS`]), in their order.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RowRates([Option<f64>; COLUMN_COUNT]);
+
+impl Default for RowRates {
+    /// Nothing happened: 0 in the columns always shown, unknown elsewhere.
+    fn default() -> Self {
+        Self(
+            COLUMN_FIELDS
+                .each_ref()
+                .map(|f| f.column.filter(|c| c.always).map(|_| 0.0)),
+        )
+    }
 }
 
 impl RowRates {
     /// Whether anything happened this interval.
     pub fn active(&self) -> bool {
-        self.values().into_iter().any(|v| v.unwrap_or(0.0) > 0.0)
+        self.0.iter().any(|v| v.unwrap_or(0.0) > 0.0)
     }
 
-    /// In the tables' column order: faults, major, reclaim, swap-in,
-    /// swap-out, madvise, shootdowns (`None` where unavailable).
-    pub fn values(&self) -> [Option<f64>; 7] {
-        [
-            Some(self.faults),
-            self.major,
-            Some(self.reclaim_ms),
-            self.swap_in,
-            self.swap_out,
-            Some(self.madvise),
-            Some(self.shootdowns),
-        ]
+    /// In the tables' column order (`None` where unavailable).
+    pub fn values(&self) -> [Option<f64>; COLUMN_COUNT] {
+        self.0
     }
+
+    /// The rate in `field`'s column (`None` where unavailable, or when it
+    /// has no column).
+    pub fn of(&self, field: &ProcField) -> Option<f64> {
+        self.0[column_of(field)?]
+    }
+
+    /// With `field`'s column set to `value` (a hand-made row); a field
+    /// without a column changes nothing.
+    pub fn with(mut self, field: &ProcField, value: Option<f64>) -> Self {
+        if let Some(i) = column_of(field) {
+            self.0[i] = value;
+        }
+        self
+    }
+}
+
+/// Where `field`'s column is in [`RowRates`].
+fn column_of(field: &ProcField) -> Option<usize> {
+    COLUMN_FIELDS.iter().position(|f| f.key == field.key)
 }
 
 /// One process over the last interval.
@@ -253,21 +267,14 @@ impl<'a> Interval<'a> {
         now: &ProcSample,
         unavailable: &Unavailable,
     ) -> RowRates {
-        let rate = |f: &ProcField| -> Option<f64> {
-            if f.column.is_some_and(|c| unavailable.contains_key(c)) {
-                return None;
+        RowRates(COLUMN_FIELDS.each_ref().map(|f| {
+            let c = f.column?;
+            if unavailable.contains_key(c.key) {
+                return c.always.then_some(0.0);
             }
-            Some(per_s(then.map_or(0, f.get), (f.get)(now), self.dt).unwrap_or(0.0))
-        };
-        RowRates {
-            faults: rate(&faults::PROC_FAULTS).unwrap_or(0.0),
-            major: rate(&faults::PROC_MAJOR),
-            reclaim_ms: rate(&reclaim::PROC_STALL).unwrap_or(0.0) / 1e6,
-            swap_in: rate(&swap::PROC_IN),
-            swap_out: rate(&swap::PROC_OUT),
-            madvise: rate(&madvise::PROC_CALLS).unwrap_or(0.0),
-            shootdowns: rate(&tlb::PROC_SHOOTDOWNS).unwrap_or(0.0),
-        }
+            let rate = per_s(then.map_or(0, f.get), (f.get)(now), self.dt).unwrap_or(0.0);
+            Some(rate / c.divide_by)
+        }))
     }
 
     /// Every process's rates, the idle ones left out (an activity view).
@@ -434,6 +441,7 @@ impl<'a> Interval<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::catalogue::{faults, madvise, swap};
     use crate::model::cgroup::{CgroupBooks, CgroupSample};
     use crate::model::sample::Sample;
     use crate::procstat::PsiLine;
@@ -512,8 +520,11 @@ mod tests {
         let m = Model::new(&now, Some(&last), None, &Unavailable::new());
         assert_eq!(m.procs.len(), 1);
         assert_eq!(
-            (m.procs[0].comm.as_str(), m.procs[0].rates.madvise),
-            ("new", 5.0)
+            (
+                m.procs[0].comm.as_str(),
+                m.procs[0].rates.of(&madvise::PROC_CALLS)
+            ),
+            ("new", Some(5.0))
         );
     }
 
@@ -524,8 +535,15 @@ mod tests {
         let why: Unavailable = [("swap".to_string(), "no kmem:rss_stat".to_string())].into();
         let m = Model::new(&now, Some(&last), None, &why);
         let row = &m.procs[0].rates;
-        assert_eq!((row.madvise, row.swap_in, row.swap_out), (4.0, None, None));
-        assert_eq!(row.major, Some(0.0));
+        assert_eq!(
+            (
+                row.of(&madvise::PROC_CALLS),
+                row.of(&swap::PROC_IN),
+                row.of(&swap::PROC_OUT)
+            ),
+            (Some(4.0), None, None)
+        );
+        assert_eq!(row.of(&faults::PROC_MAJOR), Some(0.0));
     }
 
     #[test]
@@ -554,7 +572,7 @@ mod tests {
             s
         };
         let m = Model::new(&at(1, 3), Some(&at(0, 1)), None, &Unavailable::new());
-        assert_eq!(m.procs[0].rates.values(), [Some(2.0); 7]);
+        assert_eq!(m.procs[0].rates.values(), [Some(2.0); COLUMN_COUNT]);
     }
 
     fn books(usage: u64, limit: Option<u64>, psi: Option<f64>) -> CgroupBooks {
@@ -649,7 +667,13 @@ mod tests {
         let row = |id| m.cgroups.iter().find(|r| r.id == id);
         let a = row(10).expect("cgroup 10");
         assert_eq!(a.path, "/jobs/a");
-        assert_eq!((a.rates.swap_out, a.rates.faults), (Some(200.0), 400.0));
+        assert_eq!(
+            (
+                a.rates.of(&swap::PROC_OUT),
+                a.rates.of(&faults::PROC_FAULTS)
+            ),
+            (Some(200.0), Some(400.0))
+        );
         assert_eq!(a.live, 1, "pid 2 moved out");
         assert_eq!(
             (a.usage_bytes, a.limit, a.psi_some),
@@ -657,7 +681,7 @@ mod tests {
         );
         // New this interval: its growth is from pid 2's last value.
         let b = row(40).expect("cgroup 40");
-        assert_eq!((b.rates.swap_out, b.live), (Some(10.0), 1));
+        assert_eq!((b.rates.of(&swap::PROC_OUT), b.live), (Some(10.0), 1));
         assert_eq!(
             (b.limit, b.usage_bytes, b.psi_some),
             (Limit::Unknown, None, None)
@@ -685,7 +709,7 @@ mod tests {
         // Without the swap probe a cgroup's swap columns are unknown too.
         let why: Unavailable = [("swap".to_string(), "no kmem:rss_stat".to_string())].into();
         let m = cgroup_model(&why);
-        assert_eq!(m.cgroups[0].rates.swap_out, None);
+        assert_eq!(m.cgroups[0].rates.of(&swap::PROC_OUT), None);
     }
 
     #[test]

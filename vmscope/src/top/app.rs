@@ -1,51 +1,46 @@
 //! The state of `vmscope top` and what each key does. Pure: no terminal
 //! here, so key handling is unit-tested.
 
-use std::time::Duration;
+use std::{sync::LazyLock, time::Duration};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::model::{
+    catalogue::{self, COLUMN_COUNT},
     oom::OomKill,
     sample::Sample,
     view::{CgroupRow, Limit, Model, ProcRow, RowRates},
 };
 
-/// The process table's columns, in order.
-pub const COLUMNS: [&str; 9] = [
-    "PID",
-    "COMM",
-    "FLT/s",
-    "MAJ/s",
-    "RCLM_ms/s",
-    "SWIN/s",
-    "SWOUT/s",
-    "MADV/s",
-    "SHOOT/s",
-];
+/// The rate columns' titles, in order: the catalogue's per-process
+/// figures with a column (`catalogue::columns`).
+fn rate_titles() -> impl Iterator<Item = &'static str> {
+    catalogue::columns().map(|(_, c)| c.title)
+}
+
+/// The process table's columns, in order: the process, then its rates.
+pub static COLUMNS: LazyLock<Vec<&'static str>> =
+    LazyLock::new(|| ["PID", "COMM"].into_iter().chain(rate_titles()).collect());
 
 /// The cgroup table's columns, in order: the process table's rate columns
 /// at the same places, then the cgroup's books.
-pub const CGROUP_COLUMNS: [&str; 12] = [
-    "CGROUP",
-    "PROCS",
-    "FLT/s",
-    "MAJ/s",
-    "RCLM_ms/s",
-    "SWIN/s",
-    "SWOUT/s",
-    "MADV/s",
-    "SHOOT/s",
-    "USAGE",
-    "LIMIT",
-    "PSI%",
-];
+pub static CGROUP_COLUMNS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+    ["CGROUP", "PROCS"]
+        .into_iter()
+        .chain(rate_titles())
+        .chain(["USAGE", "LIMIT", "PSI%"])
+        .collect()
+});
 
 /// Where the rate columns start in both tables (`RowRates::values` order).
-const FIRST_RATE: usize = 2;
+pub const FIRST_RATE: usize = 2;
 
-/// The column sorted on by default (faults per second), in both tables.
-pub const DEFAULT_SORT: usize = 2;
+/// Where the cgroup table's books (USAGE, LIMIT, PSI%) start.
+const FIRST_BOOK: usize = FIRST_RATE + COLUMN_COUNT;
+
+/// The column sorted on by default (faults per second, the first rate),
+/// in both tables.
+pub const DEFAULT_SORT: usize = FIRST_RATE;
 
 /// Which panel the movement keys act on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,9 +206,9 @@ impl App {
     /// The column titles of the table shown.
     pub fn columns(&self) -> &'static [&'static str] {
         if self.on_cgroups() {
-            &CGROUP_COLUMNS
+            CGROUP_COLUMNS.as_slice()
         } else {
-            &COLUMNS
+            COLUMNS.as_slice()
         }
     }
 
@@ -400,16 +395,16 @@ impl App {
         let sort = self.cgroups.sort;
         let key = |r: &CgroupRow| -> f64 {
             let known = |v: Option<f64>| v.unwrap_or(-1.0);
-            match sort {
-                1 => f64::from(r.live),
-                9 => known(r.usage_bytes.map(|b| b as f64)),
-                10 => match r.limit {
+            match (sort, sort.checked_sub(FIRST_BOOK)) {
+                (1, _) => f64::from(r.live),
+                (_, None) => rate_key(&r.rates, sort),
+                (_, Some(0)) => known(r.usage_bytes.map(|b| b as f64)),
+                (_, Some(1)) => match r.limit {
                     Limit::Unknown => -1.0,
                     Limit::Bytes(b) => b as f64,
                     Limit::Unlimited => f64::INFINITY,
                 },
-                11 => known(r.psi_some),
-                _ => rate_key(&r.rates, sort),
+                _ => known(r.psi_some),
             }
         };
         match sort {
@@ -443,6 +438,7 @@ fn rate_key(a: &RowRates, column: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::catalogue::{faults, swap};
 
     fn key(c: KeyCode) -> KeyEvent {
         KeyEvent::new(c, KeyModifiers::NONE)
@@ -462,12 +458,25 @@ mod tests {
             pid,
             comm: comm.into(),
             cgroup: u64::from(pid % 2),
-            rates: RowRates {
-                faults,
-                major,
-                ..Default::default()
-            },
+            rates: RowRates::default()
+                .with(&faults::PROC_FAULTS, Some(faults))
+                .with(&faults::PROC_MAJOR, major),
         }
+    }
+
+    #[test]
+    fn the_tables_have_the_catalogues_rate_columns() {
+        let rates: Vec<&str> = rate_titles().collect();
+        let (process, its_rates) = COLUMNS.split_at(FIRST_RATE);
+        assert_eq!((process, its_rates), (&["PID", "COMM"][..], &rates[..]));
+        let (cgroup, rest) = CGROUP_COLUMNS.split_at(FIRST_RATE);
+        let (its_rates, books) = rest.split_at(FIRST_BOOK - FIRST_RATE);
+        assert_eq!(cgroup, ["CGROUP", "PROCS"]);
+        assert_eq!(
+            (its_rates, books),
+            (&rates[..], &["USAGE", "LIMIT", "PSI%"][..])
+        );
+        assert_eq!(COLUMNS.get(DEFAULT_SORT), Some(&"FLT/s"));
     }
 
     #[test]
@@ -560,11 +569,9 @@ mod tests {
             id,
             path: path.into(),
             live,
-            rates: RowRates {
-                swap_out: Some(swap_out),
-                faults: swap_out * 2.0,
-                ..Default::default()
-            },
+            rates: RowRates::default()
+                .with(&swap::PROC_OUT, Some(swap_out))
+                .with(&faults::PROC_FAULTS, Some(swap_out * 2.0)),
             ..Default::default()
         }
     }

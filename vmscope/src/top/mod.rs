@@ -95,7 +95,7 @@ fn unavailable(
     }
     for f in catalogue::PROC_FIELDS {
         if let (Some(column), Some(reason)) = (f.column, why(f.probe)) {
-            u.entry(column.to_string()).or_insert(reason);
+            u.entry(column.key.to_string()).or_insert(reason);
         }
     }
     if let Some(reason) = why(view::CGROUPS) {

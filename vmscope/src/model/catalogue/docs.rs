@@ -119,7 +119,7 @@ fn processes_md(o: &mut String) {
             f.key,
             code(f.probe),
             code(f.metric.unwrap_or("")),
-            f.column.unwrap_or(""),
+            f.column.map_or("", |c| c.key),
             f.help
         );
     }

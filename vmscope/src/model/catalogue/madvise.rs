@@ -38,7 +38,16 @@ pub const PROC_CALLS: ProcField = ProcField {
     unit: "calls",
     help: "madvise and process_madvise calls the process made.",
     metric: None,
-    column: Some("madvise"),
+    column: Some(Column {
+        order: 5,
+        title: "MADV/s",
+        key: "madvise",
+        divide_by: 1.0,
+        always: true,
+        width: 7,
+        cgroup_width: 6,
+        cgroup_rank: 10,
+    }),
     cgroup: None,
     get: |p| p.madvise_calls,
 };

@@ -213,12 +213,41 @@ pub struct ProcField {
     pub unit: &'static str,
     pub help: &'static str,
     pub metric: Option<&'static str>,
-    /// The `top` process-table column it fills, if any.
-    pub column: Option<&'static str>,
+    /// The column it fills in `top`'s process and cgroup tables, if any.
+    pub column: Option<Column>,
     /// Its per-cgroup family (`serve --per-cgroup`: the figure summed over
     /// the cgroup's processes), if any.
     pub cgroup: Option<Family>,
     pub get: fn(&ProcSample) -> u64,
+}
+
+/// A rate column of `top`'s process and cgroup tables: a per-process
+/// figure per second over the last interval. Setting one on a
+/// [`ProcField`] row is all the code a new column takes: `RowRates`, the
+/// tables, their sort keys and `--batch`'s text are generated from
+/// [`COLUMN_FIELDS`] (`docs/metrics.md` lists its `key`).
+#[derive(Clone, Copy, Debug)]
+pub struct Column {
+    /// Its place among the rate columns, left to right (ascending; no two
+    /// alike).
+    pub order: u8,
+    /// Its title, e.g. `FLT/s`.
+    pub title: &'static str,
+    /// The name it is unavailable under in `top` (its probe's columns
+    /// share one, e.g. `swap`); `docs/metrics.md` lists it.
+    pub key: &'static str,
+    /// The rate per second is divided by this (1e6: ns to ms per second).
+    pub divide_by: f64,
+    /// Shown even where its probe is unavailable (as 0), never `n/a`.
+    pub always: bool,
+    /// Its width in the process table and in `--batch`'s text.
+    pub width: u16,
+    /// Its width in the cgroup table.
+    pub cgroup_width: u16,
+    /// When the cgroup table is narrow its columns are given up, the
+    /// highest rank first; `top`'s own are PROCS 1, USAGE 4, LIMIT 5 and
+    /// PSI% 6.
+    pub cgroup_rank: u8,
 }
 
 /// A per-cgroup family of a per-process figure: labelled `cgroup`.
@@ -238,6 +267,55 @@ pub const PROC_FIELDS: &[ProcField] = concat_slices!([ProcField]:
     madvise::PROC_FIELDS,
     pagecache::PROC_FIELDS,
 );
+
+/// How many of [`PROC_FIELDS`] have a `top` column.
+pub const COLUMN_COUNT: usize = column_count(PROC_FIELDS);
+
+/// The per-process figures with a `top` column, in column order.
+pub static COLUMN_FIELDS: [ProcField; COLUMN_COUNT] = in_column_order(PROC_FIELDS);
+
+/// The `top` rate columns, in order, with their figures.
+pub fn columns() -> impl Iterator<Item = (&'static ProcField, Column)> {
+    COLUMN_FIELDS.iter().filter_map(|f| Some((f, f.column?)))
+}
+
+const fn column_count(fields: &[ProcField]) -> usize {
+    let (mut n, mut i) = (0, 0);
+    while i < fields.len() {
+        if fields[i].column.is_some() {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+}
+
+/// `fields`' rows with a column, by [`Column::order`]; two columns in the
+/// same place fail the build.
+const fn in_column_order<const N: usize>(fields: &[ProcField]) -> [ProcField; N] {
+    let mut out = [fields[0]; N];
+    let mut i = 0;
+    while i < fields.len() {
+        if let Some(c) = fields[i].column {
+            let (mut at, mut j) = (0, 0);
+            while j < fields.len() {
+                if let Some(d) = fields[j].column {
+                    assert!(
+                        j == i || d.order != c.order,
+                        "two top columns share an order"
+                    );
+                    if d.order < c.order {
+                        at += 1;
+                    }
+                }
+                j += 1;
+            }
+            out[at] = fields[i];
+        }
+        i += 1;
+    }
+    out
+}
 
 /// What a `top` rate row needs to be available.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -621,6 +699,24 @@ mod tests {
         assert_eq!(rows.len(), RUN_ROWS.len());
         // Listed in compare's order.
         assert!(RUN_ROWS.windows(2).all(|w| w[0].place <= w[1].place));
+    }
+
+    #[test]
+    fn top_columns_are_in_their_order() {
+        let titles: Vec<&str> = columns().map(|(_, c)| c.title).collect();
+        assert_eq!(
+            titles,
+            [
+                "FLT/s",
+                "MAJ/s",
+                "RCLM_ms/s",
+                "SWIN/s",
+                "SWOUT/s",
+                "MADV/s",
+                "SHOOT/s"
+            ]
+        );
+        assert_eq!(COLUMN_FIELDS[2].key, reclaim::PROC_STALL.key);
     }
 
     #[test]

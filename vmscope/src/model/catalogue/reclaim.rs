@@ -197,7 +197,16 @@ pub const PROC_STALL: ProcField = ProcField {
     unit: "ns",
     help: "Time the process stalled in direct and memcg reclaim.",
     metric: Some("vmscope_process_reclaim_stall_seconds_total"),
-    column: Some("reclaim"),
+    column: Some(Column {
+        order: 2,
+        title: "RCLM_ms/s",
+        key: "reclaim",
+        divide_by: 1e6,
+        always: true,
+        width: 10,
+        cgroup_width: 9,
+        cgroup_rank: 7,
+    }),
     cgroup: None,
     get: stall_ns,
 };

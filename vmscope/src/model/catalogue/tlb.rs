@@ -97,7 +97,16 @@ pub const PROC_SHOOTDOWNS: ProcField = ProcField {
     unit: "IPIs",
     help: "TLB shootdown IPIs sent per process.",
     metric: Some("vmscope_process_tlb_shootdowns_total"),
-    column: Some("shootdowns"),
+    column: Some(Column {
+        order: 6,
+        title: "SHOOT/s",
+        key: "shootdowns",
+        divide_by: 1.0,
+        always: true,
+        width: 8,
+        cgroup_width: 7,
+        cgroup_rank: 11,
+    }),
     cgroup: cgroup(
         "vmscope_cgroup_tlb_shootdowns_total",
         "TLB shootdown IPIs the cgroup's processes sent.",

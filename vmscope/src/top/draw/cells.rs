@@ -57,29 +57,27 @@ pub fn sparkline(values: &[f64], width: usize) -> String {
         .collect()
 }
 
-pub(super) fn rate_cells(a: &RowRates) -> [String; 7] {
-    a.values().map(fmt_rate)
+fn rate_cells(a: &RowRates) -> impl Iterator<Item = String> {
+    a.values().into_iter().map(fmt_rate)
 }
 
-pub(super) fn proc_cells(r: &ProcRow) -> [String; 9] {
-    let [a, b, c, d, e, f, g] = rate_cells(&r.rates);
-    [r.pid.to_string(), r.comm.clone(), a, b, c, d, e, f, g]
+/// A process row's cells, in `COLUMNS` order.
+pub(super) fn proc_cells(r: &ProcRow) -> Vec<String> {
+    [r.pid.to_string(), r.comm.clone()]
+        .into_iter()
+        .chain(rate_cells(&r.rates))
+        .collect()
 }
 
-pub(super) fn cgroup_cells(r: &CgroupRow) -> [String; 12] {
-    let [a, b, c, d, e, f, g] = rate_cells(&r.rates);
-    [
-        r.path.clone(),
-        r.live.to_string(),
-        a,
-        b,
-        c,
-        d,
-        e,
-        f,
-        g,
-        fmt_size(r.usage_bytes),
-        fmt_limit(r.limit),
-        r.psi_some.map_or("n/a".into(), |p| format!("{p:.2}")),
-    ]
+/// A cgroup row's cells, in `CGROUP_COLUMNS` order.
+pub(super) fn cgroup_cells(r: &CgroupRow) -> Vec<String> {
+    [r.path.clone(), r.live.to_string()]
+        .into_iter()
+        .chain(rate_cells(&r.rates))
+        .chain([
+            fmt_size(r.usage_bytes),
+            fmt_limit(r.limit),
+            r.psi_some.map_or("n/a".into(), |p| format!("{p:.2}")),
+        ])
+        .collect()
 }

@@ -258,13 +258,14 @@ mod tests {
         tables::{PATH_MIN, cgroup_layout, left_cut},
     };
     use crate::{
-        model::hist::{Bucket, Summary},
-        model::view::{Latency, Model, ProcRow, RateLine},
-    };
-    use crate::{
+        model::catalogue::{faults, swap},
         model::view::{CgroupRow, Limit, RowRates},
         top::app::{CGROUP_COLUMNS, COLUMNS},
         units::fmt_ns,
+    };
+    use crate::{
+        model::hist::{Bucket, Summary},
+        model::view::{Latency, Model, ProcRow, RateLine},
     };
 
     fn press(a: &mut App, c: crossterm::event::KeyCode) {
@@ -287,13 +288,11 @@ mod tests {
             pid,
             comm: comm.into(),
             cgroup: if pid == 300 { 7 } else { 1 },
-            rates: RowRates {
-                faults,
-                major: Some(1.0),
-                swap_in: Some(0.0),
-                swap_out,
-                ..Default::default()
-            },
+            rates: RowRates::default()
+                .with(&faults::PROC_FAULTS, Some(faults))
+                .with(&faults::PROC_MAJOR, Some(1.0))
+                .with(&swap::PROC_IN, Some(0.0))
+                .with(&swap::PROC_OUT, swap_out),
         }
     }
 
@@ -354,13 +353,11 @@ mod tests {
                     id: 7,
                     path: "/vmscope-test-1-0".into(),
                     live: 1,
-                    rates: RowRates {
-                        faults: 70_000.0,
-                        swap_out: Some(2500.0),
-                        swap_in: Some(0.0),
-                        major: Some(3.0),
-                        ..Default::default()
-                    },
+                    rates: RowRates::default()
+                        .with(&faults::PROC_FAULTS, Some(70_000.0))
+                        .with(&swap::PROC_OUT, Some(2500.0))
+                        .with(&swap::PROC_IN, Some(0.0))
+                        .with(&faults::PROC_MAJOR, Some(3.0)),
                     usage_bytes: Some(63 << 20),
                     limit: Limit::Bytes(64 << 20),
                     psi_some: Some(12.5),
@@ -369,10 +366,7 @@ mod tests {
                     id: 1,
                     path: "/".into(),
                     live: 2,
-                    rates: RowRates {
-                        faults: 50_010.0,
-                        ..Default::default()
-                    },
+                    rates: RowRates::default().with(&faults::PROC_FAULTS, Some(50_010.0)),
                     usage_bytes: None,
                     limit: Limit::Unlimited,
                     psi_some: None,
@@ -580,7 +574,7 @@ mod tests {
             .find(|l| l.contains("COMM"))
             .expect("table header");
         let cols: Vec<&str> = header.split_whitespace().collect();
-        assert_eq!(cols, COLUMNS);
+        assert_eq!(cols, *COLUMNS);
         assert!(
             t.contains("major faults         n/a (perf:major-faults: disabled)"),
             "{t}"
@@ -660,7 +654,8 @@ mod tests {
     fn narrow_cgroup_tables_give_up_the_least_telling_columns_first() {
         let names = |w| {
             let (shown, path) = cgroup_layout(w);
-            let cols: Vec<&str> = shown.iter().map(|&i| CGROUP_COLUMNS[i]).collect();
+            let titles = CGROUP_COLUMNS.as_slice();
+            let cols: Vec<&str> = shown.iter().map(|&i| titles[i]).collect();
             (cols, path)
         };
         let (all, path) = names(118);
@@ -768,7 +763,7 @@ mod tests {
             .position(|l| l.starts_with("CGROUP"))
             .expect("cgroup header");
         let cols: Vec<&str> = lines[at].split_whitespace().collect();
-        assert_eq!(cols, CGROUP_COLUMNS);
+        assert_eq!(cols, *CGROUP_COLUMNS);
         let row: Vec<&str> = lines[at + 1].split_whitespace().collect();
         assert_eq!(row[0], "/vmscope-test-1-0");
         assert_eq!(row[6], "2500");

@@ -2,7 +2,10 @@
 
 use std::fmt::Write as _;
 
-use crate::top::app::{App, CGROUP_COLUMNS, COLUMNS};
+use crate::{
+    model::catalogue,
+    top::app::{App, CGROUP_COLUMNS, COLUMNS, FIRST_RATE},
+};
 
 use super::cells::fmt_rate;
 use super::cells::{cgroup_cells, proc_cells};
@@ -19,10 +22,13 @@ pub(super) fn cgroups_text(app: &App, out: &mut String) {
         return;
     }
     let line = |c: &[String]| {
-        format!(
-            "{:<24} {:>5} {:>9} {:>7} {:>10} {:>8} {:>8} {:>7} {:>8} {:>7} {:>7} {:>6}",
-            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11]
-        )
+        let (rates, books) = c[FIRST_RATE..].split_at(catalogue::COLUMN_COUNT);
+        let mut l = format!("{:<24} {:>5}", c[0], c[1]);
+        rates_text(&mut l, rates);
+        for (b, w) in books.iter().zip([7, 7, 6]) {
+            let _ = write!(l, " {b:>w$}");
+        }
+        l
     };
     let titles: Vec<String> = CGROUP_COLUMNS.iter().map(|c| c.to_string()).collect();
     let _ = writeln!(out, "{}", line(&titles));
@@ -30,6 +36,14 @@ pub(super) fn cgroups_text(app: &App, out: &mut String) {
         let mut c = cgroup_cells(&r);
         c[0] = c[0].split_whitespace().collect::<Vec<_>>().join("_");
         let _ = writeln!(out, "{}", line(&c));
+    }
+}
+
+/// The rate cells of a `--batch` line, each right-aligned at its column's
+/// width.
+fn rates_text(line: &mut String, rates: &[String]) {
+    for (r, (_, c)) in rates.iter().zip(catalogue::columns()) {
+        let _ = write!(line, " {r:>w$}", w = usize::from(c.width));
     }
 }
 
@@ -56,28 +70,22 @@ pub fn snapshot_text(app: &App, cgroups: bool) -> String {
         }
     }
     let _ = writeln!(out, "{}", app.sort_label());
+    let line = |pid: &str, comm: &str, rates: &[String]| {
+        let mut l = format!("{pid:>8} {comm:<16}");
+        rates_text(&mut l, rates);
+        l
+    };
+    let titles: Vec<String> = COLUMNS.iter().map(|c| c.to_string()).collect();
     let _ = writeln!(
         out,
-        "{:>8} {:<16} {:>9} {:>7} {:>10} {:>8} {:>8} {:>7} {:>8}",
-        COLUMNS[0],
-        COLUMNS[1],
-        COLUMNS[2],
-        COLUMNS[3],
-        COLUMNS[4],
-        COLUMNS[5],
-        COLUMNS[6],
-        COLUMNS[7],
-        COLUMNS[8]
+        "{}",
+        line(&titles[0], &titles[1], &titles[FIRST_RATE..])
     );
     for r in app.rows() {
         let c = proc_cells(&r);
         let comm = if c[1].is_empty() { "?" } else { c[1].as_str() };
         let comm: String = comm.split_whitespace().collect::<Vec<_>>().join("_");
-        let _ = writeln!(
-            out,
-            "{:>8} {:<16} {:>9} {:>7} {:>10} {:>8} {:>8} {:>7} {:>8}",
-            c[0], comm, c[2], c[3], c[4], c[5], c[6], c[7], c[8]
-        );
+        let _ = writeln!(out, "{}", line(&c[0], &comm, &c[FIRST_RATE..]));
     }
     if cgroups {
         cgroups_text(app, &mut out);

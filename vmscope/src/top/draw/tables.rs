@@ -1,6 +1,8 @@
 //! The process and cgroup tables: their header rows, borders, column
 //! widths, and the rows shown.
 
+use std::sync::LazyLock;
+
 use ratatui::{
     Frame,
     layout::{Constraint, Rect},
@@ -8,7 +10,10 @@ use ratatui::{
     widgets::{Block, Borders, Cell, Paragraph, Row, Table, Wrap},
 };
 
-use crate::top::app::{App, CGROUP_COLUMNS, COLUMNS, Panel, Table as Shown};
+use crate::{
+    model::catalogue,
+    top::app::{App, CGROUP_COLUMNS, COLUMNS, Panel, Table as Shown},
+};
 
 use super::cells::{cgroup_cells, proc_cells};
 
@@ -46,18 +51,12 @@ pub(super) fn draw_table(f: &mut Frame, app: &App, area: Rect) {
         .iter()
         .skip(start)
         .take(visible)
-        .map(|r| Row::new(proc_cells(r).map(Cell::from)));
-    let widths = [
-        Constraint::Length(8),
-        Constraint::Length(16),
-        Constraint::Length(9),
-        Constraint::Length(7),
-        Constraint::Length(10),
-        Constraint::Length(8),
-        Constraint::Length(8),
-        Constraint::Length(7),
-        Constraint::Length(8),
-    ];
+        .map(|r| Row::new(proc_cells(r).into_iter().map(Cell::from)));
+    // PID, COMM, then each rate column at its catalogue width.
+    let widths = [8, 16]
+        .into_iter()
+        .chain(catalogue::columns().map(|(_, c)| c.width))
+        .map(Constraint::Length);
     let title = match &app.table {
         Shown::CgroupProcesses(_, path) => {
             format!(" processes in {path} ({})  c/Esc: back ", rows.len())
@@ -106,7 +105,7 @@ pub(super) fn draw_cgroups(f: &mut Frame, app: &App, area: Rect) {
             .unwrap_or(u16::MAX)
             .max(PATH_MIN),
     );
-    let pick = |cells: [String; 12]| -> Vec<Cell<'static>> {
+    let pick = |cells: Vec<String>| -> Vec<Cell<'static>> {
         shown
             .iter()
             .map(|&i| match i {
@@ -120,8 +119,9 @@ pub(super) fn draw_cgroups(f: &mut Frame, app: &App, area: Rect) {
         .iter()
         .map(|&i| Constraint::Length(CGROUP_WIDTHS[i].0.max(path_width * u16::from(i == 0))))
         .collect();
+    let titles = CGROUP_COLUMNS.as_slice();
     let header = header_row(
-        &shown.iter().map(|&i| CGROUP_COLUMNS[i]).collect::<Vec<_>>(),
+        &shown.iter().map(|&i| titles[i]).collect::<Vec<_>>(),
         shown
             .iter()
             .position(|&i| i == app.cgroups.sort)
@@ -151,21 +151,15 @@ pub(super) fn draw_cgroups(f: &mut Frame, app: &App, area: Rect) {
 
 /// The cgroup table's column widths (the path's, 0 here, is what the
 /// others leave) and the order columns are given up in when the terminal
-/// is narrow: the highest goes first.
-pub(super) const CGROUP_WIDTHS: [(u16, u8); 12] = [
-    (0, 0),
-    (5, 1),
-    (7, 2),
-    (6, 9),
-    (9, 7),
-    (7, 8),
-    (7, 3),
-    (6, 10),
-    (7, 11),
-    (6, 4),
-    (6, 5),
-    (6, 6),
-];
+/// is narrow: the highest goes first. The rate columns' come from the
+/// catalogue.
+pub(super) static CGROUP_WIDTHS: LazyLock<Vec<(u16, u8)>> = LazyLock::new(|| {
+    [(0, 0), (5, 1)]
+        .into_iter()
+        .chain(catalogue::columns().map(|(_, c)| (c.cgroup_width, c.cgroup_rank)))
+        .chain([(6, 4), (6, 5), (6, 6)])
+        .collect()
+});
 
 /// The narrowest the path column gets before figures are left out.
 pub(super) const PATH_MIN: u16 = 16;
