@@ -29,6 +29,7 @@ const CLASSIC_ONLY: &[&str] = &[
     "compaction:mm_compaction_",
     "migrate:mm_migrate_pages",
     "huge_memory:mm_",
+    "filemap:mm_filemap_add_to_page_cache",
 ];
 
 fn run(c: Command) -> std::process::Output {
@@ -198,7 +199,8 @@ fn record_as_nobody_counts_faults_like_rusage_and_names_what_is_missing() {
     // Nothing is missing for want of tracefs but the figures of hooks
     // without a BTF variant (dirty throttling: its BTF arguments give
     // jiffies; compaction, migration, collapses: rare events read by field
-    // name): each says so.
+    // name; page-cache additions: the folio's order read by field name):
+    // each says so.
     for (figure, why) in unavailable.as_object().unwrap() {
         let why = why.as_str().unwrap_or_default();
         if figure.contains("dirty_pause") {
