@@ -510,11 +510,27 @@ fn compare_report_of_two_bench_files_renders_in_headless_chromium() {
     assert_eq!(count(&html, "<svg"), plots, "inline SVGs");
     assert!(html.contains("<h1>vmscope compare: "), "no title");
     assert!(html.contains("Welch's t-test"), "no statistics named");
+    // Bars for each headline metric that either side measured above 0 (a
+    // run of a few ms may take no tick of user or system time: then both
+    // means are 0 and there is nothing to draw), as compare's rows say.
+    let c = vmscope(&["compare", s(base), s(new), "--format", "json"]);
+    ok(&c, "vmscope compare --format json");
+    let rows: serde_json::Value = serde_json::from_slice(&c.stdout).unwrap();
     for metric in ["real", "user", "sys", "faults", "madvise_calls"] {
-        assert!(
-            html.contains(&format!("<figure class=\"plot\" id=\"bars-{metric}\"")),
-            "no bars of {metric}"
-        );
+        let row = rows["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["metric"] == metric)
+            .unwrap_or_else(|| panic!("no {metric} row in compare's JSON"));
+        let measured = ["base", "new"]
+            .iter()
+            .any(|side| row[side]["mean"].as_f64().unwrap() != 0.0);
+        let drawn = html.contains(&format!("<figure class=\"plot\" id=\"bars-{metric}\""));
+        assert_eq!(drawn, measured, "bars of {metric} drawn: {drawn}; {row}");
+        if ["real", "faults", "madvise_calls"].contains(&metric) {
+            assert!(drawn, "no bars of {metric}");
+        }
     }
     // madvise_calls: 600 -> 6000, exactly, in the table.
     let row = html
