@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use vmscope_tests::*;
+use vmscope_tests::{pressure, *};
 
 #[test]
 fn page_cache_additions_count_every_page_each_process_brought_in() {
@@ -75,5 +75,45 @@ fn page_cache_additions_count_every_page_each_process_brought_in() {
         u64_at(&rec["totals"]["counters"], "/page_cache_added_pages"),
         all,
         "the scope's counter against its processes' sum: {procs:#?}"
+    );
+}
+
+/// Swap traffic is not page-cache traffic: a child swaps 40,000 pages out
+/// under a memcg limit and back in (and forks children that drop their
+/// copies), with zram swap active. Swapped pages go through the swap cache,
+/// never through the page cache's add tracepoint, so the tree adds next to
+/// nothing to the page cache while /proc/vmstat's pswpin grows by
+/// thousands.
+#[test]
+fn swap_traffic_is_not_counted_as_page_cache_additions() {
+    if !root_or_skip("swap_traffic_is_not_counted_as_page_cache_additions") {
+        return;
+    }
+    let _lock = pressure::exclusive();
+    let _swap = pressure::ZramSwap::new(1 << 30);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::read(testchild()).unwrap();
+    let cg = pressure::MemCgroup::new(64 << 20);
+    let child = testchild();
+    let argv = [path_str(&child), "forkswap", "40000", "3", "exit"];
+    let wrapped = cg.in_cgroup_argv(&argv);
+    let before = pressure::vmstat();
+    let (o, rec) = record_to(dir.path(), "swap", &wrapped, &[], Duration::from_secs(300));
+    let after = pressure::vmstat();
+    assert!(
+        o.status.success(),
+        "record: {:?} {}",
+        o.status,
+        text(&o.stderr)
+    );
+    let swapped_in = after["pswpin"] - before["pswpin"];
+    assert!(swapped_in > 20_000, "too little swapped in: {swapped_in}");
+    // What the tree may add: its binaries' and libraries' pages, re-read
+    // if they were evicted (see the test above), far below the swap-ins.
+    let added = u64_at(&rec["totals"]["counters"], "/page_cache_added_pages");
+    eprintln!("swap: {swapped_in} pages swapped in, {added} page-cache additions");
+    assert!(
+        added < 1024,
+        "{added} page-cache additions counted while {swapped_in} pages were swapped in"
     );
 }
