@@ -170,6 +170,18 @@ pub struct SamplingArgs {
     /// default: they run on every lock operation (see docs/cost.md).
     #[arg(long)]
     pub mmap_lock: bool,
+
+    /// Measure the working set: the bytes each followed process (every
+    /// process, when none is followed) touched within --wss-window, and
+    /// how long the rest lay idle. Clears the processes' referenced bits
+    /// once a window; see docs/working-set.md for its cost and errors.
+    #[arg(long)]
+    pub working_set: bool,
+
+    /// The working set's window: bytes touched within it (100ms to 1h).
+    #[arg(long, value_name = "DUR", default_value = "10s",
+          value_parser = crate::timefmt::parse_wss_window)]
+    pub wss_window: Duration,
 }
 
 /// Whose processes `top` and `record` follow, and how often they sample

@@ -87,6 +87,9 @@ pub struct Findings {
     pub swap_devices: Vec<system::SwapDevice>,
     pub psi_memory: Availability,
     pub memory_cgroup: system::MemoryCgroup,
+    /// The working-set methods (`--working-set`): which this kernel offers
+    /// and which one measures.
+    pub working_set: Vec<crate::model::wss::MethodStatus>,
 }
 
 pub fn run(args: &DoctorArgs) -> anyhow::Result<u8> {
@@ -185,6 +188,7 @@ pub fn collect(privileges: Privileges) -> Findings {
             },
         },
         memory_cgroup: system::memory_cgroup(),
+        working_set: crate::source::wss::methods(),
     }
 }
 
@@ -343,7 +347,20 @@ pub fn render(r: &Findings) -> String {
     s.push_str(&crate::source::rmap::doctor::render(&r.rmap));
     render_hooks(&mut s, r);
     render_memory(&mut s, r);
+    render_working_set(&mut s, r);
     s
+}
+
+fn render_working_set(s: &mut String, r: &Findings) {
+    let _ = writeln!(s, "\nworking set (--working-set):");
+    for m in &r.working_set {
+        let state = match (m.offered, m.used) {
+            (_, true) => "used",
+            (true, false) => "offered",
+            (false, false) => "unavailable",
+        };
+        let _ = writeln!(s, "  {:<16} {:<12} {}", m.method.name(), state, m.detail);
+    }
 }
 
 fn yn(b: bool) -> &'static str {

@@ -20,6 +20,18 @@ impl SamplingArgs {
         Ok(())
     }
 
+    /// The working-set scan asked for (`--working-set`), measuring every
+    /// process when `system` (nothing is followed).
+    pub fn wss_setup(&self, system: bool) -> Option<crate::model::wss::WssSetup> {
+        self.working_set.then(|| {
+            crate::model::wss::WssSetup::scan(
+                u64::try_from(self.wss_window.as_nanos()).unwrap_or(u64::MAX),
+                system,
+                crate::source::wss::methods(),
+            )
+        })
+    }
+
     /// The loader's options for a command that follows every process and
     /// takes no kernel-stack samples (`serve`: the exporter has no rmap
     /// series yet). [`ProcessArgs::load_options`] adds what `top` and

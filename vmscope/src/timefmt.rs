@@ -92,6 +92,20 @@ pub const HISTORY: DurationRange = DurationRange {
     max_text: "1h",
 };
 
+/// The working set's window (`--wss-window`): a scan clears and reads once
+/// per window, so a shorter one costs more and a longer one ages more.
+pub const WSS_WINDOW: DurationRange = DurationRange {
+    min: Duration::from_millis(100),
+    max: Duration::from_secs(3600),
+    min_text: "100ms",
+    max_text: "1h",
+};
+
+/// clap value parser for `--wss-window`.
+pub fn parse_wss_window(s: &str) -> Result<Duration, String> {
+    WSS_WINDOW.parse(s)
+}
+
 /// clap value parser for `-i/--interval`.
 pub fn parse_interval(s: &str) -> Result<Duration, String> {
     INTERVAL.parse(s)

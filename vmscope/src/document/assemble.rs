@@ -69,6 +69,11 @@ pub(crate) fn assemble(d: Parts) -> Recording {
         lost: model::lost(fold.last()),
         oom_kills: fold.oom_kills().to_vec(),
         cgroups: fold.cgroups(source, &avail, d.limit),
+        working_set: d
+            .header
+            .working_set
+            .clone()
+            .map(|setup| fold.wss.totals(setup)),
         series: fold.series(|name| attached(crate::model::catalogue::counter_probe(name))),
         samples: d.samples,
         header: Header {

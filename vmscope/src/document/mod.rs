@@ -475,6 +475,7 @@ pub fn header(
             .map(|k| vmscope_common::fault_class_name(k).to_string())
             .collect(),
         cgroup_scheme: source.cgroups.clone(),
+        working_set: None,
     }
 }
 

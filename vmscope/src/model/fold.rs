@@ -32,6 +32,8 @@ pub struct Fold {
     /// Each cgroup's books when first listed.
     books_first: BTreeMap<u64, CgroupBooks>,
     keep_cgroups: usize,
+    /// The working-set windows.
+    pub wss: crate::model::wss::WssFold,
 }
 
 impl Fold {
@@ -48,6 +50,7 @@ impl Fold {
             oom_kills: Vec::new(),
             books_first: BTreeMap::new(),
             keep_cgroups: keep,
+            wss: Default::default(),
         }
     }
 
@@ -58,6 +61,9 @@ impl Fold {
         }
         self.pgfault |= s.vmstat.get("pgfault").is_some();
         self.oom_kills.extend(s.oom_kills.iter().cloned());
+        for w in &s.working_set {
+            self.wss.push(w);
+        }
         for c in &s.cgroups {
             if let Some(b) = &c.books {
                 self.books_first.entry(c.id).or_insert_with(|| b.clone());

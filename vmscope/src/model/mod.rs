@@ -19,6 +19,7 @@ pub mod snapshot;
 pub mod stall;
 pub mod totals;
 pub mod view;
+pub mod wss;
 
 use crate::model::process::ProcSample;
 use std::collections::BTreeMap;

@@ -107,6 +107,10 @@ pub struct Recording {
     /// What happened in each interval, derived from `samples`.
     #[serde(default)]
     pub series: crate::model::series::IntervalSeries,
+    /// The working set over the run (absent unless `--working-set`); each
+    /// window is in the samples' `working_set`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_set: Option<crate::model::wss::WssTotals>,
     pub samples: Vec<Sample>,
 }
 
@@ -133,6 +137,9 @@ pub struct Header {
     /// `cgroup attribution` probe says why).
     #[serde(default)]
     pub cgroup_scheme: Option<crate::model::cgroup::CgroupScheme>,
+    /// How the working set was measured (absent unless `--working-set`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_set: Option<crate::model::wss::WssSetup>,
 }
 
 /// One line of a `--format jsonl` stream: a header, then one sample per

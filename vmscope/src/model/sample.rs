@@ -107,6 +107,10 @@ pub struct Sample {
     /// when cgroup attribution is unavailable; see `unavailable`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cgroups: Vec<crate::model::cgroup::CgroupSample>,
+    /// The working-set windows that finished since the previous sample
+    /// (absent unless `--working-set`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub working_set: Vec<crate::model::wss::WssSample>,
     /// OOM victims' records lost so far (their ring buffer was full).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub oom_kill_records_lost: u64,

@@ -200,7 +200,11 @@ impl Setup {
             }
             None => (None, None),
         };
-        let header = document::header(
+        let working_set = args.sampling.wss_setup(scope == ScopeKind::System);
+        if let Some(w) = &working_set {
+            source.working_set(w.clone());
+        }
+        let mut header = document::header(
             &source,
             args.sampling.interval,
             RecordingScope {
@@ -210,6 +214,7 @@ impl Setup {
             },
             (!args.command.is_empty()).then(|| args.command.clone()),
         );
+        header.working_set = working_set;
         if let Some(w) = stream.as_mut() {
             w.line(&Line::Header(Box::new(header.clone())))?;
         }
@@ -316,6 +321,10 @@ impl Book {
             incomplete: failure.as_ref().map(|e| format!("{e:#}")),
             child: child_report.clone(),
         });
+        // Asked for by name (--working-set): said, not only written.
+        if let Some(w) = &rec.working_set {
+            eprintln!("vmscope: {}", w.summary());
+        }
         // Two methods that disagree are said in words, not only in JSON.
         if let Some(a) = rec
             .totals

@@ -131,6 +131,28 @@ pub const PSI_FULL_SECONDS: Family = system(
     "Time all tasks stalled on memory.",
 );
 
+pub const WORKING_SET: Family = system_gauge(
+    "vmscope_working_set_bytes",
+    &["window"],
+    "Bytes the measured processes touched within the window (--working-set; \
+     summed over processes, so shared pages count in each). Absent until the first \
+     window ends.",
+);
+pub const IDLE_BYTES: Family = system_gauge(
+    "vmscope_idle_bytes",
+    &["idle"],
+    "The measured processes' resident bytes by how long ago they were last touched, \
+     in the last window (--working-set): idle=\"lt_1s\", \"lt_10s\"... up to the \
+     window, then \"older\".",
+);
+pub const CGROUP_WORKING_SET: Family = Family::gauge(
+    Scope::Cgroup,
+    "vmscope_cgroup_working_set_bytes",
+    &["cgroup", "window"],
+    "Bytes the cgroup's measured processes touched within the window \
+     (--working-set), by memory cgroup path.",
+);
+
 /// The system-wide families written here beside the catalogue's.
 pub const FAMILIES: &[Family] = &[
     BUILD_INFO,
@@ -146,6 +168,9 @@ pub const FAMILIES: &[Family] = &[
     PSI_SOME_SECONDS,
     PSI_FULL_RATIO,
     PSI_FULL_SECONDS,
+    WORKING_SET,
+    IDLE_BYTES,
+    CGROUP_WORKING_SET,
 ];
 
 const fn exporter(
@@ -240,6 +265,10 @@ pub struct State {
     pub psi_base: Option<Psi>,
     /// The per-cgroup series' ranking and ageing, and OOM kills by cgroup.
     pub cgroups: cgroups::CgroupBook,
+    /// The working-set window (`--working-set`), and the last one that
+    /// finished.
+    pub wss_window_ns: Option<u64>,
+    pub wss: Option<crate::model::wss::WssSample>,
 }
 
 impl State {
@@ -247,6 +276,9 @@ impl State {
         if self.vmstat_base.is_none() {
             self.vmstat_base = Some(s.vmstat.clone());
             self.psi_base = s.psi;
+        }
+        if let Some(w) = s.working_set.last() {
+            self.wss = Some(w.clone());
         }
         self.now.apply(&s);
         self.cgroups.count_kills(&s.oom_kills, s.elapsed_ns);
@@ -422,6 +454,7 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
     madvise(&mut w, state);
     vmstat(&mut w, state);
     psi(&mut w, state);
+    working_set(&mut w, state);
     histograms(&mut w, state);
     if per_process > 0 {
         per_process_series(&mut w, state, per_process);
@@ -571,6 +604,46 @@ fn psi(w: &mut Writer, state: &State) {
             );
         }
     }
+}
+
+/// The last finished working-set window: nothing before the first (a
+/// figure not yet measured is absent, not 0).
+fn working_set(w: &mut Writer, state: &State) {
+    let (Some(window), Some(ws)) = (state.wss_window_ns, &state.wss) else {
+        return;
+    };
+    let label = crate::model::wss::window_label(window);
+    w.write(
+        &WORKING_SET,
+        vec![(
+            vec![("window", label.clone())],
+            ws.total_bytes().to_string(),
+        )],
+    );
+    let edges = crate::model::wss::age_edges(window);
+    let names = edges
+        .iter()
+        .map(|&e| format!("lt_{}", crate::model::wss::window_label(e)))
+        .chain(std::iter::once("older".to_string()));
+    w.write(
+        &IDLE_BYTES,
+        names
+            .zip(ws.idle_ages())
+            .map(|(n, b)| (vec![("idle", n)], b.to_string()))
+            .collect(),
+    );
+    w.write(
+        &CGROUP_WORKING_SET,
+        ws.by_cgroup()
+            .into_iter()
+            .map(|(c, b)| {
+                (
+                    vec![("cgroup", c), ("window", label.clone())],
+                    b.to_string(),
+                )
+            })
+            .collect(),
+    );
 }
 
 /// The latency histograms, by family: every one whose probe is attached,

@@ -146,6 +146,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
         ..Default::default()
     };
     state.cgroups.top = usize::from(args.per_cgroup);
+    // Nothing is followed: the scan measures every process.
+    if let Some(setup) = args.sampling.wss_setup(true) {
+        state.wss_window_ns = Some(setup.window_ns);
+        source.working_set(setup);
+    }
     state.cgroups.mount = source
         .cgroups
         .as_ref()

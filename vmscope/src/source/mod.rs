@@ -13,5 +13,6 @@ pub mod rmap;
 pub mod shed;
 pub mod teardown;
 pub mod thread;
+pub mod wss;
 
 pub use thread::{Reading, Source};

@@ -20,6 +20,7 @@ use std::{
 use anyhow::{Context as _, anyhow};
 use tokio::sync::mpsc;
 
+use crate::model::wss::WssSetup;
 use crate::{
     model::{probes::ProbeStatus, sample::Sample},
     source::{
@@ -27,6 +28,7 @@ use crate::{
         kernel::cgroupfs,
         loader::{self, LoadOptions, Loaded, Since},
         shed::{self, Shed},
+        wss::{Scanner, Targets},
     },
 };
 
@@ -62,6 +64,8 @@ enum Cmd {
     /// One more read now, marked last; no more after it.
     Finish,
     Shed(std_mpsc::Sender<Shed>),
+    /// Measure the working set from the start on (see `wss`).
+    WorkingSet(WssSetup),
 }
 
 /// The handle the views hold. Dropping it (or [`Source::release`]) ends the
@@ -194,6 +198,14 @@ impl Source {
             .unwrap_or_else(|e| Shed::kept(format!("{e:#}")))
     }
 
+    /// Measures the working set of the followed processes (every process
+    /// when `setup.all_processes`), one window after another from
+    /// [`Source::start`] on; each finished window comes in the next read's
+    /// sample.
+    pub fn working_set(&self, setup: WssSetup) {
+        let _ = self.cmds.send(Cmd::WorkingSet(setup));
+    }
+
     /// Ends the thread, which detaches the probes in the background.
     pub fn release(self) {}
 }
@@ -224,6 +236,11 @@ struct Worker {
     held_for_swap: bool,
     /// The cgroup subtree followed, if any.
     scope: Option<CgroupScope>,
+    /// The followed processes, which the working-set scan measures.
+    roots: std::collections::BTreeSet<u32>,
+    /// The working-set scan asked for, started with the reads.
+    wss_setup: Option<WssSetup>,
+    wss: Option<Scanner>,
 }
 
 /// A followed cgroup subtree. The kernel side follows a task moved into
@@ -282,6 +299,9 @@ impl Worker {
             next: None,
             held_for_swap: false,
             scope: None,
+            roots: Default::default(),
+            wss_setup: None,
+            wss: None,
         }
     }
 
@@ -311,6 +331,7 @@ impl Worker {
     fn on(&mut self, cmd: Cmd) -> bool {
         match cmd {
             Cmd::Track(pid, since, reply) => {
+                self.follow([pid]);
                 let _ = reply.send(self.probes.track(pid, since));
             }
             Cmd::Cgroup(path, reply) => {
@@ -318,10 +339,23 @@ impl Worker {
                     self.scope = Some(scope);
                     new
                 });
+                if let Ok(new) = &r {
+                    self.follow(new.iter().copied());
+                }
                 let _ = reply.send(r);
             }
             Cmd::Start(start, interval) => {
                 self.collector = Some(Collector::new(start));
+                if let Some(setup) = self.wss_setup.take() {
+                    let targets = Targets {
+                        all: setup.all_processes,
+                        roots: self.roots.clone(),
+                    };
+                    match Scanner::start(setup, targets, start) {
+                        Ok(s) => self.wss = Some(s),
+                        Err(e) => log::warn!("working set unavailable: {e:#}"),
+                    }
+                }
                 self.interval = interval;
                 self.next = Some(Instant::now());
             }
@@ -337,6 +371,7 @@ impl Worker {
                 // No read follows; the probes go once the handle is dropped.
                 return self.out.send(Out::Last(r)).is_ok();
             }
+            Cmd::WorkingSet(setup) => self.wss_setup = Some(setup),
             Cmd::Shed(reply) => {
                 let s = shed::shed(&self.probes);
                 self.held_for_swap = s.held_for_swap;
@@ -363,7 +398,10 @@ impl Worker {
         let collector = self
             .collector
             .get_or_insert_with(|| Collector::new(Instant::now()));
-        let sample = collector.sample(&mut self.probes)?;
+        let mut sample = collector.sample(&mut self.probes)?;
+        if let Some(wss) = &self.wss {
+            sample.working_set = wss.finished();
+        }
         collector.prune(&mut self.probes);
         // What was kept for the swap probe goes once it has attached.
         let shed = (self.held_for_swap && !shed::swap_pending(&self.probes)).then(|| {
@@ -378,14 +416,28 @@ impl Worker {
         })
     }
 
+    /// Processes now followed, for the working-set scan.
+    fn follow(&mut self, pids: impl IntoIterator<Item = u32>) {
+        for pid in pids {
+            self.roots.insert(pid);
+            if let Some(w) = &self.wss {
+                w.add_root(pid);
+            }
+        }
+    }
+
     /// What changes the probes rather than reading them: the eBPF side's
     /// log lines, and the swap probe once a swap device is active.
     fn upkeep(&mut self) {
         self.probes.flush_logs();
-        if let Some(scope) = self.scope.as_mut()
-            && let Err(e) = scope.scan(&mut self.probes)
-        {
-            log::warn!("following cgroup {}: {e:#}", scope.path);
+        if let Some(scope) = self.scope.as_mut() {
+            match scope.scan(&mut self.probes) {
+                Ok(new) => {
+                    let new = new.clone();
+                    self.follow(new);
+                }
+                Err(e) => log::warn!("following cgroup {}: {e:#}", scope.path),
+            }
         }
         if self.probes.poll_swap() {
             log::info!(

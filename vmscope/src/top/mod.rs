@@ -43,6 +43,13 @@ use app::{Action, App, HeaderFacts};
 
 pub fn run(args: TopArgs) -> anyhow::Result<u8> {
     args.sampling.check()?;
+    if args.sampling.working_set {
+        return Err(crate::exit::failure(
+            crate::exit::USAGE,
+            "--working-set: top does not show the working set yet; measure it with \
+             `vmscope record --working-set` or `vmscope serve --working-set`",
+        ));
+    }
     if args.count.is_some() && !args.batch {
         return Err(exit::failure(exit::USAGE, "-n needs --batch"));
     }

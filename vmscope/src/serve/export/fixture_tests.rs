@@ -286,6 +286,18 @@ fn representative() -> State {
     ] {
         state.probes.push(ProbeStatus::tracepoint(name, true));
     }
+    state.wss_window_ns = Some(crate::model::wss::DEFAULT_WINDOW_NS);
+    state.wss = Some(crate::model::wss::WssSample {
+        procs: vec![crate::model::wss::WssProc {
+            pid: 1,
+            comm: "init".into(),
+            cgroup: Some("/a".into()),
+            working_set_bytes: 8192,
+            rss_bytes: 16384,
+            referenced_by_edge: vec![4096, 8192],
+        }],
+        ..Default::default()
+    });
     let full = crate::procstat::PsiLine::default();
     state.now.psi.get_or_insert_with(Default::default).full = Some(full);
     let mut counts = ProcSample::default();

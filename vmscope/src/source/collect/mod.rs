@@ -155,6 +155,7 @@ impl Collector {
             oom_kills,
             cgroups,
             oom_kill_records_lost: c(counter::OOM_RECORDS_LOST),
+            working_set: Vec::new(),
             rmap,
             counters: named_counters(&c, &swap),
             madvise: madvise_counts(&c),

@@ -1,0 +1,292 @@
+//! The working set (`--working-set`, the referenced-bit scan) against a
+//! workload whose hot set is known exactly: `vmscope workload hotset` maps
+//! 1 GiB, writes all of it, then touches every page of a random hot set at
+//! least once every 200 ms and nothing else. The figure must find the hot
+//! set, not the resident size, follow it when it grows, and split it by
+//! cgroup.
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+use std::{
+    io::{BufRead as _, BufReader, Write as _},
+    path::Path,
+    process::{Child, ChildStdin, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use vmscope_tests::{pressure, *};
+
+const MIB: u64 = 1 << 20;
+
+/// A running hotset workload, killed when dropped.
+struct Hotset {
+    child: Child,
+    stdin: ChildStdin,
+    pid: u32,
+}
+
+impl Hotset {
+    fn start(mut cmd: Command, size: &str, hot: &str) -> Hotset {
+        cmd.args(["workload", "hotset", "--size", size, "--hot", hot])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = cmd.spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let ready: serde_json::Value = loop {
+            let line = lines
+                .next()
+                .expect("hotset ended before it was ready")
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if v["event"] == "ready" {
+                break v;
+            }
+        };
+        // The rest of its output is not needed, but must not block it.
+        std::thread::spawn(move || lines.for_each(drop));
+        let pid = u32::try_from(ready["pid"].as_u64().unwrap()).unwrap();
+        Hotset { child, stdin, pid }
+    }
+
+    fn set_hot(&mut self, hot: &str) {
+        writeln!(self.stdin, "hot {hot}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn rss(&self) -> u64 {
+        let t = std::fs::read_to_string(format!("/proc/{}/smaps_rollup", self.pid)).unwrap();
+        let kb: u64 = t
+            .lines()
+            .find_map(|l| l.strip_prefix("Rss:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap();
+        kb * 1024
+    }
+}
+
+impl Drop for Hotset {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The windows streamed so far: (end in s since the recording's start,
+/// the scope's working set in bytes).
+fn windows(path: &Path) -> Vec<(f64, u64, serde_json::Value)> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue; // a line being written
+        };
+        if v["type"] != "sample" {
+            continue;
+        }
+        for w in v["working_set"].as_array().into_iter().flatten() {
+            let total = w["procs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["working_set_bytes"].as_u64().unwrap())
+                .sum();
+            out.push((w["end_ns"].as_u64().unwrap() as f64 / 1e9, total, w.clone()));
+        }
+    }
+    out
+}
+
+fn samples_seen(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(r#""type":"sample""#))
+        .count()
+}
+
+fn within(got: u64, want: u64, pct: f64) -> bool {
+    (got as f64 - want as f64).abs() <= want as f64 * pct / 100.0
+}
+
+#[test]
+fn working_set_finds_the_hot_set_within_a_window_and_follows_it_as_it_grows() {
+    if !root_or_skip("working_set_finds_the_hot_set_within_a_window_and_follows_it_as_it_grows") {
+        return;
+    }
+    let _x = pressure::exclusive();
+    let mut hot = Hotset::start(Command::new(vmscope_bin()), "1G", "256M");
+    assert!(hot.rss() >= 1024 * MIB, "the whole GiB is resident");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("wss.jsonl");
+    let pid = hot.pid.to_string();
+    let mut record = Command::new(vmscope_bin());
+    record
+        .args([
+            "record",
+            "--working-set",
+            "--format",
+            "jsonl",
+            "-d",
+            "40s",
+            "-p",
+            &pid,
+            "-o",
+        ])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let record = record.spawn().unwrap();
+    // The recording's clock starts at its first sample.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while samples_seen(&out) == 0 {
+        assert!(Instant::now() < deadline, "no sample streamed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let t0 = Instant::now();
+    // The first window ends 10 s after the start (and a little reading).
+    while windows(&out).is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(13),
+            "no window within 13 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (end, first, w) = windows(&out).remove(0);
+    assert!(end <= 11.0, "the first window ended at {end} s");
+    assert!(
+        within(first, 256 * MIB, 10.0),
+        "the first window's working set is {} MiB, not 256 MiB ± 10% (resident: 1 GiB): {w:#}",
+        first / MIB
+    );
+    let p = &w["procs"][0];
+    assert_eq!(p["pid"].as_u64(), Some(u64::from(hot.pid)), "{w:#}");
+    assert!(p["rss_bytes"].as_u64().unwrap() >= 1024 * MIB, "{w:#}");
+    // Idle ages: the bytes untouched in the window are the cold 768 MiB.
+    let refs = p["referenced_by_edge"].as_array().unwrap();
+    assert_eq!(refs.len(), 2, "edges 1 s and 10 s: {w:#}");
+    let cold = p["rss_bytes"].as_u64().unwrap() - p["working_set_bytes"].as_u64().unwrap();
+    assert!(
+        within(cold, 768 * MIB, 5.0),
+        "cold {} MiB: {w:#}",
+        cold / MIB
+    );
+
+    hot.set_hot("512M");
+    let changed = t0.elapsed().as_secs_f64();
+    let shown = loop {
+        let late: Vec<_> = windows(&out)
+            .into_iter()
+            .filter(|(end, _, _)| *end > changed + 1.0)
+            .collect();
+        if let Some((end, bytes, _)) = late.iter().find(|(_, b, _)| within(*b, 512 * MIB, 10.0)) {
+            break (*end, *bytes);
+        }
+        assert!(
+            t0.elapsed().as_secs_f64() < changed + 16.0,
+            "the hot set grew to 512 MiB at {changed:.1} s; windows since: {:?}",
+            late.iter()
+                .map(|(e, b, _)| (*e, b / MIB))
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        shown.0 <= changed + 15.0,
+        "512 MiB shown at {:.1} s, {:.1} s after the change",
+        shown.0,
+        shown.0 - changed
+    );
+    // Ctrl-C ends the recording with its totals.
+    // SAFETY: signals the recorder this test started.
+    unsafe { libc::kill(i32::try_from(record.id()).unwrap(), libc::SIGINT) };
+    let o = record.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "record: {:?} {}",
+        o.status,
+        text(&o.stderr)
+    );
+    let stderr = text(&o.stderr);
+    assert!(
+        stderr.contains("working set (10s window, referenced_scan)"),
+        "record says the figure and its method: {stderr}"
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    let rec: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let ws = &rec["working_set"];
+    assert_eq!(ws["method"], "referenced_scan", "{ws:#}");
+    assert!(ws["windows"].as_u64().unwrap() >= 2, "{ws:#}");
+    assert!(
+        within(ws["scope"]["last_bytes"].as_u64().unwrap(), 512 * MIB, 10.0),
+        "{ws:#}"
+    );
+    assert!(
+        within(ws["scope"]["max_bytes"].as_u64().unwrap(), 512 * MIB, 10.0),
+        "{ws:#}"
+    );
+    // The header says how, and which methods the kernel offers.
+    let header: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let methods = header["working_set"]["methods"].as_array().unwrap();
+    assert_eq!(methods.len(), 3, "{methods:#?}");
+    assert!(
+        methods
+            .iter()
+            .any(|m| m["method"] == "referenced_scan" && m["used"] == true),
+        "{methods:#?}"
+    );
+}
+
+#[test]
+fn working_set_per_cgroup_splits_two_hot_sets() {
+    if !root_or_skip("working_set_per_cgroup_splits_two_hot_sets") {
+        return;
+    }
+    let _x = pressure::exclusive();
+    let (cg_a, cg_b) = (
+        pressure::MemCgroup::new(1 << 30),
+        pressure::MemCgroup::new(1 << 30),
+    );
+    let a = Hotset::start(cg_a.command(vmscope_bin()), "512M", "128M");
+    let b = Hotset::start(cg_b.command(vmscope_bin()), "512M", "384M");
+    let dir = tempfile::tempdir().unwrap();
+    let pids = format!("{},{}", a.pid, b.pid);
+    let o = vmscope_within(
+        &[
+            "record",
+            "--working-set",
+            "-d",
+            "12s",
+            "-p",
+            &pids,
+            "-o",
+            path_str(&dir.path().join("wss.json")),
+        ],
+        Duration::from_secs(60),
+    );
+    ok(&o, "record");
+    let rec = read_json(&dir.path().join("wss.json"));
+    let cgroups = &rec["working_set"]["cgroups"];
+    let figure = |cg: &pressure::MemCgroup| {
+        let name = cg.path().file_name().unwrap().to_str().unwrap().to_string();
+        let (_, f) = cgroups
+            .as_object()
+            .unwrap()
+            .iter()
+            .find(|(path, _)| path.ends_with(&format!("/{name}")))
+            .unwrap_or_else(|| panic!("no cgroup {name} in {cgroups:#}"));
+        f["last_bytes"].as_u64().unwrap()
+    };
+    let (fa, fb) = (figure(&cg_a), figure(&cg_b));
+    assert!(
+        within(fa, 128 * MIB, 10.0),
+        "cgroup with 128 MiB hot: {} MiB",
+        fa / MIB
+    );
+    assert!(
+        within(fb, 384 * MIB, 10.0),
+        "cgroup with 384 MiB hot: {} MiB",
+        fb / MIB
+    );
+    drop((a, b));
+}

@@ -1,0 +1,441 @@
+//! The working-set scan (see `model::wss`): on a thread of its own, it
+//! clears the referenced bits of the processes it measures at the start of
+//! each window, reads how many are set again at each idle-age edge and at
+//! the window's end, and hands each finished window to the sampling thread,
+//! which puts it in the next sample. A slow scan (a process of many
+//! gigabytes) never holds up a read of the probes.
+//!
+//! What the kernel offers for the other methods is read here too, for
+//! `doctor` and the recording's header.
+
+use std::{
+    collections::BTreeSet,
+    path::Path,
+    sync::{Arc, Mutex, mpsc},
+    thread::JoinHandle,
+    time::{Duration, Instant},
+};
+
+use anyhow::Context as _;
+
+use crate::model::wss::{
+    MethodStatus, WssMethod, WssProc, WssSample, WssSetup, WssUnread, age_edges,
+};
+
+/// The thread's name, as `/proc/PID/task/TID/comm` shows it.
+pub const THREAD_NAME: &str = "vmscope-wss";
+
+/// What the scan of one process reads from `/proc/PID/smaps_rollup`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Rollup {
+    pub rss_bytes: u64,
+    pub referenced_bytes: u64,
+}
+
+/// Parses `smaps_rollup`: its `Rss:` and `Referenced:` lines, in kB.
+pub fn parse_rollup(text: &str) -> Option<Rollup> {
+    let mut rss = None;
+    let mut referenced = None;
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once(':') else {
+            continue;
+        };
+        let kb = || v.split_whitespace().next()?.parse::<u64>().ok();
+        match k {
+            "Rss" => rss = kb(),
+            "Referenced" => referenced = kb(),
+            _ => {}
+        }
+    }
+    Some(Rollup {
+        rss_bytes: rss? * 1024,
+        referenced_bytes: referenced? * 1024,
+    })
+}
+
+/// One process's rollup; an error names the file.
+pub fn read_rollup(pid: u32) -> Result<Rollup, String> {
+    let path = format!("/proc/{pid}/smaps_rollup");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+    // A process that has ended, or a kernel thread, has an empty rollup.
+    if text.is_empty() {
+        return Ok(Rollup::default());
+    }
+    parse_rollup(&text).ok_or_else(|| format!("{path}: no Rss and Referenced lines"))
+}
+
+/// Clears the referenced bits of every page `pid` maps.
+pub fn clear_refs(pid: u32) -> Result<(), String> {
+    let path = format!("/proc/{pid}/clear_refs");
+    std::fs::write(&path, b"1").map_err(|e| format!("{path}: {e}"))
+}
+
+/// The memory cgroup's path from `/proc/PID/cgroup`'s text: the v1 memory
+/// controller's line, else the unified hierarchy's.
+pub fn memory_cgroup(text: &str) -> Option<String> {
+    let mut unified = None;
+    for line in text.lines() {
+        let mut f = line.splitn(3, ':');
+        let (_, ctrls, path) = (f.next()?, f.next()?, f.next()?);
+        if ctrls.split(',').any(|c| c == "memory") {
+            return Some(path.to_string());
+        }
+        if ctrls.is_empty() {
+            unified = Some(path.to_string());
+        }
+    }
+    unified
+}
+
+fn comm(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|s| s.trim_end().to_string())
+        .unwrap_or_default()
+}
+
+/// Every process's pid (the numbered entries of /proc).
+fn all_processes() -> BTreeSet<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return BTreeSet::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// A process's children, from each of its threads' `children` file; None
+/// when it is gone.
+fn children(pid: u32) -> Option<Vec<u32>> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut out = Vec::new();
+    for t in tasks.flatten() {
+        let mut path = t.path();
+        path.push("children");
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
+        }
+    }
+    Some(out)
+}
+
+/// `roots` that are still there, and their descendants, as `children`
+/// (None: gone) has them.
+pub fn descendants(
+    roots: &BTreeSet<u32>,
+    children: impl Fn(u32) -> Option<Vec<u32>>,
+) -> BTreeSet<u32> {
+    let mut out = BTreeSet::new();
+    let mut todo: Vec<u32> = roots.iter().copied().collect();
+    while let Some(pid) = todo.pop() {
+        if out.contains(&pid) {
+            continue;
+        }
+        if let Some(kids) = children(pid) {
+            out.insert(pid);
+            todo.extend(kids);
+        }
+    }
+    out
+}
+
+/// The working-set methods and how this kernel stands with each.
+pub fn methods() -> Vec<MethodStatus> {
+    let scan = match (
+        Path::new("/proc/self/clear_refs").exists(),
+        read_rollup(std::process::id()),
+    ) {
+        (true, Ok(_)) => MethodStatus {
+            method: WssMethod::ReferencedScan,
+            offered: true,
+            used: true,
+            detail: "clears referenced bits (/proc/PID/clear_refs) and counts them again \
+                     (/proc/PID/smaps_rollup), per process"
+                .into(),
+        },
+        (false, _) => MethodStatus {
+            method: WssMethod::ReferencedScan,
+            offered: false,
+            used: false,
+            detail: "no /proc/self/clear_refs (kernel without CONFIG_PROC_PAGE_MONITOR)".into(),
+        },
+        (true, Err(e)) => MethodStatus {
+            method: WssMethod::ReferencedScan,
+            offered: false,
+            used: false,
+            detail: e,
+        },
+    };
+    let damon_dir = Path::new("/sys/kernel/mm/damon/admin");
+    let damon = if damon_dir.exists() {
+        MethodStatus {
+            method: WssMethod::Damon,
+            offered: true,
+            used: false,
+            detail: "DAMON's sysfs is present; vmscope does not drive it yet, so the \
+                     referenced-bit scan measures"
+                .into(),
+        }
+    } else {
+        MethodStatus {
+            method: WssMethod::Damon,
+            offered: false,
+            used: false,
+            detail: "no /sys/kernel/mm/damon/admin (kernel without CONFIG_DAMON_SYSFS)".into(),
+        }
+    };
+    let mglru = match std::fs::read_to_string("/sys/kernel/mm/lru_gen/enabled") {
+        Ok(v) => MethodStatus {
+            method: WssMethod::Mglru,
+            offered: true,
+            used: false,
+            detail: format!(
+                "the multi-generational LRU is built in (enabled: {}); vmscope does not read its \
+                 generations yet, so the referenced-bit scan measures",
+                v.trim()
+            ),
+        },
+        Err(_) => MethodStatus {
+            method: WssMethod::Mglru,
+            offered: false,
+            used: false,
+            detail: "no /sys/kernel/mm/lru_gen (kernel without CONFIG_LRU_GEN)".into(),
+        },
+    };
+    vec![scan, damon, mglru]
+}
+
+/// Whom the scan measures: the followed processes and their descendants,
+/// or every process.
+#[derive(Clone, Debug, Default)]
+pub struct Targets {
+    pub all: bool,
+    pub roots: BTreeSet<u32>,
+}
+
+/// The running scan. Dropping it stops the thread at once.
+pub struct Scanner {
+    pub setup: WssSetup,
+    targets: Arc<Mutex<Targets>>,
+    done: mpsc::Receiver<WssSample>,
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Scanner {
+    /// Starts scanning at once; the samples' times count from `start`.
+    pub fn start(setup: WssSetup, targets: Targets, start: Instant) -> anyhow::Result<Scanner> {
+        let targets = Arc::new(Mutex::new(targets));
+        let (tx, done) = mpsc::channel();
+        let (stop, stopped) = mpsc::channel();
+        let shared = Arc::clone(&targets);
+        let window = Duration::from_nanos(setup.window_ns);
+        let edges: Vec<Duration> = age_edges(setup.window_ns)
+            .into_iter()
+            .map(Duration::from_nanos)
+            .collect();
+        let thread = std::thread::Builder::new()
+            .name(THREAD_NAME.into())
+            .spawn(move || {
+                keep_only_reading_caps();
+                while let Some(w) = window_once(&shared, &edges, window, start, &stopped) {
+                    if tx.send(w).is_err() {
+                        return;
+                    }
+                }
+            })
+            .context("starting the working-set scan")?;
+        Ok(Scanner {
+            setup,
+            targets,
+            done,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Adds a process (and its descendants) to those measured, from the
+    /// next window on.
+    pub fn add_root(&self, pid: u32) {
+        if let Ok(mut t) = self.targets.lock() {
+            t.roots.insert(pid);
+        }
+    }
+
+    /// The windows finished since the last call, oldest first.
+    pub fn finished(&self) -> Vec<WssSample> {
+        self.done.try_iter().collect()
+    }
+}
+
+impl Drop for Scanner {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Gives up, on this thread, every capability but those that reading and
+/// clearing other users' processes' pages need: the scan never loads or
+/// attaches anything.
+fn keep_only_reading_caps() {
+    use ::caps::{CapSet, Capability};
+    let keep: ::caps::CapsHashSet = [
+        Capability::CAP_SYS_PTRACE,
+        Capability::CAP_DAC_OVERRIDE,
+        Capability::CAP_DAC_READ_SEARCH,
+    ]
+    .into_iter()
+    .collect();
+    for set in [CapSet::Effective, CapSet::Permitted] {
+        if let Ok(now) = ::caps::read(None, set) {
+            let _ = ::caps::set(None, set, &now.intersection(&keep).copied().collect());
+        }
+    }
+}
+
+/// This thread's CPU time.
+fn thread_cpu() -> Duration {
+    rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime)
+        .try_into()
+        .unwrap_or_default()
+}
+
+/// One window: clears, reads at each edge, returns the window (None when
+/// told to stop).
+fn window_once(
+    targets: &Mutex<Targets>,
+    edges: &[Duration],
+    window: Duration,
+    start: Instant,
+    stop: &mpsc::Receiver<()>,
+) -> Option<WssSample> {
+    let t0 = Instant::now();
+    let cpu0 = thread_cpu();
+    let wanted = targets.lock().map(|t| t.clone()).unwrap_or_default();
+    let pids: BTreeSet<u32> = if wanted.all {
+        all_processes()
+    } else {
+        descendants(&wanted.roots, children)
+    };
+    let mut unread = Vec::new();
+    let mut measured = Vec::new();
+    for pid in pids {
+        match clear_refs(pid) {
+            Ok(()) => measured.push(pid),
+            // A process that ended meanwhile is no longer there to measure.
+            Err(_) if !Path::new(&format!("/proc/{pid}")).exists() => {}
+            Err(reason) => unread.push(WssUnread { pid, reason }),
+        }
+    }
+    let mut by_edge: Vec<Vec<Option<Rollup>>> = Vec::with_capacity(edges.len());
+    let mut cpu = thread_cpu().saturating_sub(cpu0);
+    for &edge in edges {
+        match stop.recv_timeout((t0 + edge).saturating_duration_since(Instant::now())) {
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            _ => return None,
+        }
+        let c = thread_cpu();
+        by_edge.push(measured.iter().map(|&p| read_rollup(p).ok()).collect());
+        cpu += thread_cpu().saturating_sub(c);
+    }
+    let end = Instant::now();
+    debug_assert!(end >= t0 + window);
+    let c = thread_cpu();
+    let procs: Vec<WssProc> = measured
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &pid)| {
+            let reads: Vec<Rollup> = by_edge.iter().map(|e| e[i]).collect::<Option<_>>()?;
+            let last = *reads.last()?;
+            // An ended process reads empty: it is left out.
+            if last == Rollup::default() && !Path::new(&format!("/proc/{pid}")).exists() {
+                return None;
+            }
+            Some(WssProc {
+                pid,
+                comm: comm(pid),
+                cgroup: std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                    .ok()
+                    .and_then(|t| memory_cgroup(&t)),
+                working_set_bytes: last.referenced_bytes,
+                rss_bytes: last.rss_bytes,
+                referenced_by_edge: reads.iter().map(|r| r.referenced_bytes).collect(),
+            })
+        })
+        .collect();
+    cpu += thread_cpu().saturating_sub(c);
+    Some(WssSample {
+        start_ns: t0.saturating_duration_since(start).as_nanos() as u64,
+        end_ns: end.saturating_duration_since(start).as_nanos() as u64,
+        procs,
+        unread,
+        scan_cpu_ns: cpu.as_nanos() as u64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rollup_lines_in_kb() {
+        let t = "55fc-7ffd ---p 00000000 00:00 0  [rollup]\nRss:  1632 kB\nPss: 636 kB\n\
+                 Referenced:   1024 kB\nAnonymous: 112 kB\n";
+        assert_eq!(
+            parse_rollup(t),
+            Some(Rollup {
+                rss_bytes: 1632 * 1024,
+                referenced_bytes: 1024 * 1024
+            })
+        );
+        assert_eq!(parse_rollup("Rss: 4 kB\n"), None);
+    }
+
+    #[test]
+    fn memory_cgroup_from_v1_and_v2_lines() {
+        let v1 = "9:name=systemd:/\n4:memory:/a/b\n0::/\n";
+        assert_eq!(memory_cgroup(v1).as_deref(), Some("/a/b"));
+        assert_eq!(
+            memory_cgroup("0::/user.slice/x\n").as_deref(),
+            Some("/user.slice/x")
+        );
+        assert_eq!(memory_cgroup("3:cpu,memory:/m\n").as_deref(), Some("/m"));
+    }
+
+    #[test]
+    fn descendants_follow_the_tree_and_drop_gone_roots() {
+        let tree = |pid: u32| match pid {
+            1 => Some(vec![10, 20]),
+            10 => Some(vec![11]),
+            11 => Some(vec![12]),
+            12 | 20 => Some(vec![]),
+            _ => None,
+        };
+        let roots = BTreeSet::from([10, 99]);
+        assert_eq!(descendants(&roots, tree), BTreeSet::from([10, 11, 12]));
+    }
+
+    #[test]
+    fn this_process_is_scanned() {
+        let r = read_rollup(std::process::id()).expect("own rollup");
+        assert!(
+            r.rss_bytes > 0 && r.referenced_bytes <= r.rss_bytes,
+            "{r:?}"
+        );
+        let me = std::process::id();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("sleep");
+        let tree = descendants(&BTreeSet::from([me]), children);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(tree.contains(&me) && tree.contains(&child.id()), "{tree:?}");
+        assert!(all_processes().contains(&me));
+        assert_eq!(methods().len(), 3);
+    }
+}
