@@ -45,6 +45,7 @@ pub const PROC_CALLS: ProcField = ProcField {
         divide_by: 1.0,
         always: true,
         width: 7,
+        rank: 6,
         cgroup_width: 6,
         cgroup_rank: 10,
     }),

@@ -242,6 +242,10 @@ pub struct Column {
     pub always: bool,
     /// Its width in the process table and in `--batch`'s text.
     pub width: u16,
+    /// When the process table is narrow its rate columns are given up,
+    /// the highest rank first (never the one sorted on); PID and COMM
+    /// stay.
+    pub rank: u8,
     /// Its width in the cgroup table.
     pub cgroup_width: u16,
     /// When the cgroup table is narrow its columns are given up, the

@@ -204,6 +204,7 @@ pub const PROC_STALL: ProcField = ProcField {
         divide_by: 1e6,
         always: true,
         width: 10,
+        rank: 2,
         cgroup_width: 9,
         cgroup_rank: 7,
     }),

@@ -104,6 +104,7 @@ pub const PROC_SHOOTDOWNS: ProcField = ProcField {
         divide_by: 1.0,
         always: true,
         width: 8,
+        rank: 7,
         cgroup_width: 7,
         cgroup_rank: 11,
     }),

@@ -255,12 +255,14 @@ mod tests {
     use super::*;
     use super::{
         cells::fmt_limit,
-        tables::{PATH_MIN, cgroup_layout, left_cut},
+        tables::{
+            COMM_MIN, PATH_MIN, PROC_WIDTHS, cgroup_layout, draw_table, left_cut, proc_layout,
+        },
     };
     use crate::{
         model::catalogue::{faults, swap},
         model::view::{CgroupRow, Limit, RowRates},
-        top::app::{CGROUP_COLUMNS, COLUMNS},
+        top::app::{CGROUP_COLUMNS, COLUMNS, DEFAULT_SORT, FIRST_RATE},
         units::fmt_ns,
     };
     use crate::{
@@ -679,6 +681,215 @@ mod tests {
         assert_eq!(names(10).0, ["CGROUP"]);
         assert_eq!(left_cut("/a/b/c/leaf", 6), "…/leaf");
         assert_eq!(left_cut("/leaf", 6), "/leaf");
+    }
+
+    /// The process table alone, drawn into `w` columns (the whole screen
+    /// needs 80).
+    fn render_table(app: &App, w: u16) -> String {
+        let mut term = Terminal::new(TestBackend::new(w, 8)).expect("test terminal");
+        term.draw(|f| draw_table(f, app, f.area())).expect("draws");
+        let buf = term.backend().buffer().clone();
+        (0..8)
+            .map(|y| (0..w).map(|x| buf[(x, y)].symbol()).collect::<String>())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The titles in `screen`'s header row, and where each starts.
+    fn header_of(screen: &str) -> Vec<(usize, String)> {
+        let (_, l) = line_of(screen, "│PID ").expect("the header row");
+        words(l)
+    }
+
+    /// `line`'s words (the border aside) and the column each starts at.
+    fn words(line: &str) -> Vec<(usize, String)> {
+        let chars: Vec<char> = line.chars().collect();
+        let mut out = Vec::new();
+        for (at, &c) in chars.iter().enumerate() {
+            let starts = at == 0 || chars[at - 1] == ' ' || chars[at - 1] == '│';
+            if c != ' ' && c != '│' && starts {
+                let word: String = chars[at..]
+                    .iter()
+                    .take_while(|&&c| c != ' ' && c != '│')
+                    .collect();
+                out.push((at, word));
+            }
+        }
+        out
+    }
+
+    /// Each of the header's titles starts where the row's cell does.
+    fn assert_aligned(screen: &str, row: &str) {
+        let header = header_of(screen);
+        let (_, l) = line_of(screen, row).unwrap_or_else(|| panic!("no {row} row:\n{screen}"));
+        let cells = words(l);
+        let at = |w: &[(usize, String)]| w.iter().map(|(at, _)| *at).collect::<Vec<_>>();
+        assert_eq!(at(&header), at(&cells), "{screen}");
+    }
+
+    fn titles(screen: &str) -> Vec<String> {
+        header_of(screen).into_iter().map(|(_, t)| t).collect()
+    }
+
+    #[test]
+    fn narrow_process_tables_give_up_the_least_telling_columns_first() {
+        let names = |w, sorted| -> Vec<&str> {
+            proc_layout(w, sorted).iter().map(|&i| COLUMNS[i]).collect()
+        };
+        let sort = |title| COLUMNS.iter().position(|&c| c == title).expect("a column");
+        // Everything fits from 91 columns (89 inside the border) up.
+        assert_eq!(names(89, DEFAULT_SORT), *COLUMNS);
+        assert_eq!(names(200, DEFAULT_SORT), *COLUMNS);
+        assert_eq!(
+            names(88, DEFAULT_SORT),
+            [
+                "PID",
+                "COMM",
+                "FLT/s",
+                "MAJ/s",
+                "RCLM_ms/s",
+                "SWIN/s",
+                "SWOUT/s",
+                "MADV/s"
+            ]
+        );
+        assert_eq!(
+            names(78, DEFAULT_SORT),
+            [
+                "PID",
+                "COMM",
+                "FLT/s",
+                "MAJ/s",
+                "RCLM_ms/s",
+                "SWIN/s",
+                "SWOUT/s"
+            ]
+        );
+        assert_eq!(
+            names(58, DEFAULT_SORT),
+            ["PID", "COMM", "FLT/s", "MAJ/s", "RCLM_ms/s"]
+        );
+        // The column sorted on stays; the next in rank goes instead.
+        assert_eq!(
+            names(78, sort("SHOOT/s")),
+            [
+                "PID",
+                "COMM",
+                "FLT/s",
+                "MAJ/s",
+                "RCLM_ms/s",
+                "SWIN/s",
+                "SHOOT/s"
+            ]
+        );
+        assert_eq!(
+            names(58, sort("SHOOT/s")),
+            ["PID", "COMM", "FLT/s", "RCLM_ms/s", "SHOOT/s"]
+        );
+        // PID, COMM and the sorted column stay however narrow.
+        assert_eq!(names(10, sort("MADV/s")), ["PID", "COMM", "MADV/s"]);
+        assert_eq!(names(10, 1), ["PID", "COMM"]);
+        // What is kept fits, COMM at its width.
+        for w in 0..120 {
+            let shown = proc_layout(w, DEFAULT_SORT);
+            let need: u16 = shown.iter().map(|&i| PROC_WIDTHS[i].0 + 1).sum();
+            assert!(shown.len() == 3 || need - 1 <= w, "{w}: {shown:?}");
+            assert_eq!(PROC_WIDTHS[1].0, COMM_MIN);
+        }
+        // No two rate columns share a rank.
+        let mut ranks: Vec<u8> = PROC_WIDTHS[FIRST_RATE..].iter().map(|w| w.1).collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        assert_eq!(ranks.len(), PROC_WIDTHS.len() - FIRST_RATE);
+    }
+
+    #[test]
+    fn at_80_columns_the_process_table_gives_up_columns_and_comm_keeps_its_width() {
+        use crossterm::event::KeyCode;
+        let mut a = app();
+        let s = render(&a, 80, 24);
+        assert_eq!(
+            titles(&s),
+            [
+                "PID",
+                "COMM",
+                "FLT/s",
+                "MAJ/s",
+                "RCLM_ms/s",
+                "SWIN/s",
+                "SWOUT/s"
+            ],
+            "{s}"
+        );
+        assert!(
+            s.contains("processes (3; 2 columns need a wider terminal)"),
+            "{s}"
+        );
+        // The whole comm, and the figures start where COMM's 16 end.
+        let (_, l) = line_of(&s, "stress-worker").expect("row");
+        assert!(l.contains("│300      stress-worker    70000 "), "{l}");
+        for row in ["stress-worker", "postgres"] {
+            assert_aligned(&s, row);
+        }
+        // Sorted on a column that would go: it stays, another goes.
+        for _ in 0..6 {
+            press(&mut a, KeyCode::Char('s'));
+        }
+        assert_eq!(a.sort_label(), "sort: SHOOT/s");
+        let s = render(&a, 80, 24);
+        assert_eq!(
+            titles(&s),
+            [
+                "PID",
+                "COMM",
+                "FLT/s",
+                "MAJ/s",
+                "RCLM_ms/s",
+                "SWIN/s",
+                "SHOOT/s"
+            ],
+            "{s}"
+        );
+        assert_aligned(&s, "postgres");
+        // A cgroup's processes: the way back stays in the title.
+        press(&mut a, KeyCode::Char('c'));
+        press(&mut a, KeyCode::Enter);
+        let s = render(&a, 80, 24);
+        assert!(
+            s.contains("processes in /vmscope-test-1-0 (1)  c/Esc: back  (2 columns"),
+            "{s}"
+        );
+        assert_aligned(&s, "stress-worker");
+    }
+
+    #[test]
+    fn at_60_columns_the_process_table_keeps_pid_comm_and_the_most_telling_rates() {
+        use crossterm::event::KeyCode;
+        let mut a = app();
+        let s = render_table(&a, 60);
+        assert_eq!(
+            titles(&s),
+            ["PID", "COMM", "FLT/s", "MAJ/s", "RCLM_ms/s"],
+            "{s}"
+        );
+        assert!(s.contains("processes (3; 4 columns need"), "{s}");
+        let (_, l) = line_of(&s, "stress-worker").expect("row");
+        assert!(l.contains("│300      stress-worker    70000 "), "{l}");
+        for row in ["stress-worker", "postgres", "bash"] {
+            assert_aligned(&s, row);
+        }
+        // Sorted on MADV/s: it stays, MAJ/s goes in its place.
+        for _ in 0..5 {
+            press(&mut a, KeyCode::Char('s'));
+        }
+        assert_eq!(a.sort_label(), "sort: MADV/s");
+        let s = render_table(&a, 60);
+        assert_eq!(
+            titles(&s),
+            ["PID", "COMM", "FLT/s", "RCLM_ms/s", "MADV/s"],
+            "{s}"
+        );
+        assert_aligned(&s, "postgres");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use ratatui::{
 
 use crate::{
     model::catalogue,
-    top::app::{App, CGROUP_COLUMNS, COLUMNS, Panel, Table as Shown},
+    top::app::{App, CGROUP_COLUMNS, COLUMNS, FIRST_RATE, Panel, Table as Shown},
 };
 
 use super::cells::{cgroup_cells, proc_cells};
@@ -47,33 +47,86 @@ pub(super) fn draw_table(f: &mut Frame, app: &App, area: Rect) {
         .procs
         .scroll
         .min(rows.len().saturating_sub(visible.max(1)));
-    let body = rows
-        .iter()
-        .skip(start)
-        .take(visible)
-        .map(|r| Row::new(proc_cells(r).into_iter().map(Cell::from)));
-    // PID, COMM, then each rate column at its catalogue width.
-    let widths = [8, 16]
-        .into_iter()
-        .chain(catalogue::columns().map(|(_, c)| c.width))
-        .map(Constraint::Length);
-    let title = match &app.table {
-        Shown::CgroupProcesses(_, path) => {
+    let shown = proc_layout(area.width.saturating_sub(2), app.procs.sort);
+    let body = rows.iter().skip(start).take(visible).map(|r| {
+        let cells = proc_cells(r);
+        Row::new(shown.iter().map(|&i| Cell::from(cells[i].clone())))
+    });
+    // PID, COMM, then each rate column kept at its catalogue width.
+    let widths = shown.iter().map(|&i| Constraint::Length(PROC_WIDTHS[i].0));
+    let hidden = match COLUMNS.len() - shown.len() {
+        0 => String::new(),
+        1 => "1 column needs a wider terminal".to_string(),
+        n => format!("{n} columns need a wider terminal"),
+    };
+    let title = match (&app.table, hidden.is_empty()) {
+        // The way back comes first: the note is the part a narrow
+        // border cuts.
+        (Shown::CgroupProcesses(_, path), true) => {
             format!(" processes in {path} ({})  c/Esc: back ", rows.len())
         }
-        _ => format!(" processes ({}) ", rows.len()),
+        (Shown::CgroupProcesses(_, path), false) => {
+            format!(
+                " processes in {path} ({})  c/Esc: back  ({hidden}) ",
+                rows.len()
+            )
+        }
+        (_, true) => format!(" processes ({}) ", rows.len()),
+        (_, false) => format!(" processes ({}; {hidden}) ", rows.len()),
     };
+    let header = header_row(
+        &shown.iter().map(|&i| COLUMNS[i]).collect::<Vec<_>>(),
+        shown
+            .iter()
+            .position(|&i| i == app.procs.sort)
+            .unwrap_or(usize::MAX),
+    );
     f.render_widget(
-        Table::new(body, widths)
-            .header(header_row(&COLUMNS, app.procs.sort))
-            .block(
-                Block::default()
-                    .borders(Borders::ALL)
-                    .border_style(table_border(app))
-                    .title(title),
-            ),
+        Table::new(body, widths).header(header).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(table_border(app))
+                .title(title),
+        ),
         area,
     );
+}
+
+/// The process table's column widths and the order its rate columns are
+/// given up in when the terminal is narrow: the highest goes first. PID
+/// and COMM (rank 0) stay; the rate columns' come from the catalogue.
+pub(super) static PROC_WIDTHS: LazyLock<Vec<(u16, u8)>> = LazyLock::new(|| {
+    [(8, 0), (COMM_MIN, 0)]
+        .into_iter()
+        .chain(catalogue::columns().map(|(_, c)| (c.width, c.rank)))
+        .collect()
+});
+
+/// COMM's width, which it keeps as columns are given up: a comm is at
+/// most 15 characters.
+pub(super) const COMM_MIN: u16 = 16;
+
+/// Which process columns fit in `width` (in table order): rate columns
+/// are given up, the highest rank first, until the rest fit with COMM at
+/// [`COMM_MIN`]; the one at `sorted` is never given up.
+pub(super) fn proc_layout(width: u16, sorted: usize) -> Vec<usize> {
+    // Each column's width and the one blank between it and the next.
+    let need = |shown: &[usize]| -> u16 {
+        let all: u16 = shown.iter().map(|&i| PROC_WIDTHS[i].0 + 1).sum();
+        all.saturating_sub(1)
+    };
+    let mut shown: Vec<usize> = (0..PROC_WIDTHS.len()).collect();
+    let mut by_rank: Vec<usize> = (FIRST_RATE..PROC_WIDTHS.len())
+        .filter(|&i| i != sorted)
+        .collect();
+    by_rank.sort_by_key(|&i| std::cmp::Reverse(PROC_WIDTHS[i].1));
+    for i in by_rank {
+        if need(&shown) <= width {
+            break;
+        }
+        shown.retain(|&j| j != i);
+    }
+    shown
 }
 
 /// The cgroup table, with the cursor's row highlighted; or why there is
