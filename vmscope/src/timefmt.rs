@@ -92,6 +92,19 @@ pub const HISTORY: DurationRange = DurationRange {
     max_text: "1h",
 };
 
+/// The hot-set workload's period (`workload hotset --period`).
+pub const PERIOD: DurationRange = DurationRange {
+    min: Duration::from_millis(1),
+    max: Duration::from_secs(3600),
+    min_text: "1ms",
+    max_text: "1h",
+};
+
+/// clap value parser for `workload hotset --period`.
+pub fn parse_period(s: &str) -> Result<Duration, String> {
+    PERIOD.parse(s)
+}
+
 /// clap value parser for `-i/--interval`.
 pub fn parse_interval(s: &str) -> Result<Duration, String> {
     INTERVAL.parse(s)
