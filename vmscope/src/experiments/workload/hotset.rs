@@ -113,7 +113,7 @@ impl Plan {
     /// be (a message that reads after the value's name).
     fn hot_chunks(&self, bytes: u64) -> Result<usize, String> {
         if bytes == 0 {
-            return Err("is 0; give at least one byte".into());
+            return Err("must be more than 0".into());
         }
         if bytes > self.size as u64 {
             return Err(format!(
