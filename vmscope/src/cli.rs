@@ -4,7 +4,7 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::timefmt::{parse_history, parse_interval, parse_run_length};
+use crate::timefmt::{parse_history, parse_interval, parse_period, parse_run_length};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -394,6 +394,39 @@ pub enum Workload {
     /// each huge page compacts directly. Puts the pool back afterwards
     /// (needs root).
     Compaction(CompactionArgs),
+    /// Maps anonymous memory, writes it all once, then touches a random hot
+    /// set of it (chunk by chunk) every period: a known working set. `hot
+    /// SIZE` lines on stdin change the hot set while it runs.
+    Hotset(HotsetArgs),
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct HotsetArgs {
+    /// Anonymous memory mapped and written once (all of it resident).
+    #[arg(long, value_name = "BYTES", default_value = "1G", value_parser = parse_bytes)]
+    pub size: u64,
+
+    /// The hot set, touched every period; rounded up to whole chunks.
+    #[arg(long, value_name = "BYTES", default_value = "256M", value_parser = parse_bytes)]
+    pub hot: u64,
+
+    /// The hot set's unit: aligned pieces of this size (a whole number of
+    /// pages), chosen at random.
+    #[arg(long, value_name = "BYTES", default_value = "2M", value_parser = parse_bytes)]
+    pub chunk: u64,
+
+    /// Every page of the hot set is touched once per period.
+    #[arg(long, default_value = "200ms", value_parser = parse_period)]
+    pub period: Duration,
+
+    /// Stop after this many seconds of touching [default: run until
+    /// SIGINT or SIGTERM].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub seconds: Option<u64>,
+
+    /// Seed of the pseudo-random choice of chunks and touching order.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 #[derive(Clone, Debug, Args)]

@@ -106,6 +106,19 @@ pub fn parse_wss_window(s: &str) -> Result<Duration, String> {
     WSS_WINDOW.parse(s)
 }
 
+/// The hot-set workload's period (`workload hotset --period`).
+pub const PERIOD: DurationRange = DurationRange {
+    min: Duration::from_millis(1),
+    max: Duration::from_secs(3600),
+    min_text: "1ms",
+    max_text: "1h",
+};
+
+/// clap value parser for `workload hotset --period`.
+pub fn parse_period(s: &str) -> Result<Duration, String> {
+    PERIOD.parse(s)
+}
+
 /// clap value parser for `-i/--interval`.
 pub fn parse_interval(s: &str) -> Result<Duration, String> {
     INTERVAL.parse(s)

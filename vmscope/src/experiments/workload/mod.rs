@@ -3,6 +3,7 @@
 
 pub mod compaction;
 pub mod dirty;
+pub mod hotset;
 pub mod lat;
 pub mod lazyfree;
 pub mod mmap_lock;
@@ -43,6 +44,21 @@ impl HeldSignals {
             let mut set: libc::sigset_t = std::mem::zeroed();
             libc::sigpending(&mut set) == 0 && HELD.iter().any(|s| libc::sigismember(&set, *s) == 1)
         }
+    }
+}
+
+impl HeldSignals {
+    /// Waits up to `timeout` (none: only looks) for one of the held
+    /// signals and takes it, so that it is not delivered on drop. Returns
+    /// its number; `None` when the time is up or another signal came.
+    pub fn wait(&self, timeout: std::time::Duration) -> Option<libc::c_int> {
+        let ts = libc::timespec {
+            tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+        };
+        // SAFETY: waits on the set blocked in `hold`; no siginfo asked for.
+        let r = unsafe { libc::sigtimedwait(&self.0, std::ptr::null_mut(), &ts) };
+        (r > 0).then_some(r)
     }
 }
 
@@ -169,6 +185,7 @@ pub fn run(w: &Workload) -> anyhow::Result<u8> {
         Workload::Dirty(a) => dirty::run(a),
         Workload::MmapLock(a) => mmap_lock::run(a),
         Workload::Compaction(a) => compaction::run(a),
+        Workload::Hotset(a) => hotset::run(a),
     }
 }
 
