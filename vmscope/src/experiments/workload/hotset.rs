@@ -100,7 +100,7 @@ impl HotSet {
 
 /// The checked sizes of a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Plan {
+struct HotsetPlan {
     /// Bytes mapped.
     size: usize,
     chunk: usize,
@@ -108,7 +108,7 @@ struct Plan {
     chunks: usize,
 }
 
-impl Plan {
+impl HotsetPlan {
     /// The whole chunks `bytes` of hot set rounds up to, or why it cannot
     /// be (a message that reads after the value's name).
     fn hot_chunks(&self, bytes: u64) -> Result<usize, String> {
@@ -137,7 +137,7 @@ impl Plan {
 
 /// Refuses settings that cannot run, before anything is mapped; returns
 /// the plan and the hot set's chunks. Usage errors (exit 2), one line.
-fn check(a: &HotsetArgs, page: u64) -> anyhow::Result<(Plan, usize)> {
+fn check(a: &HotsetArgs, page: u64) -> anyhow::Result<(HotsetPlan, usize)> {
     let usage = |m: String| exit::failure(exit::USAGE, m);
     if a.size == 0 || a.chunk == 0 {
         return Err(usage("--size and --chunk must be more than 0".into()));
@@ -160,7 +160,7 @@ fn check(a: &HotsetArgs, page: u64) -> anyhow::Result<(Plan, usize)> {
         .ok_or_else(|| usage(format!("--size {} is too large", a.size)))?;
     super::fits_memory(&[("--size", a.size)], a.size)?;
     let chunk = usize::try_from(a.chunk).unwrap_or(usize::MAX);
-    let plan = Plan {
+    let plan = HotsetPlan {
         size,
         chunk,
         chunks: size / chunk,
@@ -191,7 +191,7 @@ fn parse_line(line: &str) -> Result<Option<u64>, String> {
 
 /// Reads `hot SIZE` lines from stdin and sends the hot set's chunks; a bad
 /// line is said on stderr and skipped. Ends at the end of stdin.
-fn read_changes(plan: &Plan, tx: &mpsc::Sender<(u64, usize)>) {
+fn read_changes(plan: &HotsetPlan, tx: &mpsc::Sender<(u64, usize)>) {
     let mut stdin = std::io::stdin().lock();
     let mut buf = Vec::new();
     loop {
@@ -314,6 +314,16 @@ fn emit(doc: &serde_json::Value) -> anyhow::Result<()> {
     out.flush().context("writing to stdout")
 }
 
+/// `len` bytes aligned to `align`, every page written once (resident).
+fn filled_map(len: usize, align: usize, page: usize) -> anyhow::Result<AnonMap> {
+    let map = aligned_map(len, align)?;
+    for off in (0..len).step_by(page) {
+        // SAFETY: a page of the mapping owned here.
+        unsafe { std::ptr::write_volatile(map.ptr.add(off).cast::<u64>(), 1) };
+    }
+    Ok(map)
+}
+
 pub fn run(a: &HotsetArgs) -> anyhow::Result<u8> {
     let page = rustix::param::page_size();
     let (plan, hot) = check(a, page as u64)?;
@@ -324,11 +334,7 @@ pub fn run(a: &HotsetArgs) -> anyhow::Result<u8> {
     let len = plan.size.next_multiple_of(page);
     // Chunks aligned to the largest power of two that divides them: a
     // 2 MiB chunk is a huge page.
-    let map = aligned_map(len, 1 << plan.chunk.trailing_zeros())?;
-    for off in (0..len).step_by(page) {
-        // SAFETY: a page of the mapping owned here.
-        unsafe { std::ptr::write_volatile(map.ptr.add(off).cast::<u64>(), 1) };
-    }
+    let map = filled_map(len, 1 << plan.chunk.trailing_zeros(), page)?;
     let (tx, rx) = mpsc::channel();
     {
         let plan = plan.clone();
@@ -517,7 +523,7 @@ mod tests {
 
     #[test]
     fn hot_sizes_round_up_to_whole_chunks_within_the_size() {
-        let plan = Plan {
+        let plan = HotsetPlan {
             size: 65 << 20,
             chunk: 2 << 20,
             chunks: 32,
