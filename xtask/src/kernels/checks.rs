@@ -194,6 +194,7 @@ pub fn judge(c: &Console) -> KernelResult {
     checks.extend(rmap_checks(c, &kinds));
     checks.push(mmap_lock_check(c));
     checks.push(compaction_check(c));
+    checks.push(working_set_check(c, &doctor));
     KernelResult {
         kernel: c.release.clone().unwrap_or_else(|| "unknown".into()),
         cgroup: doctor
@@ -704,6 +705,70 @@ fn oom_check(
             k["limit_cgroup"],
             limit.unwrap_or("none"),
             k["limit_source"]
+        ),
+    )
+}
+
+/// The last full window's working set against the workload's hot set
+/// (the first window also saw the fill), and the methods doctor lists.
+fn working_set_check(c: &Console, doctor: &Value) -> Check {
+    let rec = match c.recording("wss") {
+        Ok(r) => r,
+        Err(e) => return check("working_set", false, e),
+    };
+    let Some(hot) = workload_line(c, "wss").map(|d| u(&d, "/hot_bytes")) else {
+        return check("working_set", false, "no workload line in wss");
+    };
+    let windows: Vec<&Value> = rec["samples"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["working_set"].as_array().into_iter().flatten())
+        .collect();
+    let methods: Vec<String> = doctor["working_set"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            let state = match (m["used"].as_bool(), m["offered"].as_bool()) {
+                (Some(true), _) => "used",
+                (_, Some(true)) => "offered",
+                _ => "unavailable",
+            };
+            format!("{} {state}", m["method"].as_str().unwrap_or("?"))
+        })
+        .collect();
+    let Some(last) = windows.last() else {
+        return check(
+            "working_set",
+            false,
+            format!("no window finished; methods: {}", methods.join(", ")),
+        );
+    };
+    let ws: u64 = last["procs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| u(p, "/working_set_bytes"))
+        .sum();
+    let rss: u64 = last["procs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| u(p, "/rss_bytes"))
+        .sum();
+    check(
+        "working_set",
+        windows.len() >= 2
+            && within(ws, hot, 10.0)
+            && rec["working_set"]["method"] == "referenced_scan",
+        format!(
+            "{} windows; the last {} MiB vs {} MiB hot ({} MiB resident); methods: {}",
+            windows.len(),
+            ws >> 20,
+            hot >> 20,
+            rss >> 20,
+            methods.join(", ")
         ),
     )
 }

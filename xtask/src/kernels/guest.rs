@@ -39,6 +39,10 @@ pub const MMAP_LOCK_FAULTS: u64 = 20_000;
 pub const COMPACTION_FILL_MIB: u64 = 256;
 pub const COMPACTION_HUGE_MIB: u64 = 32;
 
+/// `workload hotset` for the working set, sized for the guest's 2 GiB.
+pub const WSS_SIZE_MIB: u64 = 512;
+pub const WSS_HOT_MIB: u64 = 128;
+
 /// The modules the guest loads for zram swap: zram itself, whose `depends=`
 /// the host follows (zsmalloc, and on 6.12 the lz4/lz4hc libraries), and
 /// the compressors older kernels request by name through the crypto API at
@@ -109,6 +113,8 @@ rec mmaplock0 --mmap-lock -- vmscope workload mmap-lock --storm none --threads 2
 rec mmaplock1 --mmap-lock -- vmscope workload mmap-lock --storm mprotect --threads 2 --faults {ml_faults} --slice 4M
 show thp.enabled /sys/kernel/mm/transparent_hugepage/enabled
 rec compaction -- vmscope workload compaction --fill {compaction_fill}M --huge {compaction_huge}M
+# The working set: a known hot set in more resident memory, two 10 s windows.
+rec wss --working-set -- vmscope workload hotset --size {wss_size}M --hot {wss_hot}M --seconds 20
 
 for m in /mods/*.ko; do insmod $m 2>/dev/null; done
 begin swapon
@@ -183,5 +189,7 @@ poweroff -f
         ml_faults = MMAP_LOCK_FAULTS,
         compaction_fill = COMPACTION_FILL_MIB,
         compaction_huge = COMPACTION_HUGE_MIB,
+        wss_size = WSS_SIZE_MIB,
+        wss_hot = WSS_HOT_MIB,
     )
 }
