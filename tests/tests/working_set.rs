@@ -290,3 +290,38 @@ fn working_set_per_cgroup_splits_two_hot_sets() {
     );
     drop((a, b));
 }
+
+/// `lab wss` checks the scan against its own hot set, and says which
+/// methods it could not check and why. Needs no privilege: the workload is
+/// its own child.
+#[test]
+fn lab_wss_checks_the_scan_against_a_hot_set_that_grows() {
+    let o = vmscope_within(
+        &[
+            "lab", "wss", "--size", "256M", "--hot", "64M", "--grow", "128M", "--window", "2s",
+            "--json",
+        ],
+        Duration::from_secs(120),
+    );
+    ok(&o, "lab wss");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let phases = v["phases"].as_array().unwrap();
+    assert_eq!(phases.len(), 2, "{v:#}");
+    for (p, hot) in phases.iter().zip([64 * MIB, 128 * MIB]) {
+        assert_eq!(p["hot_bytes"].as_u64(), Some(hot), "{v:#}");
+        assert!(
+            within(p["measured_bytes"].as_u64().unwrap(), hot, 10.0),
+            "{v:#}"
+        );
+        assert_eq!(p["ok"], true, "{v:#}");
+        assert!(p["resident_bytes"].as_u64().unwrap() >= 256 * MIB, "{v:#}");
+    }
+    let methods = v["methods"].as_array().unwrap();
+    assert!(
+        methods
+            .iter()
+            .all(|m| m["used"] == true || !m["detail"].as_str().unwrap().is_empty()),
+        "every method not used says why: {v:#}"
+    );
+    assert!(v["scan_cpu_share"].as_f64().unwrap() > 0.0, "{v:#}");
+}

@@ -69,6 +69,34 @@ pub enum Lab {
     /// mmap) storm on the same mapping (`workload mmap-lock`), recorded
     /// with the mmap_lock probes.
     MmapLock(MmapLockLabArgs),
+    /// The working set against a hot set known exactly (`workload
+    /// hotset`): measured, then grown and measured again, by each method
+    /// this kernel offers.
+    Wss(WssLabArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct WssLabArgs {
+    /// Resident anonymous memory of the workload.
+    #[arg(long, value_name = "BYTES", default_value = "1G", value_parser = parse_bytes)]
+    pub size: u64,
+
+    /// Its hot set at first.
+    #[arg(long, value_name = "BYTES", default_value = "256M", value_parser = parse_bytes)]
+    pub hot: u64,
+
+    /// Its hot set after the first window.
+    #[arg(long, value_name = "BYTES", default_value = "512M", value_parser = parse_bytes)]
+    pub grow: u64,
+
+    /// The working set's window.
+    #[arg(long, value_name = "DUR", default_value = "10s",
+          value_parser = crate::timefmt::parse_wss_window)]
+    pub window: Duration,
+
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

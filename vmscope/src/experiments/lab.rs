@@ -295,12 +295,17 @@ fn remove_stale_cgroups() {
 }
 
 pub fn run(lab: &Lab) -> anyhow::Result<u8> {
+    // Reads /proc only: no eBPF, no privilege beyond its own child's.
+    if let Lab::Wss(a) = lab {
+        return super::lab_wss::run(a);
+    }
     Privileges::current().require_bpf()?;
     let guard = SignalGuard::install()?;
     let result = match lab {
         Lab::Lazyfree(a) => lazyfree(a),
         Lab::Rmap(a) => rmap(a),
         Lab::MmapLock(a) => mmap_lock(a),
+        Lab::Wss(a) => super::lab_wss::run(a),
     };
     // The zram device and the temporary runs are gone by now, whatever
     // happened; so is the workload's own cgroup, unless it was killed.

@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod lab;
+pub mod lab_wss;
 pub mod overhead;
 pub mod pressure;
 pub mod workload;

@@ -1,0 +1,251 @@
+//! `vmscope lab wss`: each working-set method this kernel offers, checked
+//! against a hot set known exactly. It runs `workload hotset` (resident
+//! memory of `--size`, of which `--hot` is touched every 200 ms), measures
+//! it one full window, grows the hot set to `--grow`, and measures the
+//! first window that starts after the change took effect. A method is
+//! right when each figure is within 10% of the hot set.
+
+use std::{
+    io::{BufRead as _, BufReader, Write as _},
+    process::{Child, ChildStdin, Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, anyhow};
+use serde::Serialize;
+
+use crate::{
+    cli::WssLabArgs,
+    exit,
+    model::wss::{MethodStatus, WssSample, WssSetup},
+    source::wss::{Scanner, Targets, methods},
+};
+
+/// How far a figure may be from the hot set.
+const TOLERANCE_PCT: f64 = 10.0;
+
+/// One measurement against the truth.
+#[derive(Debug, Serialize)]
+struct Phase {
+    phase: &'static str,
+    hot_bytes: u64,
+    measured_bytes: u64,
+    resident_bytes: u64,
+    error_pct: f64,
+    ok: bool,
+    /// When the window ended, seconds after the hot set took this size.
+    shown_after_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct Outcome {
+    methods: Vec<MethodStatus>,
+    window_s: f64,
+    phases: Vec<Phase>,
+    scan_cpu_share: f64,
+}
+
+/// The workload, killed when dropped.
+struct Workload {
+    child: Child,
+    stdin: ChildStdin,
+    events: mpsc::Receiver<serde_json::Value>,
+    pid: u32,
+}
+
+impl Workload {
+    fn start(a: &WssLabArgs) -> anyhow::Result<Workload> {
+        let me = std::env::current_exe().context("finding vmscope's own binary")?;
+        let mut child = Command::new(me)
+            .args(["workload", "hotset", "--size"])
+            .arg(a.size.to_string())
+            .arg("--hot")
+            .arg(a.hot.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .context("starting workload hotset")?;
+        let stdin = child.stdin.take().context("the workload's stdin")?;
+        let stdout = child.stdout.take().context("the workload's stdout")?;
+        let (tx, events) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+                    && tx.send(v).is_err()
+                {
+                    return;
+                }
+            }
+        });
+        let mut w = Workload {
+            child,
+            stdin,
+            events,
+            pid: 0,
+        };
+        let ready = w.event("ready", Duration::from_secs(120))?;
+        w.pid = ready["pid"]
+            .as_u64()
+            .and_then(|p| u32::try_from(p).ok())
+            .ok_or_else(|| anyhow!("workload hotset's ready line has no pid: {ready}"))?;
+        Ok(w)
+    }
+
+    fn event(&self, name: &str, limit: Duration) -> anyhow::Result<serde_json::Value> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let v = self
+                .events
+                .recv_timeout(left)
+                .map_err(|_| anyhow!("workload hotset said no `{name}` within {limit:?}"))?;
+            if v["event"] == name {
+                return Ok(v);
+            }
+        }
+    }
+
+    fn grow(&mut self, bytes: u64) -> anyhow::Result<Instant> {
+        writeln!(self.stdin, "hot {bytes}").context("writing to workload hotset")?;
+        self.stdin.flush().context("writing to workload hotset")?;
+        self.event("hot", Duration::from_secs(60))?;
+        Ok(Instant::now())
+    }
+}
+
+impl Drop for Workload {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The next window that starts at or after `after` (since `start`).
+fn window_after(
+    scanner: &Scanner,
+    start: Instant,
+    after: Instant,
+    limit: Duration,
+) -> anyhow::Result<WssSample> {
+    let from = after.saturating_duration_since(start).as_nanos() as u64;
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(w) = scanner.finished().into_iter().find(|w| w.start_ns >= from) {
+            return Ok(w);
+        }
+        if Instant::now() > deadline {
+            return Err(anyhow!("no working-set window finished within {limit:?}"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn phase(name: &'static str, hot: u64, w: &WssSample, since: Instant, start: Instant) -> Phase {
+    let measured = w.total_bytes();
+    let error_pct = (measured as f64 - hot as f64) / hot as f64 * 100.0;
+    let since_ns = since.saturating_duration_since(start).as_nanos() as u64;
+    Phase {
+        phase: name,
+        hot_bytes: hot,
+        measured_bytes: measured,
+        resident_bytes: w.rss_bytes(),
+        error_pct,
+        ok: error_pct.abs() <= TOLERANCE_PCT,
+        shown_after_s: w.end_ns.saturating_sub(since_ns) as f64 / 1e9,
+    }
+}
+
+pub fn run(a: &WssLabArgs) -> anyhow::Result<u8> {
+    if a.hot == 0 || a.grow <= a.hot || a.grow > a.size {
+        return Err(exit::failure(
+            exit::USAGE,
+            format!(
+                "lab wss: needs 0 < --hot ({}) < --grow ({}) <= --size ({})",
+                a.hot, a.grow, a.size
+            ),
+        ));
+    }
+    let all = methods();
+    let mut work = Workload::start(a)?;
+    let window = a.window;
+    let setup = WssSetup::scan(window.as_nanos() as u64, false, all.clone());
+    let start = Instant::now();
+    let scanner = Scanner::start(
+        setup,
+        Targets {
+            all: false,
+            roots: [work.pid].into(),
+        },
+        start,
+    )?;
+    let limit = window * 3 + Duration::from_secs(30);
+    let mut windows = Vec::new();
+    let first = window_after(&scanner, start, start, limit)?;
+    let mut phases = vec![phase("hot", a.hot, &first, start, start)];
+    windows.push(first);
+    let grown = work.grow(a.grow)?;
+    let after = window_after(&scanner, start, grown, limit)?;
+    phases.push(phase("grown", a.grow, &after, grown, start));
+    windows.push(after);
+    drop(scanner);
+    drop(work);
+    let cpu: u64 = windows.iter().map(|w| w.scan_cpu_ns).sum();
+    let span: u64 = windows
+        .iter()
+        .map(|w| w.end_ns.saturating_sub(w.start_ns))
+        .sum();
+    let outcome = Outcome {
+        methods: all,
+        window_s: window.as_secs_f64(),
+        phases,
+        scan_cpu_share: cpu as f64 / span.max(1) as f64,
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&outcome)?);
+    } else {
+        print!("{}", render(&outcome));
+    }
+    Ok(if outcome.phases.iter().all(|p| p.ok) {
+        0
+    } else {
+        exit::FAILURE
+    })
+}
+
+fn render(o: &Outcome) -> String {
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let mut s = String::new();
+    s.push_str("method           phase   hot MiB  measured MiB  resident MiB  error   shown after  verdict\n");
+    for p in &o.phases {
+        s.push_str(&format!(
+            "{:<16} {:<7} {:>7.1}  {:>12.1}  {:>12.1}  {:>+5.1}%  {:>9.1} s  {}\n",
+            "referenced_scan",
+            p.phase,
+            mib(p.hot_bytes),
+            mib(p.measured_bytes),
+            mib(p.resident_bytes),
+            p.error_pct,
+            p.shown_after_s,
+            if p.ok { "ok" } else { "off by more than 10%" }
+        ));
+    }
+    for m in o.methods.iter().filter(|m| !m.used) {
+        s.push_str(&format!(
+            "{:<16} not checked: {}\n",
+            m.method.name(),
+            if m.offered {
+                m.detail.as_str()
+            } else {
+                "not offered by this kernel"
+            }
+        ));
+    }
+    s.push_str(&format!(
+        "window {:.0} s; the scan took {:.3}% of one CPU\n",
+        o.window_s,
+        o.scan_cpu_share * 100.0
+    ));
+    s
+}
