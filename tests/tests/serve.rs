@@ -1672,3 +1672,89 @@ fn scraped_with_faults(serve: &Serve) {
         std::thread::sleep(Duration::from_millis(500));
     }
 }
+
+/// `serve --working-set` measures every process (nothing is followed): a
+/// hot set of 64 MiB in 256 MiB resident, in a cgroup of its own, is that
+/// cgroup's working set within 10%; the scope's figure holds it; the idle
+/// buckets split the resident memory. Nothing is exported before the
+/// first window ends (unmeasured is absent, not 0).
+#[test]
+fn serve_working_set_per_cgroup_finds_a_known_hot_set() {
+    const TEST: &str = "serve_working_set_per_cgroup_finds_a_known_hot_set";
+    if !root_or_skip(TEST) {
+        return;
+    }
+    let _x = vmscope_tests::pressure::exclusive();
+    let cg = vmscope_tests::pressure::MemCgroup::new(1 << 30);
+    let mut cmd = cg.command(vmscope_bin());
+    cmd.args(["workload", "hotset", "--size", "256M", "--hot", "64M"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    let mut hot = KillOnDrop::spawn(cmd);
+    let out = hot.child().stdout.take().unwrap();
+    let mut lines = BufReader::new(out).lines();
+    let ready = lines.next().unwrap().unwrap();
+    assert!(ready.contains(r#""event":"ready""#), "{ready}");
+    std::thread::spawn(move || lines.for_each(drop));
+    let serve = Serve::start(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--working-set",
+        "--wss-window",
+        "2s",
+    ]);
+    let first = samples_or_panic(&scrape(serve.addr));
+    assert!(
+        named(&first, "vmscope_working_set_bytes").is_empty(),
+        "a working set before the first window ended"
+    );
+    let name = cg.path().file_name().unwrap().to_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let samples = loop {
+        let s = samples_or_panic(&scrape(serve.addr));
+        if !named(&s, "vmscope_cgroup_working_set_bytes").is_empty() {
+            break s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no window within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mine = named(&samples, "vmscope_cgroup_working_set_bytes")
+        .into_iter()
+        .find(|s| {
+            s.label("cgroup")
+                .is_some_and(|c| c.ends_with(&format!("/{name}")))
+        })
+        .unwrap_or_else(|| panic!("no series for cgroup {name}"));
+    assert_eq!(mine.label("window"), Some("2s"));
+    let want = 64.0 * 1024.0 * 1024.0;
+    assert!(
+        (mine.value - want).abs() <= want * 0.10,
+        "the hot set's cgroup: {} MiB, not 64 MiB ± 10%",
+        mine.value / 1024.0 / 1024.0
+    );
+    let scope = named(&samples, "vmscope_working_set_bytes");
+    assert_eq!(scope.len(), 1, "{scope:?}");
+    assert!(scope[0].value >= mine.value, "{scope:?}");
+    let idle: Vec<&str> = named(&samples, "vmscope_idle_bytes")
+        .iter()
+        .filter_map(|s| s.label("idle"))
+        .collect();
+    assert_eq!(
+        idle,
+        ["lt_1s", "lt_2s", "older"],
+        "idle buckets up to the window"
+    );
+    let older = named(&samples, "vmscope_idle_bytes")
+        .into_iter()
+        .find(|s| s.label("idle") == Some("older"))
+        .unwrap()
+        .value;
+    assert!(
+        older >= 190.0 * 1024.0 * 1024.0,
+        "the cold 192 MiB are idle: {older}"
+    );
+    drop(hot);
+}

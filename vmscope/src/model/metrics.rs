@@ -349,6 +349,9 @@ impl catalogue::Run for Recording {
     fn psi_some_stall_us(&self) -> Option<u64> {
         self.totals.vm.psi.as_ref()?.some_stall_us
     }
+    fn working_set(&self) -> Option<&crate::model::wss::WssTotals> {
+        self.working_set.as_ref()
+    }
 }
 
 #[cfg(test)]

@@ -83,6 +83,31 @@ pub fn plots(rec: &Recording, prefix: &str) -> anyhow::Result<Vec<Plot>> {
             svg: charts::line_plot(title, unit, &points, &marks)?,
         });
     }
+    if let Some(ws) = &rec.working_set {
+        // Each window's figure at its end; one point draws no line.
+        let points: Vec<(f64, f64)> = rec
+            .samples
+            .iter()
+            .flat_map(|s| &s.working_set)
+            .map(|w| (w.end_ns as f64 / 1e9, w.total_bytes() as f64 / (1024.0 * 1024.0)))
+            .collect();
+        if points.len() >= 2 {
+            out.push(Plot {
+                id: format!("{prefix}working-set"),
+                title: ws.summary(),
+                svg: charts::line_plot(
+                    &format!(
+                        "working set ({} window, {})",
+                        crate::model::wss::window_label(ws.setup.window_ns),
+                        ws.setup.method.name()
+                    ),
+                    "MiB",
+                    &points,
+                    &marks,
+                )?,
+            });
+        }
+    }
     for (name, s) in &rec.totals.vm.histograms {
         if s.count == 0 {
             continue;

@@ -40,6 +40,7 @@ pub mod swap;
 pub mod system;
 pub mod thp;
 pub mod tlb;
+pub mod wss;
 
 /// Probe names (declared with the probe statuses, below every metric).
 pub use crate::model::probes::names as probe;
@@ -493,6 +494,8 @@ pub trait Run {
     fn madvise_total_calls(&self) -> u64;
     /// PSI memory `some` stall time (µs), if the kernel has PSI.
     fn psi_some_stall_us(&self) -> Option<u64>;
+    /// The run's working set, if it was measured (`--working-set`).
+    fn working_set(&self) -> Option<&crate::model::wss::WssTotals>;
 }
 
 /// A figure of the command's rusage, if a command was run.
@@ -541,6 +544,7 @@ pub const RUN_ROWS: &[RunRow] = concat_slices!([RunRow]:
     oom::RUN_ROWS,
     tlb::RUN_ROWS,
     pagecache::RUN_ROWS,
+    wss::RUN_ROWS,
     madvise::RUN_ROWS,
     system::PSI_RUN_ROWS,
     faults::GUP_RUN_ROWS,
