@@ -27,7 +27,7 @@ const TOLERANCE_PCT: f64 = 10.0;
 
 /// One measurement against the truth.
 #[derive(Debug, Serialize)]
-struct Phase {
+struct WssCheck {
     phase: &'static str,
     hot_bytes: u64,
     measured_bytes: u64,
@@ -39,23 +39,23 @@ struct Phase {
 }
 
 #[derive(Debug, Serialize)]
-struct Outcome {
+struct WssLabOutcome {
     methods: Vec<MethodStatus>,
     window_s: f64,
-    phases: Vec<Phase>,
+    phases: Vec<WssCheck>,
     scan_cpu_share: f64,
 }
 
 /// The workload, killed when dropped.
-struct Workload {
+struct HotsetChild {
     child: Child,
     stdin: ChildStdin,
     events: mpsc::Receiver<serde_json::Value>,
     pid: u32,
 }
 
-impl Workload {
-    fn start(a: &WssLabArgs) -> anyhow::Result<Workload> {
+impl HotsetChild {
+    fn start(a: &WssLabArgs) -> anyhow::Result<HotsetChild> {
         let me = std::env::current_exe().context("finding vmscope's own binary")?;
         let mut child = Command::new(me)
             .args(["workload", "hotset", "--size"])
@@ -79,7 +79,7 @@ impl Workload {
                 }
             }
         });
-        let mut w = Workload {
+        let mut w = HotsetChild {
             child,
             stdin,
             events,
@@ -115,7 +115,7 @@ impl Workload {
     }
 }
 
-impl Drop for Workload {
+impl Drop for HotsetChild {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -142,11 +142,11 @@ fn window_after(
     }
 }
 
-fn phase(name: &'static str, hot: u64, w: &WssSample, since: Instant, start: Instant) -> Phase {
+fn phase(name: &'static str, hot: u64, w: &WssSample, since: Instant, start: Instant) -> WssCheck {
     let measured = w.total_bytes();
     let error_pct = (measured as f64 - hot as f64) / hot as f64 * 100.0;
     let since_ns = since.saturating_duration_since(start).as_nanos() as u64;
-    Phase {
+    WssCheck {
         phase: name,
         hot_bytes: hot,
         measured_bytes: measured,
@@ -168,7 +168,7 @@ pub fn run(a: &WssLabArgs) -> anyhow::Result<u8> {
         ));
     }
     let all = methods();
-    let mut work = Workload::start(a)?;
+    let mut work = HotsetChild::start(a)?;
     let window = a.window;
     let setup = WssSetup::scan(window.as_nanos() as u64, false, all.clone());
     let start = Instant::now();
@@ -196,7 +196,7 @@ pub fn run(a: &WssLabArgs) -> anyhow::Result<u8> {
         .iter()
         .map(|w| w.end_ns.saturating_sub(w.start_ns))
         .sum();
-    let outcome = Outcome {
+    let outcome = WssLabOutcome {
         methods: all,
         window_s: window.as_secs_f64(),
         phases,
@@ -214,7 +214,7 @@ pub fn run(a: &WssLabArgs) -> anyhow::Result<u8> {
     })
 }
 
-fn render(o: &Outcome) -> String {
+fn render(o: &WssLabOutcome) -> String {
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
     let mut s = String::new();
     s.push_str("method           phase   hot MiB  measured MiB  resident MiB  error   shown after  verdict\n");

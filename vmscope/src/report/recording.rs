@@ -89,7 +89,12 @@ pub fn plots(rec: &Recording, prefix: &str) -> anyhow::Result<Vec<Plot>> {
             .samples
             .iter()
             .flat_map(|s| &s.working_set)
-            .map(|w| (w.end_ns as f64 / 1e9, w.total_bytes() as f64 / (1024.0 * 1024.0)))
+            .map(|w| {
+                (
+                    w.end_ns as f64 / 1e9,
+                    w.total_bytes() as f64 / (1024.0 * 1024.0),
+                )
+            })
             .collect();
         if points.len() >= 2 {
             out.push(Plot {
