@@ -351,8 +351,9 @@ fn window_once(
         .filter_map(|(i, &pid)| {
             let reads: Vec<Rollup> = by_edge.iter().map(|e| e[i]).collect::<Option<_>>()?;
             let last = *reads.last()?;
-            // An ended process reads empty: it is left out.
-            if last == Rollup::default() && !Path::new(&format!("/proc/{pid}")).exists() {
+            // An ended process, and a kernel thread (no memory of its own
+            // to measure), read empty: they are left out, not counted as 0.
+            if last == Rollup::default() {
                 return None;
             }
             Some(WssProc {
