@@ -325,3 +325,47 @@ fn lab_wss_checks_the_scan_against_a_hot_set_that_grows() {
     );
     assert!(v["scan_cpu_share"].as_f64().unwrap() > 0.0, "{v:#}");
 }
+
+/// `top --working-set` shows the followed process's working set as a row
+/// of its rates, with the idle ages beside it.
+#[test]
+fn top_shows_the_working_set_of_the_followed_process() {
+    if !root_or_skip("top_shows_the_working_set_of_the_followed_process") {
+        return;
+    }
+    let hot = Hotset::start(Command::new(vmscope_bin()), "256M", "64M");
+    let pid = hot.pid.to_string();
+    let o = vmscope_within(
+        &[
+            "top",
+            "--batch",
+            "-n",
+            "4",
+            "-i",
+            "1s",
+            "--working-set",
+            "--wss-window",
+            "1s",
+            "-p",
+            &pid,
+        ],
+        Duration::from_secs(60),
+    );
+    ok(&o, "top --batch --working-set");
+    let out = text(&o.stdout);
+    let last = out
+        .lines()
+        .filter(|l| l.starts_with("working set "))
+        .last()
+        .unwrap_or_else(|| panic!("no working set row: {out}"));
+    let mib: f64 = last["working set".len()..]
+        .split_whitespace()
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no figure in {last:?}"));
+    assert!((mib - 64.0).abs() <= 6.4, "64 MiB hot, shown {mib}: {last}");
+    assert!(
+        last.contains("1s window; <1s ") && last.contains("older 19"),
+        "{last}"
+    );
+}

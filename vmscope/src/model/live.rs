@@ -19,6 +19,8 @@ pub struct Live {
     now: Option<Snapshot>,
     history: HashMap<&'static str, VecDeque<f64>>,
     unavailable: Unavailable,
+    /// The working set's window, when it is measured (`--working-set`).
+    wss_window_ns: Option<u64>,
 }
 
 impl Live {
@@ -32,6 +34,12 @@ impl Live {
     /// Probes can attach late (the swap probe): refreshes what is missing.
     pub fn set_unavailable(&mut self, unavailable: Unavailable) {
         self.unavailable = unavailable;
+    }
+
+    /// Shows the working set (measured over windows of `window_ns`) as a
+    /// row of the rates panel.
+    pub fn show_working_set(&mut self, window_ns: u64) {
+        self.wss_window_ns = Some(window_ns);
     }
 
     /// Starts the latency histograms and elapsed time afresh (`r`).
@@ -49,6 +57,9 @@ impl Live {
         self.last = self.now.replace(next);
         let (now, last) = (self.now.as_ref()?, self.last.as_ref()?);
         let mut model = Model::new(now, Some(last), self.baseline.as_ref(), &self.unavailable);
+        if let Some(window) = self.wss_window_ns {
+            model.rates.push(working_set_line(now, window));
+        }
         for r in &mut model.rates {
             let h = self.history.entry(r.name).or_default();
             h.push_back(r.value.unwrap_or(0.0));
@@ -58,6 +69,32 @@ impl Live {
             r.history = h.iter().copied().collect();
         }
         Some(model)
+    }
+}
+
+/// The working set's row: the last window's figure in MiB (none until the
+/// first window ends: shown as n/a, not 0), its idle ages as the detail.
+fn working_set_line(now: &Snapshot, window_ns: u64) -> crate::model::view::RateLine {
+    use crate::model::wss::{age_edges, window_label};
+    const MIB: f64 = 1024.0 * 1024.0;
+    let detail = now.wss.as_ref().map(|w| {
+        let names = age_edges(window_ns)
+            .into_iter()
+            .map(|e| format!("<{}", window_label(e)))
+            .chain(std::iter::once("older".to_string()));
+        let ages: Vec<String> = names
+            .zip(w.idle_ages())
+            .map(|(n, b)| format!("{n} {:.0}M", b as f64 / MIB))
+            .collect();
+        format!("{} window; {}", window_label(window_ns), ages.join(", "))
+    });
+    crate::model::view::RateLine {
+        name: "working set",
+        unit: "MiB",
+        value: now.wss.as_ref().map(|w| w.total_bytes() as f64 / MIB),
+        history: Vec::new(),
+        unavailable: None,
+        detail,
     }
 }
 

@@ -49,6 +49,8 @@ pub struct Snapshot {
     /// last seen with one (none: nothing). Their growth is charged from
     /// there once their cgroup is known.
     uncharged: BTreeMap<u32, Option<Box<ProcSample>>>,
+    /// The last working-set window that finished (`--working-set`).
+    pub wss: Option<crate::model::wss::WssSample>,
 }
 
 impl Snapshot {
@@ -76,6 +78,9 @@ impl Snapshot {
         self.cpu.clone_from(&s.cpu);
         self.stall_ns_by_cpu.clone_from(&s.stall_ns_by_cpu);
         self.rmap.clone_from(&s.rmap);
+        if let Some(w) = s.working_set.last() {
+            self.wss = Some(w.clone());
+        }
         for h in &s.hists {
             self.hists.insert(h.name.clone(), h.clone());
         }

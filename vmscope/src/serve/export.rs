@@ -145,6 +145,19 @@ pub const IDLE_BYTES: Family = system_gauge(
      in the last window (--working-set): idle=\"lt_1s\", \"lt_10s\"... up to the \
      window, then \"older\".",
 );
+pub const PROCESS_WORKING_SET: Family = Family::gauge(
+    Scope::Process,
+    "vmscope_process_working_set_bytes",
+    &["pid", "comm", "window"],
+    "Bytes the process touched within the window (--working-set), for the --per-process \
+     processes with the largest working sets.",
+);
+pub const WORKING_SET_SCAN: Family = system(
+    "vmscope_working_set_scan_cpu_seconds_total",
+    &[],
+    "CPU time the working-set scan has taken (clearing and reading referenced bits; \
+     --working-set): its cost, which grows with the memory the measured processes map.",
+);
 pub const CGROUP_WORKING_SET: Family = Family::gauge(
     Scope::Cgroup,
     "vmscope_cgroup_working_set_bytes",
@@ -171,6 +184,8 @@ pub const FAMILIES: &[Family] = &[
     WORKING_SET,
     IDLE_BYTES,
     CGROUP_WORKING_SET,
+    PROCESS_WORKING_SET,
+    WORKING_SET_SCAN,
 ];
 
 const fn exporter(
@@ -269,6 +284,8 @@ pub struct State {
     /// finished.
     pub wss_window_ns: Option<u64>,
     pub wss: Option<crate::model::wss::WssSample>,
+    /// The scan's CPU time over every window so far.
+    pub wss_scan_cpu_ns: u64,
 }
 
 impl State {
@@ -277,7 +294,8 @@ impl State {
             self.vmstat_base = Some(s.vmstat.clone());
             self.psi_base = s.psi;
         }
-        if let Some(w) = s.working_set.last() {
+        for w in &s.working_set {
+            self.wss_scan_cpu_ns += w.scan_cpu_ns;
             self.wss = Some(w.clone());
         }
         self.now.apply(&s);
@@ -454,7 +472,7 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
     madvise(&mut w, state);
     vmstat(&mut w, state);
     psi(&mut w, state);
-    working_set(&mut w, state);
+    working_set(&mut w, state, per_process);
     histograms(&mut w, state);
     if per_process > 0 {
         per_process_series(&mut w, state, per_process);
@@ -608,11 +626,37 @@ fn psi(w: &mut Writer, state: &State) {
 
 /// The last finished working-set window: nothing before the first (a
 /// figure not yet measured is absent, not 0).
-fn working_set(w: &mut Writer, state: &State) {
+fn working_set(w: &mut Writer, state: &State, per_process: usize) {
     let (Some(window), Some(ws)) = (state.wss_window_ns, &state.wss) else {
         return;
     };
     let label = crate::model::wss::window_label(window);
+    w.write(
+        &WORKING_SET_SCAN,
+        vec![(vec![], secs(state.wss_scan_cpu_ns))],
+    );
+    let mut top: Vec<&crate::model::wss::WssProc> = ws.procs.iter().collect();
+    top.sort_by(|a, b| {
+        b.working_set_bytes
+            .cmp(&a.working_set_bytes)
+            .then(a.pid.cmp(&b.pid))
+    });
+    top.truncate(per_process);
+    w.write(
+        &PROCESS_WORKING_SET,
+        top.iter()
+            .map(|p| {
+                (
+                    vec![
+                        ("pid", p.pid.to_string()),
+                        ("comm", p.comm.clone()),
+                        ("window", label.clone()),
+                    ],
+                    p.working_set_bytes.to_string(),
+                )
+            })
+            .collect(),
+    );
     w.write(
         &WORKING_SET,
         vec![(

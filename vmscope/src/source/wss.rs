@@ -25,6 +25,9 @@ use crate::model::wss::{
 /// The thread's name, as `/proc/PID/task/TID/comm` shows it.
 pub const THREAD_NAME: &str = "vmscope-wss";
 
+/// A scan costlier than this share of one CPU is said once.
+const COSTLY_SHARE: f64 = 0.05;
+
 /// What the scan of one process reads from `/proc/PID/smaps_rollup`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Rollup {
@@ -239,7 +242,20 @@ impl Scanner {
             .name(THREAD_NAME.into())
             .spawn(move || {
                 keep_only_reading_caps();
+                let mut warned = false;
                 while let Some(w) = window_once(&shared, &edges, window, start, &stopped) {
+                    let share =
+                        w.scan_cpu_ns as f64 / w.end_ns.saturating_sub(w.start_ns).max(1) as f64;
+                    if share > COSTLY_SHARE && !warned {
+                        warned = true;
+                        log::warn!(
+                            "the working-set scan took {:.1}% of one CPU over its last window \
+                             ({} processes, {} MiB resident); a longer --wss-window costs less",
+                            share * 100.0,
+                            w.procs.len(),
+                            w.rss_bytes() >> 20
+                        );
+                    }
                     if tx.send(w).is_err() {
                         return;
                     }

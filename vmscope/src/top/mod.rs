@@ -43,13 +43,6 @@ use app::{Action, App, HeaderFacts};
 
 pub fn run(args: TopArgs) -> anyhow::Result<u8> {
     args.sampling.check()?;
-    if args.sampling.working_set {
-        return Err(crate::exit::failure(
-            crate::exit::USAGE,
-            "--working-set: top does not show the working set yet; measure it with \
-             `vmscope record --working-set` or `vmscope serve --working-set`",
-        ));
-    }
     if args.count.is_some() && !args.batch {
         return Err(exit::failure(exit::USAGE, "-n needs --batch"));
     }
@@ -64,6 +57,10 @@ pub fn run(args: TopArgs) -> anyhow::Result<u8> {
     Privileges::current().require_bpf()?;
     driver::run(async move {
         let source = Source::open(args.process.load_options(&args.sampling), &args.process.pid)?;
+        // Nothing followed: the scan measures every process.
+        if let Some(setup) = args.sampling.wss_setup(args.process.pid.is_empty()) {
+            source.working_set(setup);
+        }
         if args.batch {
             batch(&args, source).await
         } else {
@@ -179,13 +176,17 @@ impl<'a> Feed<'a> {
             anyhow::Ok(r)
         })
         .transpose()?;
+        let mut live = Live::new(unavailable(
+            &source.probes,
+            source.fault_source,
+            source.cgroups.as_ref(),
+        ));
+        if let Some(w) = args.sampling.wss_setup(args.process.pid.is_empty()) {
+            live.show_working_set(w.window_ns);
+        }
         Ok(Self {
             args,
-            live: Live::new(unavailable(
-                &source.probes,
-                source.fault_source,
-                source.cgroups.as_ref(),
-            )),
+            live,
             fault_source: source.fault_source,
             cgroups: source.cgroups.clone(),
             flight,
