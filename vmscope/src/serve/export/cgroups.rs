@@ -31,9 +31,7 @@ use std::{
 
 use super::{Series, State, Writer, secs};
 use crate::model::{
-    catalogue::{
-        Family, ProcField, Scope, compaction, dirty, faults, mmap_lock, probe, reclaim, swap, tlb,
-    },
+    catalogue::{self, Family, ProcField, Scope, probe, reclaim},
     cgroup::{CgroupSample, CgroupState},
     oom::OomKill,
     snapshot::Snapshot,
@@ -330,20 +328,15 @@ fn oom_kills(w: &mut Writer, state: &State) {
     );
 }
 
-/// The per-process figures exported summed by cgroup, in the order
-/// written: counts first, then (after madvise's calls) the stall times.
-const COUNTS: [&ProcField; 5] = [
-    &faults::PROC_FAULTS,
-    &faults::PROC_MAJOR,
-    &swap::PROC_OUT,
-    &swap::PROC_IN,
-    &tlb::PROC_SHOOTDOWNS,
-];
-const TIMES: [&ProcField; 3] = [
-    &dirty::PROC_PAUSE,
-    &compaction::PROC_DIRECT,
-    &mmap_lock::PROC_WAIT,
-];
+/// The per-process figures exported summed by cgroup: every one the
+/// catalogue gives a cgroup family, counts first, then (after madvise's
+/// calls) the times.
+fn cgroup_fields(times: bool) -> Vec<&'static ProcField> {
+    catalogue::PROC_FIELDS
+        .iter()
+        .filter(|f| f.cgroup.is_some() && (f.unit == "ns") == times)
+        .collect()
+}
 
 /// Writes the per-cgroup family of each of `fields` whose probe is
 /// attached: times (ns) in seconds, counts as they are.
@@ -370,7 +363,7 @@ fn summed(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)], fields
 }
 
 fn counts(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)]) {
-    summed(w, state, rows, &COUNTS);
+    summed(w, state, rows, &cgroup_fields(false));
     if state.usable(probe::MADVISE) {
         let calls = rows
             .iter()
@@ -385,7 +378,7 @@ fn counts(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)]) {
             .collect();
         w.write(&MADVISE_CALLS, calls);
     }
-    summed(w, state, rows, &TIMES);
+    summed(w, state, rows, &cgroup_fields(true));
     let mut stall: Series = Vec::new();
     for (n, c) in rows {
         for k in reclaim::STALLS {

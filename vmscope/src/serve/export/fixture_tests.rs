@@ -371,3 +371,27 @@ fn every_exported_family_is_documented() {
         }
     }
 }
+
+/// Every per-process figure the catalogue gives a per-cgroup family is
+/// exported summed by cgroup when its probe is attached: the family comes
+/// from the catalogue row, not from a list here.
+#[test]
+fn every_cgroup_family_of_the_catalogue_is_exported() {
+    let mut state = representative();
+    for f in crate::model::catalogue::PROC_FIELDS {
+        state.probes.push(ProbeStatus::tracepoint(f.probe, true));
+    }
+    let text = render(&state, Format::Prometheus, 5);
+    let families: Vec<&str> = crate::model::catalogue::PROC_FIELDS
+        .iter()
+        .filter_map(|f| Some(f.cgroup.as_ref()?.name))
+        .collect();
+    assert!(families.contains(&"vmscope_cgroup_page_cache_added_pages_total"));
+    for name in families {
+        assert!(
+            text.contains(&format!("# TYPE {name} counter\n"))
+                && text.contains(&format!("{name}{{cgroup=\"/work\"}}")),
+            "{name} is declared but not exported"
+        );
+    }
+}
