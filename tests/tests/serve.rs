@@ -1674,7 +1674,7 @@ fn scraped_with_faults(serve: &Serve) {
 }
 
 /// `serve --working-set` measures every process (nothing is followed): a
-/// hot set of 64 MiB in 256 MiB resident, in a cgroup of its own, is that
+/// hot set of 128 MiB in 512 MiB resident, in a cgroup of its own, is that
 /// cgroup's working set within 10%; the scope's figure holds it; the idle
 /// buckets split the resident memory. Nothing is exported before the
 /// first window ends (unmeasured is absent, not 0).
@@ -1687,7 +1687,7 @@ fn serve_working_set_per_cgroup_finds_a_known_hot_set() {
     let _x = vmscope_tests::pressure::exclusive();
     let cg = vmscope_tests::pressure::MemCgroup::new(1 << 30);
     let mut cmd = cg.command(vmscope_bin());
-    cmd.args(["workload", "hotset", "--size", "256M", "--hot", "64M"])
+    cmd.args(["workload", "hotset", "--size", "512M", "--hot", "128M"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped());
     let mut hot = KillOnDrop::spawn(cmd);
@@ -1729,10 +1729,10 @@ fn serve_working_set_per_cgroup_finds_a_known_hot_set() {
         })
         .unwrap_or_else(|| panic!("no series for cgroup {name}"));
     assert_eq!(mine.label("window"), Some("2s"));
-    let want = 64.0 * 1024.0 * 1024.0;
+    let want = 128.0 * 1024.0 * 1024.0;
     assert!(
         (mine.value - want).abs() <= want * 0.10,
-        "the hot set's cgroup: {} MiB, not 64 MiB ± 10%",
+        "the hot set's cgroup: {} MiB, not 128 MiB ± 10%",
         mine.value / 1024.0 / 1024.0
     );
     let scope = named(&samples, "vmscope_working_set_bytes");
@@ -1753,8 +1753,8 @@ fn serve_working_set_per_cgroup_finds_a_known_hot_set() {
         .unwrap()
         .value;
     assert!(
-        older >= 190.0 * 1024.0 * 1024.0,
-        "the cold 192 MiB are idle: {older}"
+        older >= 380.0 * 1024.0 * 1024.0,
+        "the cold 384 MiB are idle: {older}"
     );
     drop(hot);
 }
