@@ -369,3 +369,90 @@ fn top_shows_the_working_set_of_the_followed_process() {
         "{last}"
     );
 }
+
+/// Two recordings of hot sets of 64 and 128 MiB: compare's rows are their
+/// working sets (the mean over each run's windows), and the report plots
+/// each run's working set over time.
+#[test]
+fn compare_and_report_carry_the_working_set() {
+    if !root_or_skip("compare_and_report_carry_the_working_set") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, hot: &str| {
+        let path = dir.path().join(name);
+        let me = vmscope_bin().display().to_string();
+        let o = vmscope_within(
+            &[
+                "record",
+                "--working-set",
+                "--wss-window",
+                "1s",
+                "-o",
+                path_str(&path),
+                "--",
+                &me,
+                "workload",
+                "hotset",
+                "--size",
+                "256M",
+                "--hot",
+                hot,
+                "--seconds",
+                "5",
+            ],
+            Duration::from_secs(120),
+        );
+        ok(&o, "record");
+        path
+    };
+    let (small, large) = (run("small.json", "64M"), run("large.json", "128M"));
+    let o = vmscope(&[
+        "compare",
+        path_str(&small),
+        path_str(&large),
+        "--format",
+        "json",
+    ]);
+    ok(&o, "compare");
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = doc["rows"].as_array().unwrap();
+    let row = |m: &str| {
+        rows.iter()
+            .find(|r| r["metric"] == m)
+            .unwrap_or_else(|| panic!("no {m} row in {doc:#}"))
+    };
+    // The first windows saw the fill too: the max is not the hot set, the
+    // mean is above it. The last window is the hot set alone.
+    let last = |p: &Path| {
+        read_json(p)["working_set"]["scope"]["last_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(
+        within(last(&small), 64 * MIB, 10.0),
+        "{}",
+        last(&small) / MIB
+    );
+    assert!(
+        within(last(&large), 128 * MIB, 10.0),
+        "{}",
+        last(&large) / MIB
+    );
+    let mean = |side: &str| row("working_set_bytes")[side]["mean"].as_f64().unwrap();
+    assert!(mean("base") >= 64.0 * MIB as f64 * 0.9, "{doc:#}");
+    assert!(mean("new") > mean("base"), "{doc:#}");
+    assert!(
+        row("working_set_max_bytes")["new"]["mean"]
+            .as_f64()
+            .unwrap()
+            >= mean("new")
+    );
+    let html = dir.path().join("small.html");
+    ok(
+        &vmscope(&["report", path_str(&small), "-o", path_str(&html)]),
+        "report",
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("id=\"working-set\""), "no working-set plot");
+}
