@@ -355,8 +355,7 @@ fn top_shows_the_working_set_of_the_followed_process() {
     let out = text(&o.stdout);
     let last = out
         .lines()
-        .filter(|l| l.starts_with("working set "))
-        .last()
+        .rfind(|l| l.starts_with("working set "))
         .unwrap_or_else(|| panic!("no working set row: {out}"));
     let mib: f64 = last["working set".len()..]
         .split_whitespace()
