@@ -207,7 +207,7 @@ pub struct SamplingArgs {
     pub working_set: bool,
 
     /// The working set's window: bytes touched within it (100ms to 1h).
-    #[arg(long, value_name = "DUR", default_value = "10s",
+    #[arg(long, value_name = "DUR", default_value = "10s", requires = "working_set",
           value_parser = crate::timefmt::parse_wss_window)]
     pub wss_window: Duration,
 }

@@ -127,6 +127,18 @@ mod tests {
     }
 
     #[test]
+    fn a_window_without_the_working_set_is_a_usage_error() {
+        let argv = ["vmscope", "record", "--wss-window", "1m"];
+        let e = Cli::try_parse_from(argv).expect_err("rejects");
+        assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+        let Command::Record(r) = parse(&["record", "--working-set"]) else {
+            panic!("not record")
+        };
+        assert_eq!(r.sampling.wss_window, std::time::Duration::from_secs(10));
+        assert!(r.sampling.wss_setup(false).is_some());
+    }
+
+    #[test]
     fn record_pids_still_conflict_with_a_command() {
         let argv = ["vmscope", "record", "-p", "1", "--", "true"];
         let e = Cli::try_parse_from(argv).expect_err("rejects");

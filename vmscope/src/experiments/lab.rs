@@ -295,21 +295,25 @@ fn remove_stale_cgroups() {
 }
 
 pub fn run(lab: &Lab) -> anyhow::Result<u8> {
-    // Reads /proc only: no eBPF, no privilege beyond its own child's.
-    if let Lab::Wss(a) = lab {
-        return super::lab_wss::run(a);
+    match lab {
+        // Reads /proc only: no eBPF, no privilege beyond its own child's,
+        // and nothing to clean up on Ctrl-C (its child gets the signal too).
+        Lab::Wss(a) => super::lab_wss::run(a),
+        Lab::Lazyfree(a) => guarded(|| lazyfree(a), false),
+        Lab::Rmap(a) => guarded(|| rmap(a), true),
+        Lab::MmapLock(a) => guarded(|| mmap_lock(a), false),
     }
+}
+
+/// Runs a two-variant lab with the signals held for its cleanup; with
+/// `stale_cgroups`, the workload's own cgroup is removed afterwards too.
+fn guarded(lab: impl FnOnce() -> anyhow::Result<u8>, stale_cgroups: bool) -> anyhow::Result<u8> {
     Privileges::current().require_bpf()?;
     let guard = SignalGuard::install()?;
-    let result = match lab {
-        Lab::Lazyfree(a) => lazyfree(a),
-        Lab::Rmap(a) => rmap(a),
-        Lab::MmapLock(a) => mmap_lock(a),
-        Lab::Wss(a) => super::lab_wss::run(a),
-    };
+    let result = lab();
     // The zram device and the temporary runs are gone by now, whatever
     // happened; so is the workload's own cgroup, unless it was killed.
-    if matches!(lab, Lab::Rmap(_)) {
+    if stale_cgroups {
         remove_stale_cgroups();
     }
     let sig = stopped_by();

@@ -75,14 +75,11 @@ impl Live {
 /// The working set's row: the last window's figure in MiB (none until the
 /// first window ends: shown as n/a, not 0), its idle ages as the detail.
 fn working_set_line(now: &Snapshot, window_ns: u64) -> crate::model::view::RateLine {
-    use crate::model::wss::{age_edges, window_label};
+    use crate::model::wss::{idle_bucket_names, window_label};
     const MIB: f64 = 1024.0 * 1024.0;
     let detail = now.wss.as_ref().map(|w| {
-        let names = age_edges(window_ns)
+        let ages: Vec<String> = idle_bucket_names(window_ns, "<")
             .into_iter()
-            .map(|e| format!("<{}", window_label(e)))
-            .chain(std::iter::once("older".to_string()));
-        let ages: Vec<String> = names
             .zip(w.idle_ages())
             .map(|(n, b)| format!("{n} {:.0}M", b as f64 / MIB))
             .collect();

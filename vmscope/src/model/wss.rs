@@ -316,7 +316,17 @@ impl WssFold {
     }
 }
 
-/// Parses a duration's label for the exporter: `10s`, `1m`, `10m`.
+/// The idle-age buckets' names for a window: `PREFIX<edge>` for each edge
+/// the window sees (`lt_1s`, `lt_10s`; `<1s`...), then `older`.
+pub fn idle_bucket_names(window_ns: u64, prefix: &str) -> Vec<String> {
+    age_edges(window_ns)
+        .into_iter()
+        .map(|e| format!("{prefix}{}", window_label(e)))
+        .chain(std::iter::once("older".to_string()))
+        .collect()
+}
+
+/// A duration as the exporter labels it: `10s`, `1m`, `1500ms`.
 pub fn window_label(ns: u64) -> String {
     let s = ns / 1_000_000_000;
     if ns.is_multiple_of(60_000_000_000) && s > 0 {

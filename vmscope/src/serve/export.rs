@@ -280,10 +280,9 @@ pub struct State {
     pub psi_base: Option<Psi>,
     /// The per-cgroup series' ranking and ageing, and OOM kills by cgroup.
     pub cgroups: cgroups::CgroupBook,
-    /// The working-set window (`--working-set`), and the last one that
-    /// finished.
+    /// The working-set window (`--working-set`); the last window that
+    /// finished is `now.wss`.
     pub wss_window_ns: Option<u64>,
-    pub wss: Option<crate::model::wss::WssSample>,
     /// The scan's CPU time over every window so far.
     pub wss_scan_cpu_ns: u64,
 }
@@ -294,10 +293,7 @@ impl State {
             self.vmstat_base = Some(s.vmstat.clone());
             self.psi_base = s.psi;
         }
-        for w in &s.working_set {
-            self.wss_scan_cpu_ns += w.scan_cpu_ns;
-            self.wss = Some(w.clone());
-        }
+        self.wss_scan_cpu_ns += s.working_set.iter().map(|w| w.scan_cpu_ns).sum::<u64>();
         self.now.apply(&s);
         self.cgroups.count_kills(&s.oom_kills, s.elapsed_ns);
         let mount = self.cgroups.mount.clone();
@@ -627,7 +623,7 @@ fn psi(w: &mut Writer, state: &State) {
 /// The last finished working-set window: nothing before the first (a
 /// figure not yet measured is absent, not 0).
 fn working_set(w: &mut Writer, state: &State, per_process: usize) {
-    let (Some(window), Some(ws)) = (state.wss_window_ns, &state.wss) else {
+    let (Some(window), Some(ws)) = (state.wss_window_ns, &state.now.wss) else {
         return;
     };
     let label = crate::model::wss::window_label(window);
@@ -664,14 +660,10 @@ fn working_set(w: &mut Writer, state: &State, per_process: usize) {
             ws.total_bytes().to_string(),
         )],
     );
-    let edges = crate::model::wss::age_edges(window);
-    let names = edges
-        .iter()
-        .map(|&e| format!("lt_{}", crate::model::wss::window_label(e)))
-        .chain(std::iter::once("older".to_string()));
     w.write(
         &IDLE_BYTES,
-        names
+        crate::model::wss::idle_bucket_names(window, "lt_")
+            .into_iter()
             .zip(ws.idle_ages())
             .map(|(n, b)| (vec![("idle", n)], b.to_string()))
             .collect(),

@@ -432,10 +432,7 @@ impl Worker {
         self.probes.flush_logs();
         if let Some(scope) = self.scope.as_mut() {
             match scope.scan(&mut self.probes) {
-                Ok(new) => {
-                    let new = new.clone();
-                    self.follow(new);
-                }
+                Ok(new) => self.follow(new),
                 Err(e) => log::warn!("following cgroup {}: {e:#}", scope.path),
             }
         }

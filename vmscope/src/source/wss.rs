@@ -219,7 +219,6 @@ pub struct Targets {
 
 /// The running scan. Dropping it stops the thread at once.
 pub struct Scanner {
-    pub setup: WssSetup,
     targets: Arc<Mutex<Targets>>,
     done: mpsc::Receiver<WssSample>,
     stop: Option<mpsc::Sender<()>>,
@@ -263,7 +262,6 @@ impl Scanner {
             })
             .context("starting the working-set scan")?;
         Ok(Scanner {
-            setup,
             targets,
             done,
             stop: Some(stop),

@@ -181,8 +181,10 @@ impl<'a> Feed<'a> {
             source.fault_source,
             source.cgroups.as_ref(),
         ));
-        if let Some(w) = args.sampling.wss_setup(args.process.pid.is_empty()) {
-            live.show_working_set(w.window_ns);
+        if args.sampling.working_set {
+            live.show_working_set(
+                u64::try_from(args.sampling.wss_window.as_nanos()).unwrap_or(u64::MAX),
+            );
         }
         Ok(Self {
             args,

@@ -287,7 +287,7 @@ fn representative() -> State {
         state.probes.push(ProbeStatus::tracepoint(name, true));
     }
     state.wss_window_ns = Some(crate::model::wss::DEFAULT_WINDOW_NS);
-    state.wss = Some(crate::model::wss::WssSample {
+    state.now.wss = Some(crate::model::wss::WssSample {
         procs: vec![crate::model::wss::WssProc {
             pid: 1,
             comm: "init".into(),
