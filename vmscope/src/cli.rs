@@ -390,6 +390,12 @@ pub struct CompareArgs {
     /// Exit 1 when a significant regression exceeds the threshold.
     #[arg(long)]
     pub fail_on_regression: bool,
+    /// Only these metrics (the names in the metric column) can fail the
+    /// run; implies --fail-on-regression. Gating on every row means some
+    /// forty tests at p < 0.05, so an unrelated row will now and then be a
+    /// chance "regression". Repeatable or comma-separated.
+    #[arg(long, value_name = "METRIC", value_delimiter = ',')]
+    pub fail_on: Vec<String>,
     /// A figure read from each run's kept command output: the last match of
     /// REGEX, its first group as a number, e.g.
     /// 'mb_s=Throughput ([0-9.]+) MB/sec'. NAME:lower for lower-is-better

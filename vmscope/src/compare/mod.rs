@@ -80,8 +80,32 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<u8> {
         CompareFormat::Markdown => markdown(&report),
         CompareFormat::Json => json(&report)?,
     };
+    let gate = gate(&report, args)?;
     print!("{text}");
-    Ok(exit_code(&report.rows, args.fail_on_regression))
+    Ok(exit_code(&report.rows, gate.as_ref()))
+}
+
+/// What can fail the run: `None` nothing, `Some([])` every row, otherwise
+/// the rows named by `--fail-on` (a name neither side has is a usage error,
+/// before anything is printed).
+fn gate(report: &Report, args: &CompareArgs) -> anyhow::Result<Option<Vec<String>>> {
+    if args.fail_on.is_empty() {
+        return Ok(args.fail_on_regression.then(Vec::new));
+    }
+    let known = |m: &str| {
+        report.rows.iter().any(|r| r.metric == m) || report.one_sided.iter().any(|o| o.metric == m)
+    };
+    if let Some(unknown) = args.fail_on.iter().find(|m| !known(m)) {
+        return Err(exit::failure(
+            exit::USAGE,
+            format!(
+                "--fail-on {unknown}: no such metric in {} and {}; give a name from the metric column of `vmscope compare`",
+                args.base.display(),
+                args.new.display()
+            ),
+        ));
+    }
+    Ok(Some(args.fail_on.clone()))
 }
 
 /// The comparison of two loaded inputs of the same kind (bad input, exit
@@ -374,15 +398,19 @@ mod tests {
         assert_eq!(r4[0].verdict_text, "4.0% loss");
         assert!(!r4[0].regression && r6[0].regression);
         assert!(r4[0].test.is_none());
-        assert_eq!(exit_code(&r4, true), 0);
-        assert_eq!(exit_code(&r6, true), exit::FAILURE);
-        assert_eq!(exit_code(&r6, false), 0);
+        let all = Vec::new();
+        assert_eq!(exit_code(&r4, Some(&all)), 0);
+        assert_eq!(exit_code(&r6, Some(&all)), exit::FAILURE);
+        assert_eq!(exit_code(&r6, None), 0);
+        // --fail-on: only the named rows can fail the run.
+        assert_eq!(exit_code(&r6, Some(&vec!["sys".into()])), 0);
+        assert_eq!(exit_code(&r6, Some(&vec!["faults".into()])), exit::FAILURE);
         // A big but insignificant loss is not a regression.
         let b = one("sys", Better::Lower, &[1.0, 3.0, 2.0]);
         let n = one("sys", Better::Lower, &[1.5, 3.5, 2.5]);
         let r = build_rows(&b, &n, Statistics::Welch, 5.0);
         assert_eq!(r[0].verdict_text, "within noise");
-        assert_eq!(exit_code(&r, true), 0);
+        assert_eq!(exit_code(&r, Some(&all)), 0);
     }
 
     #[test]

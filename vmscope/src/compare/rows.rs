@@ -258,9 +258,12 @@ pub fn regressions(rows: &[MetricRow]) -> Vec<String> {
         .collect()
 }
 
-/// 1 when asked to fail on a regression and there is one, else 0.
-pub fn exit_code(rows: &[MetricRow], fail_on_regression: bool) -> u8 {
-    if fail_on_regression && rows.iter().any(|r| r.regression) {
+/// 1 when asked to fail on a regression and there is one, else 0. `gate`:
+/// `None` when not asked; `Some` of the metrics that can fail the run, all
+/// of them when empty.
+pub fn exit_code(rows: &[MetricRow], gate: Option<&Vec<String>>) -> u8 {
+    let gated = |r: &MetricRow| gate.is_some_and(|g| g.is_empty() || g.contains(&r.metric));
+    if rows.iter().any(|r| r.regression && gated(r)) {
         exit::FAILURE
     } else {
         0
