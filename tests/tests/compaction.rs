@@ -9,7 +9,7 @@
 //! - every direct compaction asked for the huge-page order, and the
 //!   workload's process took nearly all of them, with their time;
 //! - the stall account names direct compaction, with coverage in 0..=100;
-//! - the hugetlb pool is as it was.
+//! - the hugetlb pool is as it was, also after a SIGKILL.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
 use std::time::Duration;
@@ -130,6 +130,47 @@ fn direct_compaction_and_migration_agree_with_vmstat() {
             .any(|s| s == "direct compaction"),
         "{stall}"
     );
+}
+
+/// The OOM killer's SIGKILL runs no destructor: the workload's watcher
+/// process puts the pool back when the workload dies holding it raised.
+#[test]
+fn the_pool_is_put_back_after_a_sigkill() {
+    const TEST: &str = "the_pool_is_put_back_after_a_sigkill";
+    if !root_or_skip(TEST) {
+        return;
+    }
+    let _alone = pressure::exclusive();
+    let pool = nr_hugepages();
+    let mut child = std::process::Command::new(vmscope_tests::vmscope_bin())
+        .args(["workload", "compaction", "--fill", "4G", "--huge", "1G"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed once the pool is raised, during the huge-page faults.
+    let t = std::time::Instant::now();
+    while nr_hugepages() == pool && t.elapsed() < Duration::from_secs(60) {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let raised = nr_hugepages();
+    let _ = child.kill();
+    let status = child.wait().unwrap();
+    assert_ne!(raised, pool, "the pool was never raised ({status})");
+    assert_eq!(status.code(), None, "not killed: it had ended ({status})");
+    let t = std::time::Instant::now();
+    while nr_hugepages() != pool && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!(
+        "{TEST}: pool {} raised to {} and killed; now {}",
+        pool.trim(),
+        raised.trim(),
+        nr_hugepages().trim()
+    );
+    assert_eq!(nr_hugepages(), pool, "the pool stayed raised after SIGKILL");
 }
 
 #[test]

@@ -59,14 +59,65 @@ fn write_u64(path: &str, v: u64) -> anyhow::Result<()> {
     std::fs::write(path, v.to_string()).with_context(|| format!("writing {v} to {path}"))
 }
 
-/// The pool size as found, written back when dropped.
-struct RestorePool(u64);
+/// The pool size as found, written back when dropped, and by a watcher
+/// process when this one dies without dropping it (the OOM killer's
+/// SIGKILL): a pool left raised takes most of a small machine's memory
+/// from whatever runs next.
+struct RestorePool {
+    found: u64,
+    /// The write end of the watcher's pipe; its closing without a byte
+    /// written means this process died.
+    watcher: Option<std::os::fd::OwnedFd>,
+}
+
+impl RestorePool {
+    fn new(found: u64) -> Self {
+        Self {
+            found,
+            watcher: spawn_watcher(found),
+        }
+    }
+}
 
 impl Drop for RestorePool {
     fn drop(&mut self) {
-        if let Err(e) = write_u64(NR_HUGEPAGES, self.0) {
-            eprintln!("vmscope: putting vm.nr_hugepages back to {}: {e:#}", self.0);
+        match write_u64(NR_HUGEPAGES, self.found) {
+            Ok(()) => {
+                if let Some(fd) = self.watcher.take() {
+                    let _ = rustix::io::write(&fd, b"k");
+                }
+            }
+            Err(e) => eprintln!(
+                "vmscope: putting vm.nr_hugepages back to {}: {e:#}",
+                self.found
+            ),
         }
+    }
+}
+
+/// Forks the watcher: it waits on a pipe and, when the pipe closes with
+/// nothing written, writes `found` back to the pool. Without it (fork or
+/// pipe refused) the pool is still restored on every exit but a SIGKILL.
+fn spawn_watcher(found: u64) -> Option<std::os::fd::OwnedFd> {
+    let value = found.to_string();
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).ok()?;
+    // SAFETY: this process has one thread (the workload's), so the child
+    // may do anything; it only reads, writes two files and exits.
+    match unsafe { libc::fork() } {
+        0 => {
+            drop(w);
+            let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
+            let mut b = [0u8; 1];
+            let clean = matches!(rustix::io::read(&r, &mut b), Ok(1));
+            if !clean {
+                let _ = std::fs::write(NR_HUGEPAGES, &value);
+            }
+            // SAFETY: ends the watcher without running the parent's
+            // destructors or flushing its buffers.
+            unsafe { libc::_exit(0) }
+        }
+        pid if pid > 0 => Some(w),
+        _ => None,
     }
 }
 
@@ -207,15 +258,39 @@ fn blocks_left(order: u32) -> anyhow::Result<u64> {
     Ok(free_blocks(&info, order))
 }
 
+/// Free memory outside the pool that step 4 must be able to count on: the
+/// huge fault falls back to small pages, and the kernel and the recorder
+/// go on allocating.
+fn reserve() -> anyhow::Result<u64> {
+    Ok((meminfo_bytes("MemTotal")? / 64).clamp(64 << 20, 256 << 20))
+}
+
 /// Step 3: the free blocks of huge-page order into the pool, all but
 /// `margin`. Returns the pages added and the blocks left.
-fn pad(order: u32, margin: u64, found: u64) -> anyhow::Result<(u64, u64)> {
-    for _ in 0..6 {
+///
+/// Filling the pool can compact the filled pages' holes into blocks and
+/// take those too, leaving step 4 nothing to fall back on (an OOM kill on a
+/// 2 GiB machine). So available memory outside the free blocks (small free
+/// blocks and reclaimable cache) must stay at `huge` plus the reserve, and
+/// the pool gives back what it took beyond that.
+fn pad(order: u32, margin: u64, found: u64, huge: u64) -> anyhow::Result<(u64, u64)> {
+    let huge_page = (rustix::param::page_size() as u64) << order;
+    let floor = huge.saturating_add(reserve()?);
+    // Six raises at most, each checked after.
+    for raise in 0..=6 {
         let blocks = blocks_left(order)?;
-        if blocks <= margin {
+        let small = meminfo_bytes("MemAvailable")?.saturating_sub(blocks * huge_page);
+        let now = read_u64(NR_HUGEPAGES)?;
+        if small < floor {
+            let back = (floor - small)
+                .div_ceil(huge_page)
+                .min(now - found.min(now));
+            write_u64(NR_HUGEPAGES, now - back)?;
             break;
         }
-        let now = read_u64(NR_HUGEPAGES)?;
+        if blocks <= margin || raise == 6 {
+            break;
+        }
         write_u64(NR_HUGEPAGES, now + (blocks - margin))?;
     }
     Ok((
@@ -256,12 +331,12 @@ pub fn run(a: &CompactionArgs) -> anyhow::Result<u8> {
     let held = HeldSignals::hold()?;
     let before = vmstat()?;
     let found = read_u64(NR_HUGEPAGES)?;
-    let restore = RestorePool(found);
+    let restore = RestorePool::new(found);
     let t = Instant::now();
     let filled = fragment(a.fill)?;
     let fill_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let (pooled, left) = pad(order, a.margin, found)?;
+    let (pooled, left) = pad(order, a.margin, found, a.huge)?;
     let pad_s = t.elapsed().as_secs_f64();
     let huge_page = (rustix::param::page_size() as u64) << order;
     let huge = a.huge.saturating_add(left.saturating_mul(huge_page));
