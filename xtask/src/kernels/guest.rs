@@ -113,6 +113,7 @@ rec mmaplock0 --mmap-lock -- vmscope workload mmap-lock --storm none --threads 2
 rec mmaplock1 --mmap-lock -- vmscope workload mmap-lock --storm mprotect --threads 2 --faults {ml_faults} --slice 4M
 show thp.enabled /sys/kernel/mm/transparent_hugepage/enabled
 rec compaction -- vmscope workload compaction --fill {compaction_fill}M --huge {compaction_huge}M
+show pool.after /proc/sys/vm/nr_hugepages
 # The working set: a known hot set in more resident memory, two 10 s windows.
 rec wss --working-set -- vmscope workload hotset --size {wss_size}M --hot {wss_hot}M --seconds 20
 
