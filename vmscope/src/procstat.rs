@@ -30,6 +30,10 @@ pub const VMSTAT_KEYS: &[&str] = &[
     "pgmajfault",
     "pswpin",
     "pswpout",
+    // zswap: stores, loads and write-back to the device.
+    "zswpout",
+    "zswpin",
+    "zswpwb",
     // Reclaim scanning and stealing.
     "pgscan_kswapd",
     "pgscan_direct",
@@ -111,6 +115,8 @@ pub const VMSTAT_COLUMNS: &[&str] = &[
     "pgmajfault",
     "pswpin",
     "pswpout",
+    "zswpout",
+    "zswpin",
     "pgscan_kswapd",
     "pgscan_direct",
     "pgsteal_kswapd",
@@ -516,7 +522,7 @@ swap_ra 0
         for gauge in VMSTAT_GAUGES.iter().chain(VMSTAT_COLUMNS) {
             assert!(VMSTAT_KEYS.contains(gauge), "{gauge} not in VMSTAT_KEYS");
         }
-        assert_eq!(VMSTAT_KEYS.len(), 57);
+        assert_eq!(VMSTAT_KEYS.len(), 60);
     }
 
     #[test]

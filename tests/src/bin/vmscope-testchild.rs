@@ -171,6 +171,27 @@ fn rewrite(pages: usize) {
     write_pages(p, pages);
 }
 
+/// Like `rewrite`, but every page is filled with pseudo-random bytes, which
+/// do not compress: each page swapped to zswap takes a page of its pool.
+fn rewrite_random(pages: usize) {
+    let ps = page_size();
+    let len = pages * ps;
+    let p = map(len);
+    // SAFETY: the whole mapping.
+    unsafe { assert_eq!(libc::madvise(p.cast(), len, libc::MADV_NOHUGEPAGE), 0) };
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _pass in 0..2 {
+        for off in (0..len).step_by(8) {
+            // xorshift64
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // SAFETY: within the mapping, 8-byte aligned.
+            unsafe { std::ptr::write_volatile(p.add(off).cast::<u64>(), x) };
+        }
+    }
+}
+
 /// Writes every page, waits for `go` to appear (meanwhile someone else may
 /// push the pages out), then writes them again.
 fn hold(pages: usize, go: &std::path::Path) {
@@ -595,6 +616,7 @@ fn main() {
         "shootdown" => shootdown(n as usize),
         "lazyfree" => lazyfree(n as usize),
         "rewrite" => rewrite(n as usize),
+        "rewrite-random" => rewrite_random(n as usize),
         "churn" => churn(n),
         "forks" => forks(n),
         "spin" => spin(n),

@@ -53,7 +53,12 @@ pub(crate) fn assemble(d: Parts) -> Recording {
         &d.probes,
         crate::source::procfs::read_psi().err().as_deref(),
     );
+    let swap_tiers = fold
+        .tiers
+        .clone()
+        .map(|end| crate::model::tiers::swap_tiers(&vm.vmstat, end));
     Recording {
+        swap_tiers,
         end_time: timefmt::rfc3339(d.end_wall),
         duration_ns: nanos(d.duration),
         interrupted_by: d.interrupted_by.map(str::to_string),

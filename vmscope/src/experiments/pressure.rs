@@ -3,6 +3,8 @@
 //!
 //! - [`ZramSwap`] is a compressed RAM swap device that exists for as long as
 //!   the value does;
+//! - [`SwapFile`] is a swap file on disk and [`Zswap`] turns zswap on in
+//!   front of it, for as long as each value lives;
 //! - [`MemCgroup`] is a memory cgroup with a hard limit, so a workload that
 //!   touches more than the limit is reclaimed and swapped without putting the
 //!   whole machine under pressure;
@@ -223,6 +225,141 @@ impl Drop for ZramSwap {
             let hot_remove = Path::new(ZRAM_CONTROL).join("hot_remove");
             if let Err(e) = retry_busy(|| fs::write(&hot_remove, self.index.to_string())) {
                 eprintln!("vmscope: removing zram device {}: {e}", self.index);
+            }
+        }
+    }
+}
+
+/// A swap file, active at the highest priority for as long as the value
+/// lives; swapped off and deleted when dropped.
+#[derive(Debug)]
+pub struct SwapFile {
+    path: PathBuf,
+    swapped_on: bool,
+}
+
+impl SwapFile {
+    /// Creates `path` (which must not exist) of `size_bytes`, allocated (a
+    /// swap file may have no holes), and swaps on it. Needs root and a
+    /// file system that takes swap files (ext4, xfs; not tmpfs).
+    pub fn new(path: &Path, size_bytes: u64) -> anyhow::Result<SwapFile> {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .with_context(|| format!("creating swap file {}", path.display()))?;
+        // From here on, Drop deletes the file again if a step fails.
+        let mut swap = SwapFile {
+            path: path.to_path_buf(),
+            swapped_on: false,
+        };
+        rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, size_bytes)
+            .with_context(|| format!("allocating {size_bytes} bytes for {}", path.display()))?;
+        drop(file);
+        let out = Command::new("mkswap")
+            .arg(path)
+            .output()
+            .context("running mkswap (Debian package util-linux)")?;
+        if !out.status.success() {
+            bail!(
+                "mkswap {} failed ({}): {}",
+                path.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        let p = path_cstring(path)?;
+        // SAFETY: `p` is a NUL-terminated path that outlives the call.
+        if unsafe { libc::swapon(p.as_ptr(), SWAP_FLAG_PREFER | SWAP_FLAG_PRIO_MASK) } != 0 {
+            let e = io::Error::last_os_error();
+            return Err(e).with_context(|| format!("swapon {}", path.display()));
+        }
+        swap.swapped_on = true;
+        Ok(swap)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for SwapFile {
+    fn drop(&mut self) {
+        if self.swapped_on {
+            let Ok(p) = path_cstring(&self.path) else {
+                return;
+            };
+            // SAFETY: `p` is a NUL-terminated path that outlives the call.
+            if unsafe { libc::swapoff(p.as_ptr()) } != 0 {
+                let e = io::Error::last_os_error();
+                eprintln!(
+                    "vmscope: swapoff {}: {e}; leaving the file in place",
+                    self.path.display()
+                );
+                return;
+            }
+        }
+        if let Err(e) = fs::remove_file(&self.path) {
+            eprintln!("vmscope: removing {}: {e}", self.path.display());
+        }
+    }
+}
+
+const ZSWAP_PARAMETERS: &str = "/sys/module/zswap/parameters";
+
+/// zswap turned on, with its pool limited to a share of memory, for as long
+/// as the value lives; its parameters as found are put back when dropped.
+#[derive(Debug)]
+pub struct Zswap {
+    found: Vec<(&'static str, String)>,
+}
+
+impl Zswap {
+    /// Needs root and a kernel with zswap.
+    pub fn enable(max_pool_percent: u32) -> anyhow::Result<Zswap> {
+        let param = |name: &str| Path::new(ZSWAP_PARAMETERS).join(name);
+        let mut z = Zswap { found: Vec::new() };
+        for name in ["max_pool_percent", "shrinker_enabled", "enabled"] {
+            // 6.1 has no shrinker parameter.
+            let Ok(was) = read(&param(name)) else {
+                if name == "enabled" {
+                    bail!("this kernel has no zswap (CONFIG_ZSWAP)");
+                }
+                continue;
+            };
+            z.found.push((name, was.trim().to_string()));
+        }
+        z.set_pool_percent(max_pool_percent)?;
+        write(&param("enabled"), "Y")?;
+        Ok(z)
+    }
+
+    /// Turns zswap's shrinker on or off: on, reclaim writes cold pages of
+    /// the pool back to the device (6.8 and later).
+    pub fn set_shrinker(&self, on: bool) -> anyhow::Result<()> {
+        write(
+            &Path::new(ZSWAP_PARAMETERS).join("shrinker_enabled"),
+            if on { "Y" } else { "N" },
+        )
+    }
+
+    /// Limits the pool to `percent` of memory (0 makes every store fail).
+    pub fn set_pool_percent(&self, percent: u32) -> anyhow::Result<()> {
+        write(
+            &Path::new(ZSWAP_PARAMETERS).join("max_pool_percent"),
+            &percent.to_string(),
+        )
+    }
+}
+
+impl Drop for Zswap {
+    fn drop(&mut self) {
+        for (name, was) in self.found.iter().rev() {
+            let path = Path::new(ZSWAP_PARAMETERS).join(name);
+            if let Err(e) = fs::write(&path, was) {
+                eprintln!("vmscope: putting {} back to {was}: {e}", path.display());
             }
         }
     }

@@ -34,6 +34,8 @@ pub struct Fold {
     keep_cgroups: usize,
     /// The working-set windows.
     pub wss: crate::model::wss::WssFold,
+    /// The swap tiers as last reported.
+    pub tiers: Option<crate::model::tiers::TierSample>,
 }
 
 impl Fold {
@@ -51,6 +53,7 @@ impl Fold {
             books_first: BTreeMap::new(),
             keep_cgroups: keep,
             wss: Default::default(),
+            tiers: None,
         }
     }
 
@@ -61,6 +64,9 @@ impl Fold {
         }
         self.pgfault |= s.vmstat.get("pgfault").is_some();
         self.oom_kills.extend(s.oom_kills.iter().cloned());
+        if let Some(t) = &s.swap_tiers {
+            self.tiers = Some(t.clone());
+        }
         for w in &s.working_set {
             self.wss.push(w);
         }

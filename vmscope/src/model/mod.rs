@@ -17,6 +17,7 @@ pub mod sample;
 pub mod series;
 pub mod snapshot;
 pub mod stall;
+pub mod tiers;
 pub mod totals;
 pub mod view;
 pub mod wss;

@@ -111,6 +111,11 @@ pub struct Recording {
     /// window is in the samples' `working_set`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub working_set: Option<crate::model::wss::WssTotals>,
+    /// Swap by tier over the run, system-wide: zswap stores and loads,
+    /// device writes and reads, zswap's write-back, and the pool and
+    /// devices at the end. Absent in older recordings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap_tiers: Option<crate::model::tiers::SwapTiers>,
     pub samples: Vec<Sample>,
 }
 

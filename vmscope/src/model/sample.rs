@@ -111,6 +111,10 @@ pub struct Sample {
     /// (absent unless `--working-set`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub working_set: Vec<crate::model::wss::WssSample>,
+    /// The swap tiers (zswap pool, swap devices, zram books), when they
+    /// changed since the previous sample; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap_tiers: Option<crate::model::tiers::TierSample>,
     /// OOM victims' records lost so far (their ring buffer was full).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub oom_kill_records_lost: u64,

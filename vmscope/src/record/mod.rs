@@ -325,6 +325,11 @@ impl Book {
         if let Some(w) = &rec.working_set {
             eprintln!("vmscope: {}", w.summary());
         }
+        // A run that swapped is told where the pages went: "swapped out"
+        // alone reads as disk writes when zswap or zram took them all.
+        if let Some(t) = rec.swap_tiers.as_ref().filter(|t| t.moved()) {
+            eprintln!("vmscope: {}", t.summary);
+        }
         // Two methods that disagree are said in words, not only in JSON.
         if let Some(a) = rec
             .totals

@@ -136,6 +136,20 @@ pub const RATES: &[Rate] = &[
         RateValue::Vmstat("pswpout"),
         "/proc/vmstat pswpout.",
     ),
+    rate(
+        "zswap store",
+        "pages/s",
+        &[],
+        RateValue::Vmstat("zswpout"),
+        "/proc/vmstat zswpout: swapped out into the compressed pool in RAM, not to the device.",
+    ),
+    rate(
+        "zswap load",
+        "pages/s",
+        &[],
+        RateValue::Vmstat("zswpin"),
+        "/proc/vmstat zswpin: swapped in from the compressed pool.",
+    ),
 ];
 
 /// Its figures of a recorded run.
@@ -175,5 +189,32 @@ pub const RUN_ROWS: &[RunRow] = &[
         true,
         "/proc/vmstat pswpin.",
         |r| vmstat(r, "pswpin"),
+    ),
+    row(
+        "zswpout",
+        "pages",
+        Lower,
+        Before,
+        true,
+        "/proc/vmstat zswpout: swapped out into zswap's compressed pool.",
+        |r| vmstat(r, "zswpout"),
+    ),
+    row(
+        "zswpin",
+        "pages",
+        Lower,
+        Before,
+        true,
+        "/proc/vmstat zswpin: swapped in from zswap's pool.",
+        |r| vmstat(r, "zswpin"),
+    ),
+    row(
+        "zswpwb",
+        "pages",
+        Lower,
+        Before,
+        true,
+        "/proc/vmstat zswpwb: written back from zswap's pool to the device.",
+        |r| vmstat(r, "zswpwb"),
     ),
 ];

@@ -74,6 +74,8 @@ pub struct Collector {
     cgroup_events_lost: u64,
     /// Limit-hit counters, to tell which limit an OOM kill answered.
     limits: limits::LimitWatch,
+    /// The swap tiers as last reported.
+    tiers: Option<crate::model::tiers::TierSample>,
     /// Entries read for the last time, for [`Collector::prune`].
     doomed_procs: Vec<u32>,
     doomed_mms: Vec<u64>,
@@ -111,6 +113,7 @@ impl Collector {
             listed: HashMap::new(),
             cgroup_events_lost: 0,
             limits: limits::LimitWatch::default(),
+            tiers: None,
         }
     }
 
@@ -156,6 +159,7 @@ impl Collector {
             cgroups,
             oom_kill_records_lost: c(counter::OOM_RECORDS_LOST),
             working_set: Vec::new(),
+            swap_tiers: self.swap_tiers(),
             rmap,
             counters: named_counters(&c, &swap),
             madvise: madvise_counts(&c),
@@ -324,6 +328,16 @@ impl Collector {
             }
             _ => false,
         }
+    }
+
+    /// The swap tiers when they changed since the last report.
+    fn swap_tiers(&mut self) -> Option<crate::model::tiers::TierSample> {
+        let now = crate::source::kernel::system::swap_tiers();
+        if self.tiers.as_ref() == Some(&now) {
+            return None;
+        }
+        self.tiers = Some(now.clone());
+        Some(now)
     }
 
     /// The system-wide fault counters; the get_user_pages part comes from

@@ -66,6 +66,49 @@ fn parse_swaps(text: &str) -> Vec<SwapDevice> {
         .collect()
 }
 
+/// The swap tiers now: the zswap pool (module parameters and
+/// `/proc/meminfo`), each swap device, and each zram device's `mm_stat`.
+pub fn swap_tiers() -> crate::model::tiers::TierSample {
+    use crate::model::tiers::{TierDevice, TierSample, ZswapPool, medium, parse_mm_stat};
+    let param = |name: &str| {
+        std::fs::read_to_string(format!("/sys/module/zswap/parameters/{name}"))
+            .ok()
+            .map(|t| t.trim().to_string())
+    };
+    let zswap = Path::new("/sys/module/zswap").is_dir().then(|| {
+        let meminfo = crate::source::procfs::meminfo();
+        ZswapPool {
+            enabled: param("enabled").is_some_and(|v| v == "Y" || v == "1"),
+            compressor: param("compressor"),
+            max_pool_percent: param("max_pool_percent").and_then(|v| v.parse().ok()),
+            pool_bytes: meminfo.get("Zswap").copied(),
+            stored_bytes: meminfo.get("Zswapped").copied(),
+        }
+    });
+    let devices = swap_devices()
+        .into_iter()
+        .map(|d| {
+            let medium = medium(&d.name);
+            let zram = (medium == "zram")
+                .then(|| {
+                    let base = d.name.rsplit('/').next().unwrap_or(&d.name);
+                    std::fs::read_to_string(format!("/sys/block/{base}/mm_stat")).ok()
+                })
+                .flatten()
+                .and_then(|t| parse_mm_stat(&t));
+            TierDevice {
+                name: d.name,
+                kind: d.kind,
+                medium: medium.to_string(),
+                size_bytes: d.size_bytes,
+                used_bytes: d.used_bytes,
+                zram,
+            }
+        })
+        .collect();
+    TierSample { zswap, devices }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct MemoryCgroup {
     /// "v1", "v2", or null when no hierarchy carries the memory controller.
