@@ -180,6 +180,7 @@ pub fn judge(c: &Console) -> KernelResult {
     checks.push(serve_check(c));
     checks.push(swap_check(c));
     checks.push(fork_check(c));
+    checks.push(swap_tiers_check(c));
     checks.push(cgroup_faults_check(c));
     checks.push(cgroup_swap_check(c));
     checks.push(cgroup_subtree_check(c));
@@ -558,6 +559,72 @@ fn swap_check(c: &Console) -> Check {
         ),
         Err(e) => check("swap_cgroup_v2", false, e),
     }
+}
+
+/// zswap in front of zram: the recording's zswap stores and loads and its
+/// device writes and reads against the vmstat deltas around the run,
+/// within 1% (or 16 pages near 0), and zram named compressed RAM. A kernel
+/// built without zswap (Debian's cloud kernels) must say so: no pool, and
+/// the zswap figures null with a reason, never 0.
+fn swap_tiers_check(c: &Console) -> Check {
+    const NAME: &str = "swap_tiers";
+    let rec = match c.recording("tiers") {
+        Ok(r) => r,
+        Err(e) => return check(NAME, false, e),
+    };
+    let t = &rec["swap_tiers"];
+    let d = |k: &str| c.delta("tiers.before", "tiers.after", k);
+    let agree = |got: u64, want: u64| got.abs_diff(want) as f64 <= (want as f64 * 0.01).max(16.0);
+    let pairs = [
+        ("/out/zswap_stores", "zswpout"),
+        ("/out/device_writes", "pswpout"),
+        ("/in/zswap_loads", "zswpin"),
+        ("/in/device_reads", "pswpin"),
+    ];
+    let has_zswap = !t["end"]["zswap"].is_null();
+    let mut ok = if has_zswap {
+        d("zswpout") > 1000
+    } else {
+        d("pswpout") > 1000
+    };
+    let mut figures = Vec::new();
+    for (pointer, key) in pairs {
+        let got = t.pointer(pointer).and_then(Value::as_u64);
+        let unavailable = t["unavailable"][pointer.trim_start_matches('/').replace('/', ".")]
+            .as_str()
+            .is_some_and(|r| r.contains(key));
+        ok &= if !has_zswap && key.starts_with('z') {
+            got.is_none() && unavailable
+        } else {
+            got.is_some_and(|g| agree(g, d(key)))
+        };
+        figures.push(format!(
+            "{} {} vs {key} {}",
+            pointer.trim_start_matches('/'),
+            got.map_or("null".into(), |g| g.to_string()),
+            d(key)
+        ));
+    }
+    let zram = t["end"]["devices"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|x| x["medium"] == "zram");
+    ok &= zram;
+    check(
+        NAME,
+        ok,
+        format!(
+            "{}; zram {}; {}",
+            figures.join(", "),
+            if zram { "named" } else { "not named" },
+            if has_zswap {
+                "zswap in front"
+            } else {
+                "no zswap in this kernel"
+            }
+        ),
+    )
 }
 
 fn fork_check(c: &Console) -> Check {

@@ -127,6 +127,13 @@ echo {swap_limit}M > /sys/fs/cgroup/t/memory.max
 show swap.before /proc/vmstat
 rec swap -- sh -c "echo \$\$ > /sys/fs/cgroup/t/cgroup.procs && exec $T rewrite {swap_pages}"
 show swap.after /proc/vmstat
+# Swap by tier: zswap (where the kernel has it) in front of the zram
+# device, the same writer.
+echo Y > /sys/module/zswap/parameters/enabled 2>/dev/null
+show tiers.before /proc/vmstat
+rec tiers -- sh -c "echo \$\$ > /sys/fs/cgroup/t/cgroup.procs && exec $T rewrite {swap_pages}"
+show tiers.after /proc/vmstat
+echo N > /sys/module/zswap/parameters/enabled 2>/dev/null
 show fork.before /proc/vmstat
 rec fork -- sh -c "echo \$\$ > /sys/fs/cgroup/t/cgroup.procs && exec $T forkswap {swap_pages} {fork_children} exit"
 show fork.after /proc/vmstat
