@@ -9,6 +9,7 @@
 //!   pages back to the file: write-back within 1% of `zswpwb`;
 //! - zram: the device's compressed/original ratio as the recording's last
 //!   instant gives it, against `mm_stat` read right after;
+//! - `serve`'s tier counters against vmstat since it started;
 //! - each device is named with its medium, and the parameters are put
 //!   back.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
@@ -74,7 +75,9 @@ fn zswap_in_front_of_a_swap_file_is_split_by_tier() {
     let file = SwapFile::new(&tmp("swapfile"), 1 << 30).unwrap();
     let zswap = Zswap::enable(20).unwrap();
 
-    // Compressible pages: zswap takes them all.
+    // Compressible pages: zswap takes them all. serve watches too.
+    let serve = serve_fixture::Serve::start(&["--listen", "127.0.0.1:0", "-i", "250ms"]);
+    let serve_base = pressure::vmstat();
     let (rec, d) = run(dir.path(), "zswap", "rewrite", PAGES);
     let t = &rec["swap_tiers"];
     let g = |p: &str| u64_at(t, p);
@@ -115,6 +118,30 @@ fn zswap_in_front_of_a_swap_file_is_split_by_tier() {
             .unwrap()
             .contains("not per process")
     );
+    // serve's tier counters grow from its start: against vmstat since then.
+    std::thread::sleep(Duration::from_secs(1));
+    let body = serve_fixture::get_from(std::net::Ipv4Addr::LOCALHOST, serve.addr, "/metrics")
+        .unwrap()
+        .body;
+    let now = pressure::vmstat();
+    for (direction, tier, key) in [
+        ("out", "zswap", "zswpout"),
+        ("out", "device", "pswpout"),
+        ("in", "zswap", "zswpin"),
+        ("in", "device", "pswpin"),
+    ] {
+        let series =
+            format!("vmscope_swap_tier_pages_total{{direction=\"{direction}\",tier=\"{tier}\"}}");
+        let got = serve_fixture::metric(&body, &series)
+            .unwrap_or_else(|| panic!("no {series} in /metrics:\n{body}"));
+        agree(&series, got as u64, now[key] - serve_base[key]);
+    }
+    assert_eq!(
+        serve_fixture::metric(&body, "vmscope_zswap_enabled"),
+        Some(1.0),
+        "{body}"
+    );
+    drop(serve);
 
     // Pages that do not compress, in a pool of 1% of memory, more than it
     // holds: zswap writes the oldest back to the file.

@@ -51,6 +51,8 @@ pub struct Snapshot {
     uncharged: BTreeMap<u32, Option<Box<ProcSample>>>,
     /// The last working-set window that finished (`--working-set`).
     pub wss: Option<crate::model::wss::WssSample>,
+    /// The swap tiers as last reported.
+    pub tiers: Option<crate::model::tiers::TierSample>,
 }
 
 impl Snapshot {
@@ -80,6 +82,9 @@ impl Snapshot {
         self.rmap.clone_from(&s.rmap);
         if let Some(w) = s.working_set.last() {
             self.wss = Some(w.clone());
+        }
+        if let Some(t) = &s.swap_tiers {
+            self.tiers = Some(t.clone());
         }
         for h in &s.hists {
             self.hists.insert(h.name.clone(), h.clone());

@@ -98,12 +98,14 @@ pub const MADVISE_ERRORS: Family = system(
 pub const SWAP_IN: Family = system(
     "vmscope_swap_in_pages_total",
     &[],
-    "Pages swapped in (system-wide, /proc/vmstat pswpin).",
+    "Pages read from a swap device (system-wide, /proc/vmstat pswpin); loads from zswap \
+     are in vmscope_swap_tier_pages_total.",
 );
 pub const SWAP_OUT: Family = system(
     "vmscope_swap_out_pages_total",
     &[],
-    "Pages swapped out (system-wide, /proc/vmstat pswpout).",
+    "Pages written to a swap device (system-wide, /proc/vmstat pswpout); pages zswap \
+     keeps compressed in RAM are not, see vmscope_swap_tier_pages_total.",
 );
 pub const VMSTAT_EVENTS: Family = system(
     "vmscope_vmstat_events_total",
@@ -262,7 +264,13 @@ pub const EXPORTER_FAMILIES: &[Family] = &[
 /// Every family declared outside the catalogue: here, in [`cgroups`], and
 /// the exporter's own.
 pub fn served_families() -> Vec<Family> {
-    [FAMILIES, cgroups::FAMILIES, EXPORTER_FAMILIES].concat()
+    [
+        FAMILIES,
+        tiers::FAMILIES,
+        cgroups::FAMILIES,
+        EXPORTER_FAMILIES,
+    ]
+    .concat()
 }
 
 /// Everything vmscope knows, cumulative since it started: the samples
@@ -468,6 +476,7 @@ pub fn render(state: &State, format: Format, per_process: usize) -> String {
     madvise(&mut w, state);
     vmstat(&mut w, state);
     psi(&mut w, state);
+    tiers::render(&mut w, state);
     working_set(&mut w, state, per_process);
     histograms(&mut w, state);
     if per_process > 0 {
@@ -939,6 +948,7 @@ mod tests {
 }
 
 pub mod cgroups;
+pub mod tiers;
 
 #[cfg(test)]
 mod fixture_tests;

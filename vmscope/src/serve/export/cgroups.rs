@@ -116,6 +116,23 @@ pub const PSI_FULL: Family = counter(
     "Time all of the cgroup's tasks stalled on memory (v2 memory.pressure).",
 );
 
+pub const ZSWAP_PAGES: Family = counter(
+    "vmscope_cgroup_zswap_pages_total",
+    &["cgroup", "direction"],
+    "The cgroup's pages stored in zswap (direction=\"out\"), loaded from it (\"in\") \
+     and written back from it to the device (\"written_back\"), as the kernel counts \
+     them since the cgroup was made (v2 memory.stat zswpout, zswpin, zswpwb); absent on \
+     v1 and without zswap.",
+);
+pub const ZSWAP_BYTES: Family = gauge(
+    "vmscope_cgroup_zswap_bytes",
+    "The cgroup's share of zswap's compressed pool (v2 memory.stat zswap).",
+);
+pub const ZSWAPPED_BYTES: Family = gauge(
+    "vmscope_cgroup_zswapped_bytes",
+    "The cgroup's pages in zswap, uncompressed (v2 memory.stat zswapped).",
+);
+
 /// The families written here.
 pub const FAMILIES: &[Family] = &[
     OOM_KILLS,
@@ -128,6 +145,9 @@ pub const FAMILIES: &[Family] = &[
     MEMORY_EVENTS,
     PSI_SOME,
     PSI_FULL,
+    ZSWAP_PAGES,
+    ZSWAP_BYTES,
+    ZSWAPPED_BYTES,
 ];
 
 fn ns(d: Duration) -> u64 {
@@ -426,6 +446,31 @@ fn books(w: &mut Writer, rows: &[(String, &CgroupState)]) {
     let us = |v: u64| secs(v.saturating_mul(1000));
     w.write(&PSI_SOME, with(&|b| Some(us(b.psi?.some.total_us))));
     w.write(&PSI_FULL, with(&|b| Some(us(b.psi?.full?.total_us))));
+    let mut zswap: Series = Vec::new();
+    for (n, c) in rows {
+        let Some(b) = &c.books else { continue };
+        for (direction, key) in [
+            ("out", "zswpout"),
+            ("in", "zswpin"),
+            ("written_back", "zswpwb"),
+        ] {
+            if let Some(v) = b.stat.get(key) {
+                zswap.push((
+                    vec![("cgroup", n.clone()), ("direction", direction.into())],
+                    v.to_string(),
+                ));
+            }
+        }
+    }
+    w.write(&ZSWAP_PAGES, zswap);
+    w.write(
+        &ZSWAP_BYTES,
+        with(&|b| Some(b.stat.get("zswap")?.to_string())),
+    );
+    w.write(
+        &ZSWAPPED_BYTES,
+        with(&|b| Some(b.stat.get("zswapped")?.to_string())),
+    );
 }
 
 #[cfg(test)]

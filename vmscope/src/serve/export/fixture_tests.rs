@@ -286,6 +286,24 @@ fn representative() -> State {
     ] {
         state.probes.push(ProbeStatus::tracepoint(name, true));
     }
+    for (k, v) in [("zswpout", 30), ("zswpin", 20), ("zswpwb", 5)] {
+        state.now.vmstat.0.insert(k.to_string(), v);
+    }
+    state.now.tiers = Some(crate::model::tiers::TierSample {
+        zswap: Some(crate::model::tiers::ZswapPool {
+            enabled: true,
+            pool_bytes: Some(1 << 20),
+            stored_bytes: Some(3 << 20),
+            ..Default::default()
+        }),
+        devices: vec![crate::model::tiers::TierDevice {
+            name: "/dev/zram0".into(),
+            kind: "partition".into(),
+            medium: "zram".into(),
+            zram: Some(crate::model::tiers::ZramStat::default()),
+            ..Default::default()
+        }],
+    });
     state.wss_window_ns = Some(crate::model::wss::DEFAULT_WINDOW_NS);
     state.now.wss = Some(crate::model::wss::WssSample {
         procs: vec![crate::model::wss::WssProc {
@@ -306,6 +324,15 @@ fn representative() -> State {
         usage_bytes: Some(4096),
         limit_bytes: Some(1 << 20),
         events: [("under_oom".to_string(), 0), ("oom_kill".to_string(), 1)].into(),
+        stat: [
+            ("zswpout", 3),
+            ("zswpin", 2),
+            ("zswpwb", 1),
+            ("zswap", 4096),
+            ("zswapped", 12288),
+        ]
+        .map(|(k, v)| (k.to_string(), v))
+        .into(),
         psi: Some(crate::procstat::Psi {
             some: full,
             full: Some(full),
@@ -394,4 +421,53 @@ fn every_cgroup_family_of_the_catalogue_is_exported() {
             "{name} is declared but not exported"
         );
     }
+}
+
+/// Swap by tier: each tier from its own vmstat counter, the pool and the
+/// zram device from the last reading, a cgroup's zswap from its
+/// memory.stat; nothing of zswap on a kernel without it.
+#[test]
+fn swap_tiers_come_from_their_own_counters() {
+    let text = render(&representative(), Format::Prometheus, 5);
+    for line in [
+        "vmscope_swap_tier_pages_total{direction=\"out\",tier=\"zswap\"} 30",
+        "vmscope_swap_tier_pages_total{direction=\"in\",tier=\"zswap\"} 20",
+        "vmscope_zswap_written_back_pages_total 5",
+        "vmscope_zswap_enabled 1",
+        "vmscope_zswap_pool_bytes 1048576",
+        "vmscope_zswap_stored_bytes 3145728",
+        "vmscope_swap_device_used_bytes{device=\"/dev/zram0\",medium=\"zram\"} 0",
+        "vmscope_cgroup_zswap_pages_total{cgroup=\"/work\",direction=\"written_back\"} 1",
+        "vmscope_cgroup_zswapped_bytes{cgroup=\"/work\"} 12288",
+    ] {
+        assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+    }
+    for (direction, key) in [("out", "pswpout"), ("in", "pswpin")] {
+        let device = value(
+            &text,
+            &format!("vmscope_swap_tier_pages_total{{direction=\"{direction}\",tier=\"device\"}}"),
+        );
+        let events = value(
+            &text,
+            &format!("vmscope_vmstat_events_total{{counter=\"{key}\"}}"),
+        );
+        assert_eq!(device, events, "{direction}");
+    }
+    let mut bare = representative();
+    for k in ["zswpout", "zswpin", "zswpwb"] {
+        bare.now.vmstat.0.remove(k);
+    }
+    if let Some(t) = bare.now.tiers.as_mut() {
+        t.zswap = None;
+    }
+    let text = render(&bare, Format::Prometheus, 5);
+    let series = |l: &&str| !l.starts_with('#');
+    assert!(
+        !text
+            .lines()
+            .filter(series)
+            .any(|l| l.contains("tier=\"zswap\"") || l.starts_with("vmscope_zswap_")),
+        "{text}"
+    );
+    assert!(text.contains("tier=\"device\"}"), "{text}");
 }
