@@ -85,6 +85,9 @@ pub struct Findings {
     /// Which method gives the rmap figures, and why.
     pub rmap: crate::source::rmap::doctor::RmapReport,
     pub swap_devices: Vec<system::SwapDevice>,
+    /// The swap tiers: zswap (null without it in the kernel), each device's
+    /// medium and a zram device's own books.
+    pub swap_tiers: crate::model::tiers::TierSample,
     pub psi_memory: Availability,
     pub memory_cgroup: system::MemoryCgroup,
     /// The working-set methods (`--working-set`): which this kernel offers
@@ -177,6 +180,7 @@ pub fn collect(privileges: Privileges) -> Findings {
         },
         rmap: crate::source::rmap::doctor::report(),
         swap_devices: system::swap_devices(),
+        swap_tiers: system::swap_tiers(),
         psi_memory: match system::psi_memory_available() {
             Ok(()) => Availability {
                 available: true,
@@ -475,16 +479,44 @@ fn render_memory(s: &mut String, r: &Findings) {
         );
     }
     for d in &r.swap_devices {
+        let medium = crate::model::tiers::medium(&d.name);
         let _ = writeln!(
             s,
-            "  {} {} {} MiB, {} MiB used, priority {}",
+            "  {} {} ({}) {} MiB, {} MiB used, priority {}",
             d.name,
             d.kind,
+            if medium == "zram" {
+                "compressed RAM"
+            } else {
+                "disk"
+            },
             d.size_bytes >> 20,
             d.used_bytes >> 20,
             d.priority
         );
     }
+    let _ = writeln!(
+        s,
+        "zswap       {}",
+        match &r.swap_tiers.zswap {
+            None => "not in this kernel (CONFIG_ZSWAP): zswap figures unavailable".to_string(),
+            Some(z) => format!(
+                "{}, compressor {}, pool at most {}% of memory{}",
+                if z.enabled {
+                    "on: pages swapped out are compressed in RAM first"
+                } else {
+                    "off (/sys/module/zswap/parameters/enabled)"
+                },
+                z.compressor.as_deref().unwrap_or("?"),
+                z.max_pool_percent
+                    .map_or_else(|| "?".to_string(), |p| p.to_string()),
+                match z.ratio() {
+                    Some(r) => format!("; pool {r:.2}:1 now"),
+                    None => String::new(),
+                }
+            ),
+        }
+    );
     let _ = writeln!(
         s,
         "PSI memory  {}",
