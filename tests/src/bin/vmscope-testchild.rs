@@ -481,6 +481,32 @@ fn collapse(huge: usize) {
     }
 }
 
+/// `huge` huge pages of MADV_HUGEPAGE memory, a byte written in each, then
+/// held for 3 s (long enough for working-set windows of 1 s); prints the
+/// kernel's own `AnonHugePages` of this process (smaps_rollup, kB) as
+/// `anon_huge_kb N` before it exits.
+fn hugefault(huge: usize) {
+    let hp = 2 << 20;
+    let len = huge * hp;
+    let raw = map(len + hp);
+    let a = ((raw as usize).next_multiple_of(hp)) as *mut u8;
+    // SAFETY: `a..a + len` lies inside the mapping.
+    unsafe {
+        assert_eq!(libc::madvise(a.cast(), len, libc::MADV_HUGEPAGE), 0);
+        for i in (0..len).step_by(hp) {
+            std::ptr::write_volatile(a.add(i), 1);
+        }
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let rollup = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap();
+    let kb = rollup
+        .lines()
+        .find_map(|l| l.strip_prefix("AnonHugePages:"))
+        .and_then(|v| v.split_whitespace().next())
+        .unwrap_or("0");
+    println!("anon_huge_kb {kb}");
+}
+
 /// Faults through get_user_pages, which the exception tracepoints never
 /// see: populate, MAP_POPULATE (from another thread) and mlock, each over
 /// `pages` fresh pages, then `pages` ordinary faults.
@@ -622,6 +648,7 @@ fn main() {
         "spin" => spin(n),
         "populate" => populate(n as usize),
         "collapse" => collapse(n as usize),
+        "hugefault" => hugefault(n as usize),
         "forkswap" => {
             let (Some(k), Some(mode)) = (args.get(2).and_then(|s| s.parse().ok()), args.get(3))
             else {

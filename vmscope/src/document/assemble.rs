@@ -57,8 +57,13 @@ pub(crate) fn assemble(d: Parts) -> Recording {
         .tiers
         .clone()
         .map(|end| crate::model::tiers::swap_tiers(&vm.vmstat, end));
+    let thp_sizes = Some(crate::model::hugepages::totals(
+        fold.thp_sizes.0.as_ref(),
+        fold.thp_sizes.1.as_ref(),
+    ));
     Recording {
         swap_tiers,
+        thp_sizes,
         end_time: timefmt::rfc3339(d.end_wall),
         duration_ns: nanos(d.duration),
         interrupted_by: d.interrupted_by.map(str::to_string),

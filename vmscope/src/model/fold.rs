@@ -36,6 +36,11 @@ pub struct Fold {
     pub wss: crate::model::wss::WssFold,
     /// The swap tiers as last reported.
     pub tiers: Option<crate::model::tiers::TierSample>,
+    /// The THP counts by size, first and last reported.
+    pub thp_sizes: (
+        Option<crate::model::hugepages::ThpSizes>,
+        Option<crate::model::hugepages::ThpSizes>,
+    ),
 }
 
 impl Fold {
@@ -54,6 +59,7 @@ impl Fold {
             keep_cgroups: keep,
             wss: Default::default(),
             tiers: None,
+            thp_sizes: (None, None),
         }
     }
 
@@ -66,6 +72,12 @@ impl Fold {
         self.oom_kills.extend(s.oom_kills.iter().cloned());
         if let Some(t) = &s.swap_tiers {
             self.tiers = Some(t.clone());
+        }
+        if let Some(t) = &s.thp_sizes {
+            if self.thp_sizes.0.is_none() {
+                self.thp_sizes.0 = Some(t.clone());
+            }
+            self.thp_sizes.1 = Some(t.clone());
         }
         for w in &s.working_set {
             self.wss.push(w);

@@ -6,6 +6,7 @@ pub mod catalogue;
 pub mod cgroup;
 pub mod fold;
 pub mod hist;
+pub mod hugepages;
 pub mod live;
 pub mod metrics;
 pub mod oom;

@@ -116,6 +116,11 @@ pub struct Recording {
     /// devices at the end. Absent in older recordings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub swap_tiers: Option<crate::model::tiers::SwapTiers>,
+    /// THP faults, fallbacks, swap-outs and splits by huge-page size over
+    /// the run, system-wide (6.9+; `unavailable` says why not). Absent in
+    /// older recordings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thp_sizes: Option<crate::model::hugepages::ThpSizeTotals>,
     pub samples: Vec<Sample>,
 }
 

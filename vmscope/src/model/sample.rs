@@ -115,6 +115,10 @@ pub struct Sample {
     /// changed since the previous sample; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub swap_tiers: Option<crate::model::tiers::TierSample>,
+    /// THP counts by size (6.9+), when they changed since the previous
+    /// sample; absent otherwise and on kernels without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thp_sizes: Option<crate::model::hugepages::ThpSizes>,
     /// OOM victims' records lost so far (their ring buffer was full).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub oom_kill_records_lost: u64,

@@ -113,6 +113,12 @@ pub struct WssProc {
     pub working_set_bytes: u64,
     /// Resident bytes at the window's end.
     pub rss_bytes: u64,
+    /// Of those, in transparent huge pages (`AnonHugePages`) and in shmem
+    /// mapped by huge pages (`ShmemPmdMapped`), as the same read gave them.
+    #[serde(default)]
+    pub anon_huge_bytes: u64,
+    #[serde(default)]
+    pub shmem_huge_bytes: u64,
     /// Bytes referenced by each edge of `WssSetup::age_edges_ns`,
     /// cumulative (the last is `working_set_bytes`).
     pub referenced_by_edge: Vec<u64>,
@@ -349,6 +355,8 @@ mod tests {
             cgroup: Some(cg.into()),
             working_set_bytes: by_edge.last().copied().unwrap_or(0),
             rss_bytes: rss,
+            anon_huge_bytes: 0,
+            shmem_huge_bytes: 0,
             referenced_by_edge: by_edge.to_vec(),
         }
     }

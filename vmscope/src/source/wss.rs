@@ -33,12 +33,18 @@ const COSTLY_SHARE: f64 = 0.05;
 pub struct Rollup {
     pub rss_bytes: u64,
     pub referenced_bytes: u64,
+    /// `AnonHugePages:` (0 where the kernel lacks the line).
+    pub anon_huge_bytes: u64,
+    /// `ShmemPmdMapped:` (0 where the kernel lacks the line).
+    pub shmem_huge_bytes: u64,
 }
 
-/// Parses `smaps_rollup`: its `Rss:` and `Referenced:` lines, in kB.
+/// Parses `smaps_rollup`: its `Rss:` and `Referenced:` lines, and the
+/// huge-page lines, in kB.
 pub fn parse_rollup(text: &str) -> Option<Rollup> {
     let mut rss = None;
     let mut referenced = None;
+    let (mut anon_huge, mut shmem_huge) = (None, None);
     for line in text.lines() {
         let Some((k, v)) = line.split_once(':') else {
             continue;
@@ -47,12 +53,16 @@ pub fn parse_rollup(text: &str) -> Option<Rollup> {
         match k {
             "Rss" => rss = kb(),
             "Referenced" => referenced = kb(),
+            "AnonHugePages" => anon_huge = kb(),
+            "ShmemPmdMapped" => shmem_huge = kb(),
             _ => {}
         }
     }
     Some(Rollup {
         rss_bytes: rss? * 1024,
         referenced_bytes: referenced? * 1024,
+        anon_huge_bytes: anon_huge.unwrap_or(0) * 1024,
+        shmem_huge_bytes: shmem_huge.unwrap_or(0) * 1024,
     })
 }
 
@@ -378,6 +388,8 @@ fn window_once(
                     .and_then(|t| memory_cgroup(&t)),
                 working_set_bytes: last.referenced_bytes,
                 rss_bytes: last.rss_bytes,
+                anon_huge_bytes: last.anon_huge_bytes,
+                shmem_huge_bytes: last.shmem_huge_bytes,
                 referenced_by_edge: reads.iter().map(|r| r.referenced_bytes).collect(),
             })
         })
@@ -404,8 +416,14 @@ mod tests {
             parse_rollup(t),
             Some(Rollup {
                 rss_bytes: 1632 * 1024,
-                referenced_bytes: 1024 * 1024
+                referenced_bytes: 1024 * 1024,
+                ..Rollup::default()
             })
+        );
+        let huge = format!("{t}AnonHugePages:  2048 kB\nShmemPmdMapped:     0 kB\n");
+        assert_eq!(
+            parse_rollup(&huge).map(|r| r.anon_huge_bytes),
+            Some(2048 * 1024)
         );
         assert_eq!(parse_rollup("Rss: 4 kB\n"), None);
     }

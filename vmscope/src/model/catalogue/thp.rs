@@ -38,3 +38,44 @@ pub const COUNTERS: &[Counter] = &[
         ),
     ),
 ];
+
+/// Its rows of `top`'s rates panel: faults that got a huge page (of the
+/// PMD size) and those that fell back to small pages.
+pub const RATES: &[Rate] = &[
+    rate(
+        "THP fault",
+        "pages/s",
+        &[],
+        RateValue::Vmstat("thp_fault_alloc"),
+        "/proc/vmstat thp_fault_alloc: faults that got a huge page.",
+    ),
+    rate(
+        "THP fallback",
+        "pages/s",
+        &[],
+        RateValue::Vmstat("thp_fault_fallback"),
+        "/proc/vmstat thp_fault_fallback: faults that wanted a huge page and got small ones.",
+    ),
+];
+
+/// Its figures of a recorded run.
+pub const RUN_ROWS: &[RunRow] = &[
+    row(
+        "thp_fault_alloc",
+        "faults",
+        Neither,
+        Before,
+        true,
+        "/proc/vmstat thp_fault_alloc: faults that got a huge page.",
+        |r| vmstat(r, "thp_fault_alloc"),
+    ),
+    row(
+        "thp_fault_fallback",
+        "faults",
+        Lower,
+        Before,
+        true,
+        "/proc/vmstat thp_fault_fallback: faults that wanted a huge page and got small ones.",
+        |r| vmstat(r, "thp_fault_fallback"),
+    ),
+];

@@ -312,6 +312,8 @@ fn representative() -> State {
             cgroup: Some("/a".into()),
             working_set_bytes: 8192,
             rss_bytes: 16384,
+            anon_huge_bytes: 0,
+            shmem_huge_bytes: 0,
             referenced_by_edge: vec![4096, 8192],
         }],
         ..Default::default()

@@ -76,6 +76,8 @@ pub struct Collector {
     limits: limits::LimitWatch,
     /// The swap tiers as last reported.
     tiers: Option<crate::model::tiers::TierSample>,
+    /// The THP counts by size as last reported.
+    thp_sizes: Option<crate::model::hugepages::ThpSizes>,
     /// Entries read for the last time, for [`Collector::prune`].
     doomed_procs: Vec<u32>,
     doomed_mms: Vec<u64>,
@@ -114,6 +116,7 @@ impl Collector {
             cgroup_events_lost: 0,
             limits: limits::LimitWatch::default(),
             tiers: None,
+            thp_sizes: None,
         }
     }
 
@@ -160,6 +163,7 @@ impl Collector {
             oom_kill_records_lost: c(counter::OOM_RECORDS_LOST),
             working_set: Vec::new(),
             swap_tiers: self.swap_tiers(),
+            thp_sizes: self.thp_sizes(),
             rmap,
             counters: named_counters(&c, &swap),
             madvise: madvise_counts(&c),
@@ -337,6 +341,16 @@ impl Collector {
             return None;
         }
         self.tiers = Some(now.clone());
+        Some(now)
+    }
+
+    /// The THP counts by size when they changed since the last report.
+    fn thp_sizes(&mut self) -> Option<crate::model::hugepages::ThpSizes> {
+        let now = crate::source::kernel::system::thp_sizes()?;
+        if self.thp_sizes.as_ref() == Some(&now) {
+            return None;
+        }
+        self.thp_sizes = Some(now.clone());
         Some(now)
     }
 

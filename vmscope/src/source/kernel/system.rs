@@ -109,6 +109,31 @@ pub fn swap_tiers() -> crate::model::tiers::TierSample {
     TierSample { zswap, devices }
 }
 
+/// The per-size THP counts now; `None` when the kernel has none.
+pub fn thp_sizes() -> Option<crate::model::hugepages::ThpSizes> {
+    use crate::model::hugepages::{STATS, size_of_dir};
+    let root = Path::new("/sys/kernel/mm/transparent_hugepage");
+    let mut out = crate::model::hugepages::ThpSizes::new();
+    for entry in std::fs::read_dir(root).ok()?.flatten() {
+        let name = entry.file_name();
+        let Some(size) = name.to_str().and_then(size_of_dir) else {
+            continue;
+        };
+        let stats = entry.path().join("stats");
+        let counts: std::collections::BTreeMap<String, u64> = STATS
+            .iter()
+            .filter_map(|k| {
+                let v = std::fs::read_to_string(stats.join(k)).ok()?;
+                Some((k.to_string(), v.trim().parse().ok()?))
+            })
+            .collect();
+        if !counts.is_empty() {
+            out.insert(size.to_string(), counts);
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct MemoryCgroup {
     /// "v1", "v2", or null when no hierarchy carries the memory controller.

@@ -1,0 +1,119 @@
+//! Transparent huge pages by size and per process, against the kernel's
+//! own books: a child writes a byte in each of 256 huge pages of
+//! MADV_HUGEPAGE memory (512 MiB).
+//!
+//! - the recording's 2 MiB `anon_fault_alloc` over the run equals
+//!   `/proc/vmstat`'s `thp_fault_alloc` delta around it: two books of the
+//!   kernel, one through the per-size counters vmscope reads;
+//! - faults that got a huge page and those that fell back add up to the
+//!   child's 256;
+//! - the child's `AnonHugePages` in its last working-set window equals what
+//!   its own `smaps_rollup` said just before it exited.
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+use std::time::Duration;
+
+use vmscope_tests::{pressure, *};
+
+const HUGE: u64 = 256;
+const THP: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
+
+/// THP for MADV_HUGEPAGE memory while it lives: `madvise` when the
+/// setting was `never`, put back when dropped.
+struct ThpAllowed(Option<String>);
+
+impl ThpAllowed {
+    fn new() -> ThpAllowed {
+        let now = std::fs::read_to_string(THP).unwrap();
+        if now.contains("[never]") {
+            std::fs::write(THP, "madvise").unwrap();
+            return ThpAllowed(Some("never".into()));
+        }
+        ThpAllowed(None)
+    }
+}
+
+impl Drop for ThpAllowed {
+    fn drop(&mut self) {
+        if let Some(was) = &self.0 {
+            let _ = std::fs::write(THP, was);
+        }
+    }
+}
+
+#[test]
+fn huge_page_faults_by_size_and_per_process_agree_with_the_kernel() {
+    const TEST: &str = "huge_page_faults_by_size_and_per_process_agree_with_the_kernel";
+    if !root_or_skip(TEST) {
+        return;
+    }
+    let _alone = pressure::exclusive();
+    let _thp = ThpAllowed::new();
+    let dir = tempfile::tempdir().unwrap();
+    let child = testchild();
+    let n = HUGE.to_string();
+    let before = pressure::vmstat();
+    let out = dir.path().join("thp.json");
+    let mut cmd = std::process::Command::new(vmscope_bin());
+    cmd.args([
+        "record",
+        "-i",
+        "250ms",
+        "--working-set",
+        "--wss-window",
+        "1s",
+        "-o",
+    ])
+    .arg(&out)
+    .args(["--", path_str(&child), "hugefault", n.as_str()]);
+    let o = run_with_timeout(cmd, Duration::from_secs(120));
+    let after = pressure::vmstat();
+    ok(&o, "record --working-set -- hugefault");
+    let rec = read_json(&out);
+    let vm = |k: &str| after[k] - before[k];
+    let t = &rec["thp_sizes"];
+    assert!(t["unavailable"].is_null(), "{t:#}");
+    let size = &t["by_size"]["2048kB"];
+    let (alloc, fallback) = (
+        u64_at(size, "/anon_fault_alloc"),
+        u64_at(size, "/anon_fault_fallback"),
+    );
+    eprintln!(
+        "{TEST}: 2048kB faults {alloc} (fallback {fallback}) vs vmstat thp_fault_alloc {} \
+         (fallback {})",
+        vm("thp_fault_alloc"),
+        vm("thp_fault_fallback")
+    );
+    assert_eq!(alloc, vm("thp_fault_alloc"), "{t:#}");
+    assert_eq!(fallback, vm("thp_fault_fallback"), "{t:#}");
+    assert!(
+        alloc + fallback >= HUGE,
+        "fewer than the child's {HUGE}: {t:#}"
+    );
+    assert!(alloc >= HUGE / 2, "most should get a huge page: {t:#}");
+
+    let said: u64 = text(&o.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("anon_huge_kb "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the child said nothing: {}", text(&o.stdout)));
+    let pid = rec["child"]["pid"].as_u64().unwrap();
+    let last = rec["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["working_set"].as_array().into_iter().flatten())
+        .flat_map(|w| w["procs"].as_array().into_iter().flatten())
+        .filter(|p| p["pid"] == pid)
+        .last()
+        .unwrap_or_else(|| panic!("no working-set window of {pid}"));
+    eprintln!(
+        "{TEST}: AnonHugePages {} kB in the last window vs {said} kB from smaps_rollup",
+        u64_at(last, "/anon_huge_bytes") / 1024
+    );
+    assert!(
+        said >= alloc * 2048 / 2,
+        "the child held too few: {said} kB"
+    );
+    assert_eq!(u64_at(last, "/anon_huge_bytes"), said * 1024, "{last}");
+}
