@@ -181,6 +181,7 @@ pub fn judge(c: &Console) -> KernelResult {
     checks.push(swap_check(c));
     checks.push(fork_check(c));
     checks.push(swap_tiers_check(c));
+    checks.push(thp_sizes_check(c));
     checks.push(cgroup_faults_check(c));
     checks.push(cgroup_swap_check(c));
     checks.push(cgroup_subtree_check(c));
@@ -598,11 +599,15 @@ fn swap_tiers_check(c: &Console) -> Check {
         } else {
             got.is_some_and(|g| agree(g, d(key)))
         };
+        let kernel = if vmstat(c.text("tiers.after").unwrap_or_default()).contains_key(key) {
+            d(key).to_string()
+        } else {
+            "absent".to_string()
+        };
         figures.push(format!(
-            "{} {} vs {key} {}",
+            "{} {} vs {key} {kernel}",
             pointer.trim_start_matches('/'),
             got.map_or("null".into(), |g| g.to_string()),
-            d(key)
         ));
     }
     let zram = t["end"]["devices"]
@@ -623,6 +628,35 @@ fn swap_tiers_check(c: &Console) -> Check {
             } else {
                 "no zswap in this kernel"
             }
+        ),
+    )
+}
+
+/// THP by size: where the kernel has per-size counts, the 2 MiB faults
+/// equal vmstat's thp_fault_alloc delta around the run; where it has not,
+/// the recording says so (null, with the reason), never 0.
+fn thp_sizes_check(c: &Console) -> Check {
+    const NAME: &str = "thp_sizes";
+    let rec = match c.recording("thp") {
+        Ok(r) => r,
+        Err(e) => return check(NAME, false, e),
+    };
+    let t = &rec["thp_sizes"];
+    let want = c.delta("thp.before", "thp.after", "thp_fault_alloc");
+    if let Some(why) = t["unavailable"].as_str() {
+        let empty = t["by_size"].as_object().is_none_or(|m| m.is_empty());
+        return check(NAME, empty, format!("unavailable: {why}"));
+    }
+    let got = t
+        .pointer("/by_size/2048kB/anon_fault_alloc")
+        .and_then(Value::as_u64);
+    check(
+        NAME,
+        got == Some(want) && want >= guest::THP_HUGE / 2,
+        format!(
+            "2048kB faults {} vs thp_fault_alloc {want} ({} huge pages touched)",
+            got.map_or("null".into(), |g| g.to_string()),
+            guest::THP_HUGE
         ),
     )
 }

@@ -39,6 +39,9 @@ pub const MMAP_LOCK_FAULTS: u64 = 20_000;
 pub const COMPACTION_FILL_MIB: u64 = 256;
 pub const COMPACTION_HUGE_MIB: u64 = 32;
 
+/// Huge pages the test child faults for THP by size.
+pub const THP_HUGE: u64 = 32;
+
 /// `workload hotset` for the working set, sized for the guest's 2 GiB.
 pub const WSS_SIZE_MIB: u64 = 512;
 pub const WSS_HOT_MIB: u64 = 128;
@@ -114,6 +117,10 @@ rec mmaplock1 --mmap-lock -- vmscope workload mmap-lock --storm mprotect --threa
 show thp.enabled /sys/kernel/mm/transparent_hugepage/enabled
 rec compaction -- vmscope workload compaction --fill {compaction_fill}M --huge {compaction_huge}M
 show pool.after /proc/sys/vm/nr_hugepages
+# THP by size: 32 huge pages of MADV_HUGEPAGE memory.
+show thp.before /proc/vmstat
+rec thp -- $T hugefault {thp_huge}
+show thp.after /proc/vmstat
 # The working set: a known hot set in more resident memory, two 10 s windows.
 rec wss --working-set -- vmscope workload hotset --size {wss_size}M --hot {wss_hot}M --seconds 20
 
@@ -198,6 +205,7 @@ poweroff -f
         compaction_fill = COMPACTION_FILL_MIB,
         compaction_huge = COMPACTION_HUGE_MIB,
         wss_size = WSS_SIZE_MIB,
+        thp_huge = THP_HUGE,
         wss_hot = WSS_HOT_MIB,
     )
 }
