@@ -85,6 +85,24 @@ fn path_cstring(p: &Path) -> anyhow::Result<CString> {
         .with_context(|| format!("{} contains a NUL byte", p.display()))
 }
 
+/// Swaps off `path`; on failure says so on stderr (naming it the `what`
+/// left in place) and returns false.
+fn swap_off(path: &Path, what: &str) -> bool {
+    let Ok(p) = path_cstring(path) else {
+        return false;
+    };
+    // SAFETY: `p` is a NUL-terminated path that outlives the call.
+    if unsafe { libc::swapoff(p.as_ptr()) } != 0 {
+        let e = io::Error::last_os_error();
+        eprintln!(
+            "vmscope: swapoff {}: {e}; leaving the {what} in place",
+            path.display()
+        );
+        return false;
+    }
+    true
+}
+
 const ZRAM_CONTROL: &str = "/sys/class/zram-control";
 /// `SWAP_FLAG_PREFER` and `SWAP_FLAG_PRIO_MASK` from `<sys/swap.h>`.
 const SWAP_FLAG_PREFER: libc::c_int = 0x8000;
@@ -203,20 +221,9 @@ impl ZramSwap {
 
 impl Drop for ZramSwap {
     fn drop(&mut self) {
-        if self.swapped_on {
-            let Ok(dev) = path_cstring(&self.device) else {
-                return;
-            };
-            // SAFETY: `dev` is a NUL-terminated path that outlives the call.
-            if unsafe { libc::swapoff(dev.as_ptr()) } != 0 {
-                let e = io::Error::last_os_error();
-                // The device may still hold swapped pages; leave it alone.
-                eprintln!(
-                    "vmscope: swapoff {}: {e}; leaving the device in place",
-                    self.device.display()
-                );
-                return;
-            }
+        // A device that may still hold swapped pages is left alone.
+        if self.swapped_on && !swap_off(&self.device, "device") {
+            return;
         }
         if let Err(e) = retry_busy(|| fs::write(self.sysfs("reset"), "1")) {
             eprintln!("vmscope: resetting {}: {e}", self.device.display());
@@ -287,19 +294,8 @@ impl SwapFile {
 
 impl Drop for SwapFile {
     fn drop(&mut self) {
-        if self.swapped_on {
-            let Ok(p) = path_cstring(&self.path) else {
-                return;
-            };
-            // SAFETY: `p` is a NUL-terminated path that outlives the call.
-            if unsafe { libc::swapoff(p.as_ptr()) } != 0 {
-                let e = io::Error::last_os_error();
-                eprintln!(
-                    "vmscope: swapoff {}: {e}; leaving the file in place",
-                    self.path.display()
-                );
-                return;
-            }
+        if self.swapped_on && !swap_off(&self.path, "file") {
+            return;
         }
         if let Err(e) = fs::remove_file(&self.path) {
             eprintln!("vmscope: removing {}: {e}", self.path.display());
