@@ -104,8 +104,7 @@ fn huge_page_faults_by_size_and_per_process_agree_with_the_kernel() {
         .iter()
         .flat_map(|s| s["working_set"].as_array().into_iter().flatten())
         .flat_map(|w| w["procs"].as_array().into_iter().flatten())
-        .filter(|p| p["pid"] == pid)
-        .last()
+        .rfind(|p| p["pid"] == pid)
         .unwrap_or_else(|| panic!("no working-set window of {pid}"));
     eprintln!(
         "{TEST}: AnonHugePages {} kB in the last window vs {said} kB from smaps_rollup",
