@@ -769,6 +769,12 @@ pub struct RecordArgs {
     #[arg(long)]
     pub all: bool,
 
+    /// A file whose page-cache residency (cached, dirty, under write-back,
+    /// evicted, recently evicted pages: cachestat(2), 6.5+) is read at the
+    /// start and the end of the recording. Repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub cachestat: Vec<PathBuf>,
+
     /// `json`: one document, written atomically when recording ends.
     /// `jsonl`: streamed, one line per interval (see docs/record.md).
     #[arg(long, value_enum, default_value_t = RecordFormat::Json)]

@@ -64,6 +64,7 @@ pub(crate) fn assemble(d: Parts) -> Recording {
     Recording {
         swap_tiers,
         thp_sizes,
+        cachestat: Vec::new(),
         end_time: timefmt::rfc3339(d.end_wall),
         duration_ns: nanos(d.duration),
         interrupted_by: d.interrupted_by.map(str::to_string),

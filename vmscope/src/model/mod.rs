@@ -2,6 +2,7 @@
 //! touches the kernel, so everything is unit-tested with hand-made samples.
 
 pub mod bench;
+pub mod cachestat;
 pub mod catalogue;
 pub mod cgroup;
 pub mod fold;

@@ -121,6 +121,10 @@ pub struct Recording {
     /// older recordings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thp_sizes: Option<crate::model::hugepages::ThpSizeTotals>,
+    /// Page-cache residency of each `--cachestat` file at the start and the
+    /// end (absent without the option).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cachestat: Vec<crate::model::cachestat::CachestatFile>,
     pub samples: Vec<Sample>,
 }
 

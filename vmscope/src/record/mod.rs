@@ -39,7 +39,9 @@ pub fn run(args: RecordArgs) -> anyhow::Result<u8> {
         check_cgroup(path)?;
     }
     Privileges::current().require_bpf()?;
-    driver::run(record(args, output, resolved))
+    let cachestat = crate::source::kernel::cachestat::Watch::start(&args.cachestat)
+        .map_err(|e| exit::failure(exit::USAGE, format!("{e}; give a readable file")))?;
+    driver::run(record(args, output, resolved, cachestat))
 }
 
 /// `--cgroup PATH` names an existing cgroup of the hierarchy processes are
@@ -78,6 +80,7 @@ async fn record(
     args: RecordArgs,
     output: Output,
     resolved: Option<std::path::PathBuf>,
+    cachestat: crate::source::kernel::cachestat::Watch,
 ) -> anyhow::Result<u8> {
     let mut setup = Setup::open(&args, &output, resolved)?;
     let limit = if args.all {
@@ -86,6 +89,7 @@ async fn record(
         crate::model::recording::TOP_PROCESSES
     };
     let mut book = Book::new(limit, setup.stream.take(), setup.source.probes.clone());
+    book.cachestat = Some(cachestat);
     let start = Instant::now();
     setup.source.start(start, args.sampling.interval);
     book.take(setup.source.next().await)?;
@@ -261,6 +265,8 @@ struct Book {
     /// late).
     probes: Vec<ProbeStatus>,
     limit: usize,
+    /// The `--cachestat` files, read again when the document is made.
+    cachestat: Option<crate::source::kernel::cachestat::Watch>,
 }
 
 impl Book {
@@ -271,6 +277,7 @@ impl Book {
             stream,
             probes,
             limit,
+            cachestat: None,
         }
     }
 
@@ -306,10 +313,11 @@ impl Book {
             mut stream,
             probes,
             limit,
+            cachestat,
         } = self;
         let failure = ended.failure;
         let child_report = ended.child_report;
-        let rec = document::assemble(document::Parts {
+        let mut rec = document::assemble(document::Parts {
             fold,
             samples,
             probes,
@@ -321,6 +329,10 @@ impl Book {
             incomplete: failure.as_ref().map(|e| format!("{e:#}")),
             child: child_report.clone(),
         });
+        rec.cachestat = cachestat.map(|w| w.finish()).unwrap_or_default();
+        for f in &rec.cachestat {
+            eprintln!("vmscope: {}", f.summary());
+        }
         // Asked for by name (--working-set): said, not only written.
         if let Some(w) = &rec.working_set {
             eprintln!("vmscope: {}", w.summary());

@@ -33,6 +33,7 @@ use crate::model::sample::{
     MadviseCounts, Sample,
 };
 
+mod levels;
 mod swap;
 
 use swap::{MmBooks, SwapSums};
@@ -332,26 +333,6 @@ impl Collector {
             }
             _ => false,
         }
-    }
-
-    /// The swap tiers when they changed since the last report.
-    fn swap_tiers(&mut self) -> Option<crate::model::tiers::TierSample> {
-        let now = crate::source::kernel::system::swap_tiers();
-        if self.tiers.as_ref() == Some(&now) {
-            return None;
-        }
-        self.tiers = Some(now.clone());
-        Some(now)
-    }
-
-    /// The THP counts by size when they changed since the last report.
-    fn thp_sizes(&mut self) -> Option<crate::model::hugepages::ThpSizes> {
-        let now = crate::source::kernel::system::thp_sizes()?;
-        if self.thp_sizes.as_ref() == Some(&now) {
-            return None;
-        }
-        self.thp_sizes = Some(now.clone());
-        Some(now)
     }
 
     /// The system-wide fault counters; the get_user_pages part comes from

@@ -2,6 +2,7 @@
 //! catalogue.
 
 pub mod btf;
+pub mod cachestat;
 pub mod caps;
 pub mod cgroupfs;
 pub mod errors;
