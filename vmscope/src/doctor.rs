@@ -291,7 +291,11 @@ fn probe_attach_kinds(tracefs: &TracefsReport) -> Vec<AttachKind> {
         .collect()
 }
 
-fn try_kind(ebpf: &mut Ebpf, kind: &str, btf: &Result<&Btf, String>) -> Result<(), String> {
+fn try_kind(
+    ebpf: &mut Ebpf,
+    kind: &str,
+    btf: &Result<std::sync::Arc<Btf>, String>,
+) -> Result<(), String> {
     let e = |err: aya::programs::ProgramError| crate::source::kernel::errors::one_line(&err);
     fn prog<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut aya::programs::Program, String> {
         ebpf.program_mut(name)
@@ -304,19 +308,19 @@ fn try_kind(ebpf: &mut Ebpf, kind: &str, btf: &Result<&Btf, String>) -> Result<(
             p.attach("sched", "sched_process_exit").map_err(e)?;
         }
         "tp_btf" => {
-            let btf = *btf.as_ref().map_err(Clone::clone)?;
+            let btf = btf.as_ref().map_err(Clone::clone)?;
             let p: &mut BtfTracePoint = prog(ebpf, "probe_tp_btf")?.try_into().map_err(e)?;
             p.load("sched_process_exit", btf).map_err(e)?;
             p.attach().map_err(e)?;
         }
         "fentry" => {
-            let btf = *btf.as_ref().map_err(Clone::clone)?;
+            let btf = btf.as_ref().map_err(Clone::clone)?;
             let p: &mut FEntry = prog(ebpf, "probe_fentry")?.try_into().map_err(e)?;
             p.load(PROBE_FUNCTION, btf).map_err(e)?;
             p.attach().map_err(e)?;
         }
         "fexit" => {
-            let btf = *btf.as_ref().map_err(Clone::clone)?;
+            let btf = btf.as_ref().map_err(Clone::clone)?;
             let p: &mut FExit = prog(ebpf, "probe_fexit")?.try_into().map_err(e)?;
             p.load(PROBE_FUNCTION, btf).map_err(e)?;
             p.attach().map_err(e)?;

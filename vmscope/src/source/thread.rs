@@ -108,6 +108,9 @@ impl Source {
                         return;
                     }
                 };
+                // The programs are loaded: the session needs the kernel's
+                // BTF again only for a deferred attach, which parses it anew.
+                crate::source::kernel::btf::release();
                 let scheme = probes.cgroups.as_ref().ok().map(|h| h.scheme());
                 let _ = ready_tx.send(Ok((probes.probes.clone(), probes.fault_source, scheme)));
                 Worker::new(probes, tx).run(&cmd_rx);

@@ -100,7 +100,7 @@ fn floor(hooks: &[AttachedHook]) -> anyhow::Result<Vec<Ebpf>> {
             .program_mut("probe_tp_btf")
             .context("program probe_tp_btf missing")?
             .try_into()?;
-        p.load(&h.event, btf)?;
+        p.load(&h.event, &btf)?;
         p.attach()
             .with_context(|| format!("attaching the empty tp_btf program to {}", h.event))?;
         loaded.push(ebpf);

@@ -7,7 +7,7 @@
 use std::{
     collections::{HashMap, HashSet},
     path::Path,
-    sync::OnceLock,
+    sync::{Arc, Mutex, PoisonError},
 };
 
 const MAGIC: u16 = 0xeb9f;
@@ -80,25 +80,50 @@ pub struct FieldSpan {
     pub size: u32,
 }
 
+/// A parse of the kernel's BTF, kept while programs are being loaded and
+/// given back by [`release`]: the parses take tens of megabytes that a
+/// long-running session has no use for once its probes are attached.
+struct Cached<T>(Mutex<Option<Result<Arc<T>, String>>>);
+
+impl<T> Cached<T> {
+    const fn new() -> Self {
+        Cached(Mutex::new(None))
+    }
+
+    fn get(&self, parse: impl FnOnce() -> Result<T, String>) -> Result<Arc<T>, String> {
+        let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        slot.get_or_insert_with(|| parse().map(Arc::new)).clone()
+    }
+
+    fn clear(&self) {
+        drop(self.0.lock().unwrap_or_else(PoisonError::into_inner).take());
+    }
+}
+
+static AYA_BTF: Cached<aya::Btf> = Cached::new();
+static OUR_BTF: Cached<Btf> = Cached::new();
+
 /// The running kernel's BTF as aya parses it (for loading BTF-typed
-/// programs), read once per process: parsing it takes 50-100 ms, and a load
-/// needs it for every tp_btf and fentry program.
-pub fn aya_vmlinux() -> Result<&'static aya::Btf, String> {
-    static BTF: OnceLock<Result<aya::Btf, String>> = OnceLock::new();
-    BTF.get_or_init(|| {
-        aya::Btf::from_sys_fs().map_err(|e| crate::source::kernel::errors::one_line(&e))
-    })
-    .as_ref()
-    .map_err(|e| format!("kernel BTF: {e}"))
+/// programs), read once until [`release`]: parsing it takes 50-100 ms, and
+/// a load needs it for every tp_btf and fentry program.
+pub fn aya_vmlinux() -> Result<Arc<aya::Btf>, String> {
+    AYA_BTF
+        .get(|| aya::Btf::from_sys_fs().map_err(|e| crate::source::kernel::errors::one_line(&e)))
+        .map_err(|e| format!("kernel BTF: {e}"))
+}
+
+/// Gives back both parses of the kernel's BTF (a later caller parses it
+/// again) and the heap pages they held.
+pub fn release() {
+    AYA_BTF.clear();
+    OUR_BTF.clear();
+    crate::source::kernel::trim_heap();
 }
 
 impl Btf {
-    /// The running kernel's BTF, read once per process.
-    pub fn vmlinux() -> Result<&'static Self, String> {
-        static BTF: OnceLock<Result<Btf, String>> = OnceLock::new();
-        BTF.get_or_init(|| Self::from_file(Path::new("/sys/kernel/btf/vmlinux")))
-            .as_ref()
-            .map_err(Clone::clone)
+    /// The running kernel's BTF, read once until [`release`].
+    pub fn vmlinux() -> Result<Arc<Self>, String> {
+        OUR_BTF.get(|| Self::from_file(Path::new("/sys/kernel/btf/vmlinux")))
     }
 
     pub fn from_file(path: &Path) -> Result<Self, String> {

@@ -19,3 +19,14 @@ pub mod tracefs;
 /// `__noreturn` function such as `do_exit`, which says nothing about fexit
 /// elsewhere).
 pub const PROBE_FUNCTION: &str = "vfs_read";
+
+/// Returns the allocator's free heap pages to the kernel: after start-up's
+/// large parses are dropped, the allocator would otherwise keep them
+/// resident for the whole session.
+pub fn trim_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}

@@ -488,7 +488,7 @@ pub(super) fn attach_fault_timing(ebpf: &mut Ebpf, disabled: &[String]) -> Resul
         .try_into()
         .map_err(|e: aya::programs::ProgramError| one_line(&e))?;
     entry
-        .load("handle_mm_fault", btf)
+        .load("handle_mm_fault", &btf)
         .map_err(|e| format!("fentry on handle_mm_fault refused: {}", one_line(&e)))?;
     let link = entry
         .attach()
@@ -499,7 +499,7 @@ pub(super) fn attach_fault_timing(ebpf: &mut Ebpf, disabled: &[String]) -> Resul
             .ok_or("program fault_exit missing from the eBPF object")?
             .try_into()
             .map_err(|e: aya::programs::ProgramError| one_line(&e))?;
-        p.load("handle_mm_fault", btf)
+        p.load("handle_mm_fault", &btf)
             .map_err(|e| format!("fexit on handle_mm_fault refused: {}", one_line(&e)))?;
         p.attach()
             .map(drop)
@@ -524,7 +524,7 @@ pub(super) fn attach_account(ebpf: &mut Ebpf, offsets: Result<(), String>) -> Pr
             .ok_or_else(|| format!("program {prog} missing from the eBPF object"))?
             .try_into()
             .map_err(|e: aya::programs::ProgramError| one_line(&e))?;
-        p.load("sched_switch", btf)
+        p.load("sched_switch", &btf)
             .map_err(|e| format!("loading {prog}: {}", one_line(&e)))?;
         p.attach()
             .map(drop)

@@ -173,7 +173,7 @@ pub(super) fn load_btf<'a>(
 ) -> Result<&'a mut BtfTracePoint, String> {
     let btf = crate::source::kernel::btf::aya_vmlinux()?;
     let p: &mut BtfTracePoint = crate::source::ebpf::program(ebpf, prog)?;
-    p.load(event, btf)
+    p.load(event, &btf)
         .map_err(|e| format!("loading {prog}: {}", one_line(&e)))?;
     Ok(p)
 }

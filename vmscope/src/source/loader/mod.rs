@@ -187,6 +187,7 @@ impl Loaded {
             return false;
         };
         let status = attach_swap(&mut self._ebpf, plan, &self.swap_btf);
+        crate::source::kernel::btf::release();
         let attached = status.attached;
         if !attached {
             log::warn!(
@@ -403,9 +404,10 @@ fn load_object(
 ) -> anyhow::Result<Ebpf> {
     let globals: [u32; off::COUNT] = offsets.map(|o| o.unwrap_or(0));
     let filtered: u32 = opts.filtered.into();
-    // Rebound so that it may borrow the globals above.
+    let btf = crate::source::kernel::btf::aya_vmlinux().ok();
+    // Rebound so that it may borrow the globals and the BTF above.
     let mut loader = loader;
-    if let Ok(btf) = crate::source::kernel::btf::aya_vmlinux() {
+    if let Some(btf) = &btf {
         loader.btf(Some(btf));
     }
     loader

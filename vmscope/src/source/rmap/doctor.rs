@@ -40,7 +40,7 @@ pub fn report() -> RmapReport {
         }
     };
     let plan = match (crate::source::kernel::btf::aya_vmlinux(), Symbols::shared()) {
-        (Ok(btf), Ok(syms)) => Some((direct::plan_here(btf, &syms, false), btf)),
+        (Ok(btf), Ok(syms)) => Some((direct::plan_here(&btf, &syms, false), btf)),
         _ => None,
     };
     let (chosen, why) = super::method_note(&mut ebpf);

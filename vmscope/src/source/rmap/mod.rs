@@ -71,7 +71,7 @@ pub fn attach(
     }
     let (method, note, plan) = choose_method(ebpf, disabled, maintenance);
     if let (Method::DirectTiming, Some((btf, plan))) = (method, plan) {
-        match direct::attach_direct(ebpf, btf, &plan) {
+        match direct::attach_direct(ebpf, &btf, &plan) {
             Ok(d) => {
                 let calibrated = match d.calibration() {
                     Some(c) => format!(
@@ -128,7 +128,11 @@ fn choose_method(
     ebpf: &mut aya::Ebpf,
     disabled: &[String],
     maintenance: bool,
-) -> (Method, String, Option<(&'static aya::Btf, direct::Plan)>) {
+) -> (
+    Method,
+    String,
+    Option<(std::sync::Arc<aya::Btf>, direct::Plan)>,
+) {
     if disabled.iter().any(|d| d == DIRECT_PROBE) {
         return (
             Method::StackSampling,
@@ -152,7 +156,7 @@ fn choose_method(
     // Whether fentry attaches at all, tried on a function every kernel
     // has, before reading kallsyms (0.1-0.2 s) to plan which rmap
     // functions to time.
-    match direct::can_attach(ebpf, btf, crate::source::kernel::PROBE_FUNCTION) {
+    match direct::can_attach(ebpf, &btf, crate::source::kernel::PROBE_FUNCTION) {
         Err(why) => {
             return (
                 Method::StackSampling,
@@ -182,7 +186,7 @@ fn choose_method(
             );
         }
     };
-    let plan = direct::plan_here(btf, &symbols, maintenance);
+    let plan = direct::plan_here(&btf, &symbols, maintenance);
     // fentry attached above; its probe program is loaded now and cannot be
     // loaded for another function, so the verdict stands for the plan.
     let (method, why) = direct::choose(Ok("fentry"), &plan);
