@@ -2,7 +2,7 @@
 //! per process; module symbols included).
 
 use std::{
-    collections::{BTreeMap, HashSet},
+    collections::BTreeMap,
     sync::{Arc, OnceLock},
 };
 
@@ -65,19 +65,21 @@ pub fn visible() -> Result<(), String> {
 }
 
 pub struct Symbols {
+    /// Every name without its module suffix, one after another: one
+    /// allocation rather than one per symbol (kallsyms lists 100k+).
+    names: String,
     /// Symbols by address (ascending; of equal addresses the last listed
-    /// wins), each name without its module suffix.
-    by_addr: Vec<(u64, Box<str>)>,
-    /// Exact names and clone bases, built when first asked for (only
+    /// wins), each naming its span of `names`.
+    by_addr: Vec<Entry>,
+    /// `by_addr`'s indices in name order, built when first asked for (only
     /// planning direct timing asks).
-    sets: OnceLock<NameSets>,
+    by_name: OnceLock<Vec<u32>>,
 }
 
-struct NameSets {
-    /// Every name, exactly as listed.
-    names: HashSet<String>,
-    /// Names that exist only as compiler clones (`f.isra.0` gives `f`).
-    clones: HashSet<String>,
+struct Entry {
+    addr: u64,
+    start: u32,
+    len: u32,
 }
 
 impl Symbols {
@@ -86,7 +88,11 @@ impl Symbols {
     pub fn load() -> Result<Symbols, String> {
         let text = std::fs::read_to_string("/proc/kallsyms")
             .map_err(|e| format!("reading /proc/kallsyms: {e}"))?;
-        Symbols::parse(&text)
+        let symbols = Symbols::parse(&text);
+        // The text is several megabytes that the allocator would keep.
+        drop(text);
+        crate::source::kernel::trim_heap();
+        symbols
     }
 
     /// The process's one copy (reading kallsyms takes about 0.1 s).
@@ -109,55 +115,88 @@ impl Symbols {
         Symbols::from_pairs(by_addr.iter().map(|(&a, n)| (a, n.as_str())))
     }
 
-    fn from_pairs<'a>(pairs: impl Iterator<Item = (u64, &'a str)>) -> Result<Symbols, String> {
+    fn from_pairs<'a>(
+        pairs: impl Iterator<Item = (u64, &'a str)> + Clone,
+    ) -> Result<Symbols, String> {
         // A hidden kallsyms lists every symbol at address 0.
-        let mut by_addr: Vec<(u64, Box<str>)> = pairs
+        let listed = pairs
             .filter(|&(a, _)| a != 0)
-            .map(|(a, n)| (a, n.split('\t').next().unwrap_or(n).into()))
-            .collect();
+            .map(|(a, n)| (a, n.split('\t').next().unwrap_or(n)));
+        // Sized once, exactly: grown, they would leave freed pages behind.
+        let (count, bytes) = listed
+            .clone()
+            .fold((0, 0), |(c, b), (_, n)| (c + 1, b + n.len()));
+        let mut names = String::with_capacity(bytes);
+        let mut by_addr = Vec::with_capacity(count);
+        for (addr, name) in listed {
+            let (Ok(start), Ok(len)) = (u32::try_from(names.len()), u32::try_from(name.len()))
+            else {
+                return Err("/proc/kallsyms: over 4 GiB of names".into());
+            };
+            names.push_str(name);
+            by_addr.push(Entry { addr, start, len });
+        }
         if by_addr.len() < 100 {
             return Err(hidden());
         }
         // Stable: of equal addresses, the last listed stays last.
-        by_addr.sort_by_key(|&(a, _)| a);
+        by_addr.sort_by_key(|e| e.addr);
         Ok(Symbols {
+            names,
             by_addr,
-            sets: OnceLock::new(),
+            by_name: OnceLock::new(),
         })
     }
 
-    fn sets(&self) -> &NameSets {
-        self.sets.get_or_init(|| {
-            let mut names = HashSet::new();
-            let mut clones = HashSet::new();
-            for (_, name) in &self.by_addr {
-                match name.split_once('.') {
-                    Some((base, _)) if !base.is_empty() => {
-                        clones.insert(base.to_string());
-                    }
-                    _ => {
-                        names.insert(name.to_string());
-                    }
-                }
-            }
-            NameSets { names, clones }
+    fn name(&self, e: &Entry) -> &str {
+        &self.names[e.start as usize..(e.start + e.len) as usize]
+    }
+
+    /// The names in order, as indices into `by_addr`.
+    fn by_name(&self) -> &[u32] {
+        self.by_name.get_or_init(|| {
+            let mut order: Vec<u32> = (0..self.by_addr.len() as u32).collect();
+            order.sort_unstable_by(|&a, &b| {
+                self.name(&self.by_addr[a as usize])
+                    .cmp(self.name(&self.by_addr[b as usize]))
+            });
+            order
         })
     }
 
-    /// Whether a function of exactly this name exists.
+    /// The names, in order, from the first at or after `from`.
+    fn names_from<'a>(&'a self, from: &str) -> impl Iterator<Item = &'a str> {
+        let order = self.by_name();
+        let first = order.partition_point(|&i| self.name(&self.by_addr[i as usize]) < from);
+        order[first..]
+            .iter()
+            .map(|&i| self.name(&self.by_addr[i as usize]))
+    }
+
+    /// Whether a function of exactly this name exists (a name with a `.`
+    /// after its first character is a clone's, never a function's).
     pub fn has(&self, name: &str) -> bool {
-        self.sets().names.contains(name)
+        if matches!(name.split_once('.'), Some((base, _)) if !base.is_empty()) {
+            return false;
+        }
+        self.names_from(name).next() == Some(name)
     }
 
     /// Whether compiler clones of `name` exist (`name.isra.0`, ...).
     pub fn has_clone(&self, name: &str) -> bool {
-        self.sets().clones.contains(name)
+        if name.is_empty() || name.contains('.') {
+            return false;
+        }
+        let prefix = format!("{name}.");
+        self.names_from(&prefix)
+            .next()
+            .is_some_and(|n| n.starts_with(&prefix))
     }
 
     /// The function containing `addr`: the nearest symbol at or below it.
     pub fn resolve(&self, addr: u64) -> Option<&str> {
-        let after = self.by_addr.partition_point(|&(a, _)| a <= addr);
-        after.checked_sub(1).map(|i| &*self.by_addr[i].1)
+        let after = self.by_addr.partition_point(|e| e.addr <= addr);
+        after.checked_sub(1).map(|i| self.name(&self.by_addr[i]))
     }
 }
 
@@ -190,6 +229,20 @@ mod tests {
         t.insert(0x90000, "shrink_folio_list.isra.0".into());
         let s = Symbols::from_map(t).expect("symbols");
         assert!(!s.has("shrink_folio_list") && s.has_clone("shrink_folio_list"));
+    }
+
+    #[test]
+    fn exact_names_and_clone_bases_are_told_by_their_first_dot() {
+        let mut t = table(200);
+        t.insert(0x90000, "a.b.c".into());
+        t.insert(0x90100, ".Lhidden.1".into());
+        t.insert(0x90200, "ab".into());
+        t.insert(0x90300, "zz.cold".into());
+        let s = Symbols::from_map(t).expect("symbols");
+        assert!(s.has(".Lhidden.1") && s.has("ab") && !s.has("a.b.c") && !s.has("a"));
+        assert!(s.has_clone("a") && s.has_clone("zz") && !s.has_clone("ab"));
+        assert!(!s.has_clone("a.b") && !s.has_clone("") && !s.has_clone("f1"));
+        assert!(!s.has("zz") && !s.has("") && s.has("f199"));
     }
 
     #[test]
