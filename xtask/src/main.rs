@@ -1,5 +1,6 @@
 //! vmscope's development tasks: `cargo xtask <command>`.
 
+mod bench_footprint;
 mod bench_soak;
 mod bench_soak_cgroups;
 mod bench_startup;
@@ -68,9 +69,11 @@ enum Cmd {
     /// or `--ci`) runs them through N cgroups made, given one faulting
     /// process each and removed, and checks memory, bounded per-cgroup
     /// series, that every cgroup is named and charged its faults, and that
-    /// the system is restored
+    /// the system is restored; `footprint` (as root, `-- SECONDS`) prints
+    /// the resident memory of serve, record and top after SECONDS against
+    /// their goals
     Bench {
-        #[arg(value_parser = clap::builder::PossibleValuesParser::new(["overhead", "top", "startup", "soak"]))]
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(["overhead", "top", "startup", "soak", "footprint"]))]
         name: String,
         /// Arguments for the benchmark (e.g. `-r 15`, or after `--`)
         #[arg(
@@ -119,6 +122,9 @@ fn main() -> ExitCode {
         Cmd::Test { args } => tasks::test(&mut ws, &args),
         Cmd::Bench { name, args } if name == "top" => bench_top::bench_top(&mut ws, &args),
         Cmd::Bench { name, args } if name == "soak" => bench_soak::bench_soak(&mut ws, &args),
+        Cmd::Bench { name, args } if name == "footprint" => {
+            bench_footprint::bench_footprint(&mut ws, &args)
+        }
         Cmd::Bench { name, args } if name == "startup" => {
             bench_startup::bench_startup(&mut ws, &args)
         }
