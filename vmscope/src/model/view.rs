@@ -334,7 +334,17 @@ impl<'a> Interval<'a> {
         catalogue::RATES
             .iter()
             .map(|row| {
-                let unavailable = unavailable.get(row.label).cloned();
+                // A vmstat counter this kernel lacks (zswpout without
+                // zswap) is said to be missing, not shown blank.
+                let unavailable = unavailable
+                    .get(row.label)
+                    .cloned()
+                    .or_else(|| match row.value {
+                        RateValue::Vmstat(k) if self.b.vmstat.get(k).is_none() => {
+                            Some(format!("this kernel's /proc/vmstat has no {k}"))
+                        }
+                        _ => None,
+                    });
                 RateLine {
                     name: row.label,
                     unit: row.unit,
@@ -462,6 +472,30 @@ mod tests {
             ..Default::default()
         });
         s
+    }
+
+    /// A vmstat row whose counter the kernel lacks says so; one it has
+    /// gives its rate, 0 included.
+    #[test]
+    fn a_vmstat_row_the_kernel_lacks_is_unavailable_not_blank() {
+        let mut last = snap(1, &[]);
+        let mut now = snap(2, &[]);
+        for (s, v) in [(&mut last, 10), (&mut now, 10)] {
+            s.vmstat.0.insert("pswpout".into(), v);
+        }
+        let m = Model::new(&now, Some(&last), None, &Unavailable::new());
+        let row = |name: &str| m.rates.iter().find(|r| r.name == name).cloned();
+        let zswap = row("zswap store").expect("the zswap row");
+        assert_eq!(zswap.value, None);
+        assert!(
+            zswap
+                .unavailable
+                .as_deref()
+                .is_some_and(|u| u.contains("no zswpout")),
+            "{zswap:?}"
+        );
+        let out = row("swap-out").expect("the swap-out row");
+        assert_eq!((out.value, out.unavailable), (Some(0.0), None));
     }
 
     #[test]
