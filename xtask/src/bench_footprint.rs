@@ -11,34 +11,14 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::{
-    process::{self, Exit, say},
-    tasks,
-    workspace::Workspace,
-};
+use crate::{process, tasks, workspace::Workspace};
 
-const EXIT_NEED_ROOT: u8 = 77;
 const DEFAULT_SECONDS: u64 = 8;
 const SERVE_ADDR: &str = "127.0.0.1:19466";
 
 pub fn bench_footprint(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
-    let seconds = match args {
-        [] => DEFAULT_SECONDS,
-        [n] => n
-            .to_str()
-            .and_then(|s| s.parse().ok())
-            .filter(|&n: &u64| n > 0)
-            .with_context(|| {
-                format!("bench footprint: seconds must be a positive number, not {n:?}")
-            })?,
-        _ => bail!("bench footprint takes at most one argument, the seconds to wait"),
-    };
-    if process::effective_uid()? != 0 {
-        say!(
-            "bench footprint: vmscope loads eBPF programs; run `cargo xtask bench footprint` as root"
-        );
-        return Err(Exit(EXIT_NEED_ROOT).into());
-    }
+    let seconds = process::positive_arg("bench footprint", args, DEFAULT_SECONDS, "seconds")?;
+    process::require_root("bench footprint")?;
     tasks::build(ws)?;
     let bin = ws.vmscope_bin()?;
     let out = std::env::temp_dir().join(format!("vmscope-footprint-{}.json", std::process::id()));

@@ -30,12 +30,11 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::{
     bench_soak_cgroups,
-    process::{self, Exit, say},
+    process::{self, say},
     tasks,
     workspace::Workspace,
 };
 
-const EXIT_NEED_ROOT: u8 = 77;
 /// Long-lived processes faulting steadily beside the churn.
 const LONG_LIVED: usize = 4;
 /// Memory growth allowed per tool.
@@ -119,10 +118,7 @@ fn parse(args: &[OsString]) -> Result<Args> {
 
 pub fn bench_soak(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
     let a = parse(args)?;
-    if process::effective_uid()? != 0 {
-        say!("bench soak: vmscope must run as root; run `cargo xtask bench soak` as root");
-        return Err(Exit(EXIT_NEED_ROOT).into());
-    }
+    process::require_root("bench soak")?;
     if a.cgroups.is_some() || a.ci {
         let asked = bench_soak_cgroups::Asked {
             cgroups: a.cgroups,

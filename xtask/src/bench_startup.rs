@@ -15,12 +15,11 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
-    process::{self, Exit, say},
+    process::{self, say},
     tasks,
     workspace::Workspace,
 };
 
-const EXIT_NEED_ROOT: u8 = 77;
 const DEFAULT_ROUNDS: usize = 5;
 const SERVE_ADDR: &str = "127.0.0.1:19465";
 
@@ -32,21 +31,8 @@ struct Figure {
 }
 
 pub fn bench_startup(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
-    let rounds = match args {
-        [] => DEFAULT_ROUNDS,
-        [n] => n
-            .to_str()
-            .and_then(|s| s.parse().ok())
-            .filter(|&n: &usize| n > 0)
-            .with_context(|| {
-                format!("bench startup: rounds must be a positive number, not {n:?}")
-            })?,
-        _ => bail!("bench startup takes at most one argument, the number of rounds"),
-    };
-    if process::effective_uid()? != 0 {
-        say!("bench startup: vmscope loads eBPF programs; run `cargo xtask bench startup` as root");
-        return Err(Exit(EXIT_NEED_ROOT).into());
-    }
+    let rounds = process::positive_arg("bench startup", args, DEFAULT_ROUNDS, "rounds")?;
+    process::require_root("bench startup")?;
     tasks::build(ws)?;
     let bin = ws.vmscope_bin()?;
     let dir = std::env::temp_dir().join(format!("vmscope-bench-startup-{}", std::process::id()));

@@ -116,6 +116,36 @@ pub fn find_in_path(name: &str) -> Option<PathBuf> {
         .find(|p| is_executable(p))
 }
 
+/// Exit status of a bench run without root.
+pub const EXIT_NEED_ROOT: u8 = 77;
+
+/// Fails with [`EXIT_NEED_ROOT`] and one line naming `cmd` (`bench soak`)
+/// unless running as root: vmscope loads eBPF programs.
+pub fn require_root(cmd: &str) -> Result<()> {
+    if effective_uid()? != 0 {
+        say!("{cmd}: vmscope loads eBPF programs; run `cargo xtask {cmd}` as root");
+        return Err(Exit(EXIT_NEED_ROOT).into());
+    }
+    Ok(())
+}
+
+/// A bench's one optional argument, a positive number (`default` when
+/// absent); `what` names it in the errors ("rounds", "seconds").
+pub fn positive_arg<T>(cmd: &str, args: &[std::ffi::OsString], default: T, what: &str) -> Result<T>
+where
+    T: std::str::FromStr + PartialOrd + Default,
+{
+    match args {
+        [] => Ok(default),
+        [n] => n
+            .to_str()
+            .and_then(|s| s.parse().ok())
+            .filter(|n: &T| *n > T::default())
+            .with_context(|| format!("{cmd}: {what} must be a positive number, not {n:?}")),
+        _ => bail!("{cmd} takes at most one argument, the {what}"),
+    }
+}
+
 /// The effective user id, from /proc/self/status or else `id -u`.
 pub fn effective_uid() -> Result<u32> {
     if let Some(uid) = fs::read_to_string("/proc/self/status")
