@@ -274,7 +274,14 @@ pub mod off {
     /// `filemap:mm_filemap_add_to_page_cache` `order` (kernels before 6.4
     /// have none: each event is then one folio, counted as one page).
     pub const FILEMAP_ADD_ORDER: usize = 87;
-    pub const COUNT: usize = 88;
+    /// `filemap:mm_filemap_get_pages` (6.11 on): the file (`i_ino`,
+    /// `s_dev`) and the page range a read asked the cache for (`index`,
+    /// `last_index`, both included).
+    pub const FILEMAP_READ_INO: usize = 88;
+    pub const FILEMAP_READ_DEV: usize = 89;
+    pub const FILEMAP_READ_INDEX: usize = 90;
+    pub const FILEMAP_READ_LAST: usize = 91;
+    pub const COUNT: usize = 92;
 }
 
 /// The syscalls followed through the raw `sys_enter`/`sys_exit` BTF
@@ -417,8 +424,12 @@ pub mod counter {
     /// Pages added to the page cache (`filemap:mm_filemap_add_to_page_cache`:
     /// reads that missed, readahead, writes to pages not cached).
     pub const PAGE_CACHE_ADDED: u32 = CGROUP_EVENTS_LOST + 1;
+    /// Pages reads asked the page cache for (`filemap:mm_filemap_get_pages`:
+    /// read, pread, readv, splice and sendfile on files the page cache
+    /// serves), each page once per call.
+    pub const PAGE_CACHE_READ: u32 = PAGE_CACHE_ADDED + 1;
     /// Number of slots in the array.
-    pub const COUNT: u32 = PAGE_CACHE_ADDED + 1;
+    pub const COUNT: u32 = PAGE_CACHE_READ + 1;
 }
 
 /// Fault counts of the process last seen faulting on one CPU, not yet added
@@ -594,6 +605,9 @@ pub struct ProcStats {
     /// Pages this process's reads, readahead, faults and writes added to
     /// the page cache (`filemap:mm_filemap_add_to_page_cache`).
     pub page_cache_added_pages: u64,
+    /// Pages this process's reads asked the page cache for
+    /// (`filemap:mm_filemap_get_pages`), each once per call.
+    pub page_cache_read_pages: u64,
     /// Faults the kernel accounted to the process's tasks (`min_flt +
     /// maj_flt`), every path included: exception and get_user_pages.
     pub accounted_faults: u64,
@@ -615,7 +629,7 @@ pub struct ProcStats {
 }
 
 const _: () = assert!(
-    core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 23 + madvise::GROUPS) + 16
+    core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 24 + madvise::GROUPS) + 16
 );
 
 /// Values of `OFFSETS[off::CGROUP_MODE]`.

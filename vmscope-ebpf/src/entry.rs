@@ -399,6 +399,13 @@ pub fn mm_filemap_add_to_page_cache(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// A read's batch of folios from the page cache (see `pagecache.rs`).
+#[tracepoint]
+pub fn mm_filemap_get_pages(ctx: TracePointContext) -> u32 {
+    crate::pagecache::on_get_pages(&ctx);
+    0
+}
+
 /// Compaction, migration and khugepaged collapses (see `compaction.rs`).
 #[tracepoint]
 pub fn mm_compaction_try_to_compact_pages(ctx: TracePointContext) -> u32 {

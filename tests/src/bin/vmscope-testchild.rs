@@ -254,6 +254,23 @@ fn readfile(pages: usize, dir: &std::path::Path) {
     assert_eq!(read, total);
 }
 
+/// Reads the first PAGES pages of `path` with 1 MiB read() calls, once
+/// (exit status 3 if the file is shorter).
+fn readpass(pages: usize, path: &std::path::Path) {
+    use std::io::Read as _;
+    let mut f = std::fs::File::open(path).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    let total = pages * page_size();
+    let mut read = 0;
+    while read < total {
+        let want = buf.len().min(total - read);
+        match f.read(&mut buf[..want]).unwrap() {
+            0 => std::process::exit(3),
+            n => read += n,
+        }
+    }
+}
+
 /// Pages of the mapping `p..p+len` in the page cache (`mincore`).
 fn resident(p: *mut libc::c_void, len: usize) -> usize {
     let mut vec = vec![0u8; len.div_ceil(page_size())];
@@ -674,6 +691,13 @@ fn main() {
                 std::process::exit(2)
             };
             pagecache(n as usize, std::path::Path::new(dir))
+        }
+        "readpass" => {
+            let Some(path) = args.get(2) else {
+                eprintln!("usage: vmscope-testchild readpass PAGES FILE");
+                std::process::exit(2)
+            };
+            readpass(n as usize, std::path::Path::new(path))
         }
         "majfault" | "readfile" => {
             let dir = report_to

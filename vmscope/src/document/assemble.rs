@@ -61,7 +61,16 @@ pub(crate) fn assemble(d: Parts) -> Recording {
         fold.thp_sizes.0.as_ref(),
         fold.thp_sizes.1.as_ref(),
     ));
+    let processes = fold.procs.totals(source, &avail, d.limit);
+    let cgroups = fold.cgroups(source, &avail, d.limit);
+    let page_cache = Some(crate::model::pagecache::page_cache(
+        |n| vm.counters.get(n).copied().flatten(),
+        &d.probes,
+        &processes,
+        &cgroups,
+    ));
     Recording {
+        page_cache,
         swap_tiers,
         thp_sizes,
         cachestat: Vec::new(),
@@ -75,11 +84,11 @@ pub(crate) fn assemble(d: Parts) -> Recording {
             scope_faults,
             vm,
         },
-        processes: fold.procs.totals(source, &avail, d.limit),
+        processes,
         processes_limit: d.limit.min(u32::MAX as usize),
         lost: model::lost(fold.last()),
         oom_kills: fold.oom_kills().to_vec(),
-        cgroups: fold.cgroups(source, &avail, d.limit),
+        cgroups,
         working_set: d
             .header
             .working_set

@@ -11,6 +11,7 @@ pub mod hugepages;
 pub mod live;
 pub mod metrics;
 pub mod oom;
+pub mod pagecache;
 pub mod probes;
 pub mod process;
 pub mod recording;

@@ -38,6 +38,8 @@ pub mod names {
     pub const DIRTY_THROTTLE: &str = "writeback:balance_dirty_pages";
     /// A folio added to the page cache.
     pub const PAGE_CACHE_ADD: &str = "filemap:mm_filemap_add_to_page_cache";
+    /// A read's pages asked of the page cache (6.11 on).
+    pub const PAGE_CACHE_READ: &str = "filemap:mm_filemap_get_pages";
     /// Direct compaction (counted at `try_to_compact_pages`).
     pub const COMPACT_DIRECT: &str = "compaction:mm_compaction_try_to_compact_pages";
     /// Compaction runs and their outcome.

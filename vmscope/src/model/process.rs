@@ -391,6 +391,11 @@ per_process_counters! {
         /// Pages it added to the page cache; null when
         /// `filemap:mm_filemap_add_to_page_cache` is unavailable.
     },
+    /// Pages its reads asked the page cache for, each once per read call.
+    page_cache_read_pages: [PAGE_CACHE_READ], event {
+        /// Pages its reads asked the page cache for; null when
+        /// `filemap:mm_filemap_get_pages` (6.11 on) is unavailable.
+    },
 }
 
 #[cfg(test)]

@@ -125,6 +125,12 @@ pub struct Recording {
     /// end (absent without the option).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cachestat: Vec<crate::model::cachestat::CachestatFile>,
+    /// The page cache over the run: pages read, pages added and the read
+    /// hit ratio for the scope, per memory cgroup (with its refaults, dirty
+    /// and write-back pages) and for the processes that read most. Absent
+    /// in older recordings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache: Option<crate::model::pagecache::PageCache>,
     pub samples: Vec<Sample>,
 }
 

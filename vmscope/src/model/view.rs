@@ -392,6 +392,11 @@ impl<'a> Interval<'a> {
             RateValue::MadviseCalls => {
                 self.per_s(|s| Some(s.madvise.iter().map(|m| m.calls).sum()))
             }
+            RateValue::ReadHitRatio => {
+                let [read, added] =
+                    ["page_cache_read_pages", "page_cache_added_pages"].map(|n| self.counter(n));
+                catalogue::pagecache::read_hit_ratio(read?, added?).map(|r| 100.0 * r)
+            }
             RateValue::RmapWalk | RateValue::RmapMaintenance => self
                 .rmap
                 .and_then(|r| r.percent(self.rmap_part(v)?))

@@ -342,6 +342,10 @@ impl Book {
         if let Some(t) = rec.swap_tiers.as_ref().filter(|t| t.moved()) {
             eprintln!("vmscope: {}", t.summary);
         }
+        // Reads are told how much the cache served.
+        if let Some(line) = rec.page_cache.as_ref().and_then(|p| p.summary()) {
+            eprintln!("vmscope: {line}");
+        }
         // Two methods that disagree are said in words, not only in JSON.
         if let Some(a) = rec
             .totals

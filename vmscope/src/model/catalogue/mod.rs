@@ -350,6 +350,8 @@ pub enum RateValue {
     MadviseCalls,
     RmapWalk,
     RmapMaintenance,
+    /// The page cache's read hit ratio over the interval (%).
+    ReadHitRatio,
 }
 
 /// What a rate row's detail line shows.

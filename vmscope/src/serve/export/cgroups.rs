@@ -133,6 +133,21 @@ pub const ZSWAPPED_BYTES: Family = gauge(
     "The cgroup's pages in zswap, uncompressed (v2 memory.stat zswapped).",
 );
 
+pub const PAGE_CACHE_REFAULTS: Family = counter(
+    "vmscope_cgroup_page_cache_refaults_total",
+    &["cgroup"],
+    "File pages the cgroup read again soon after they were evicted: its cache did not \
+     hold its working set (memory.stat workingset_refault_file, as the kernel counts them).",
+);
+pub const PAGE_CACHE_BYTES: Family = Family::gauge(
+    Scope::Cgroup,
+    "vmscope_cgroup_page_cache_bytes",
+    &["cgroup", "state"],
+    "The cgroup's page cache (state=\"cached\": v2 memory.stat file, v1 cache), and of it \
+     dirty (\"dirty\": file_dirty, dirty) and under write-back (\"writeback\": \
+     file_writeback, writeback).",
+);
+
 /// The families written here.
 pub const FAMILIES: &[Family] = &[
     OOM_KILLS,
@@ -148,6 +163,8 @@ pub const FAMILIES: &[Family] = &[
     ZSWAP_PAGES,
     ZSWAP_BYTES,
     ZSWAPPED_BYTES,
+    PAGE_CACHE_REFAULTS,
+    PAGE_CACHE_BYTES,
 ];
 
 fn ns(d: Duration) -> u64 {
@@ -471,6 +488,27 @@ fn books(w: &mut Writer, rows: &[(String, &CgroupState)]) {
         &ZSWAPPED_BYTES,
         with(&|b| Some(b.stat.get("zswapped")?.to_string())),
     );
+    w.write(
+        &PAGE_CACHE_REFAULTS,
+        with(&|b| Some(b.stat.get("workingset_refault_file")?.to_string())),
+    );
+    let mut cache: Series = Vec::new();
+    for (n, c) in rows {
+        let Some(b) = &c.books else { continue };
+        for (state, v2, v1) in [
+            ("cached", "file", "cache"),
+            ("dirty", "file_dirty", "dirty"),
+            ("writeback", "file_writeback", "writeback"),
+        ] {
+            if let Some(v) = b.stat.get(v2).or_else(|| b.stat.get(v1)) {
+                cache.push((
+                    vec![("cgroup", n.clone()), ("state", state.into())],
+                    v.to_string(),
+                ));
+            }
+        }
+    }
+    w.write(&PAGE_CACHE_BYTES, cache);
 }
 
 #[cfg(test)]

@@ -332,6 +332,10 @@ fn representative() -> State {
             ("zswpwb", 1),
             ("zswap", 4096),
             ("zswapped", 12288),
+            ("workingset_refault_file", 77),
+            ("file", 8192),
+            ("file_dirty", 4096),
+            ("writeback", 999),
         ]
         .map(|(k, v)| (k.to_string(), v))
         .into(),
@@ -441,6 +445,11 @@ fn swap_tiers_come_from_their_own_counters() {
         "vmscope_swap_device_used_bytes{device=\"/dev/zram0\",medium=\"zram\"} 0",
         "vmscope_cgroup_zswap_pages_total{cgroup=\"/work\",direction=\"written_back\"} 1",
         "vmscope_cgroup_zswapped_bytes{cgroup=\"/work\"} 12288",
+        "vmscope_cgroup_page_cache_refaults_total{cgroup=\"/work\"} 77",
+        "vmscope_cgroup_page_cache_bytes{cgroup=\"/work\",state=\"cached\"} 8192",
+        "vmscope_cgroup_page_cache_bytes{cgroup=\"/work\",state=\"dirty\"} 4096",
+        // v1's key where v2's is absent.
+        "vmscope_cgroup_page_cache_bytes{cgroup=\"/work\",state=\"writeback\"} 999",
     ] {
         assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
     }

@@ -270,6 +270,18 @@ pub const ALL: &[Hook] = &[
         "dirty-throttling pauses per process, and their histogram",
         "dirty throttling unavailable",
     ),
+    hook(
+        "filemap",
+        "mm_filemap_add_to_page_cache",
+        "pages added to the page cache (misses, readahead, writes) per process and cgroup",
+        "page-cache additions and the read hit ratio unavailable",
+    ),
+    hook(
+        "filemap",
+        "mm_filemap_get_pages",
+        "pages reads ask the page cache for, and so the read hit ratio, per process and cgroup",
+        "page-cache reads and the read hit ratio unavailable (the tracepoint is 6.11 on)",
+    ),
     SCHED_SWITCH,
     SCHED_PROCESS_FORK,
     SCHED_PROCESS_EXEC,

@@ -198,6 +198,21 @@ pub(super) const SPECS: &[Spec] = &[
              between kernels",
         ),
     spec(
+        "filemap",
+        &["mm_filemap_get_pages"],
+        &[
+            (off::FILEMAP_READ_INO, "i_ino", &[8]),
+            (off::FILEMAP_READ_DEV, "s_dev", &[4]),
+            (off::FILEMAP_READ_INDEX, "index", &[8]),
+            (off::FILEMAP_READ_LAST, "last_index", &[8]),
+        ],
+    )
+    .classic_only(
+        "classic tracepoint by design, not tp_btf: its record gives the file and page range \
+         by name, where the BTF arguments are an address_space whose layout moves between \
+         kernels",
+    ),
+    spec(
         "compaction",
         &["mm_compaction_end"],
         &[(off::COMPACT_END_STATUS, "status", &[4])],
