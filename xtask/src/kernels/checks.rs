@@ -182,6 +182,7 @@ pub fn judge(c: &Console) -> KernelResult {
     checks.push(fork_check(c));
     checks.push(swap_tiers_check(c));
     checks.push(thp_sizes_check(c));
+    checks.push(page_cache_check(c));
     checks.push(cgroup_faults_check(c));
     checks.push(cgroup_swap_check(c));
     checks.push(cgroup_subtree_check(c));
@@ -663,6 +664,58 @@ fn thp_sizes_check(c: &Console) -> Check {
             guest::THP_HUGE
         ),
     )
+}
+
+/// The page cache: a fresh zram device read twice from cgroup /p. Where
+/// the kernel has `filemap:mm_filemap_get_pages` (6.11 on), the child's
+/// reads are the device's pages each time (its exec reads nothing: the
+/// guest's files are in RAM), and /p's read hit ratio is about 0 cold and
+/// about 1 warm. Where it has not, the recording says so (null, with the
+/// reason), and the pages added are still the device's on the cold pass
+/// and about none on the warm one.
+fn page_cache_check(c: &Console) -> Check {
+    const NAME: &str = "page_cache";
+    let n = guest::PAGE_CACHE_PAGES;
+    let mut figures = Vec::new();
+    let mut ok = true;
+    for (name, cold) in [("pc1", true), ("pc2", false)] {
+        let rec = match c.recording(name) {
+            Ok(r) => r,
+            Err(e) => return check(NAME, false, e),
+        };
+        let pc = &rec["page_cache"];
+        let child = rec["processes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["comm"] == "vmscope-testchi");
+        let added = child.and_then(|p| p["page_cache_added_pages"].as_u64());
+        let added_ok = added.is_some_and(|a| if cold { a >= n && a <= n + 64 } else { a <= 64 });
+        if let Some(why) = pc["unavailable"].as_str() {
+            ok &= pc["scope"].is_null() && why.contains("mm_filemap_get_pages") && added_ok;
+            figures.push(format!(
+                "{name}: reads unavailable ({why}); added {}",
+                added.map_or("null".into(), |a| a.to_string())
+            ));
+            continue;
+        }
+        let read = child.and_then(|p| p["page_cache_read_pages"].as_u64());
+        let ratio = pc["cgroups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|g| g["path"] == "/p")
+            .and_then(|g| g["read_hit_ratio"].as_f64());
+        let ratio_ok = ratio.is_some_and(|r| if cold { r <= 0.02 } else { r >= 0.98 });
+        ok &= added_ok && ratio_ok && read.is_some_and(|r| (n..=n + 64).contains(&r));
+        figures.push(format!(
+            "{name}: read {} of {n}, added {}, /p hit ratio {}",
+            read.map_or("null".into(), |r| r.to_string()),
+            added.map_or("null".into(), |a| a.to_string()),
+            ratio.map_or("null".into(), |r| format!("{r:.4}"))
+        ));
+    }
+    check(NAME, ok, figures.join("; "))
 }
 
 fn fork_check(c: &Console) -> Check {

@@ -39,6 +39,10 @@ pub const MMAP_LOCK_FAULTS: u64 = 20_000;
 pub const COMPACTION_FILL_MIB: u64 = 256;
 pub const COMPACTION_HUGE_MIB: u64 = 32;
 
+/// A zram device of this size read twice through the page cache.
+pub const PAGE_CACHE_MIB: u64 = 64;
+pub const PAGE_CACHE_PAGES: u64 = PAGE_CACHE_MIB * 256;
+
 /// Huge pages the test child faults for THP by size.
 pub const THP_HUGE: u64 = 32;
 
@@ -148,6 +152,13 @@ mkdir -p /sys/fs/cgroup/a /sys/fs/cgroup/b
 rec cgroups -- sh -c "sh -c 'echo \$\$ > /sys/fs/cgroup/a/cgroup.procs && exec $T --report /tmp/cga.ru touch {cg_a}' & sh -c 'echo \$\$ > /sys/fs/cgroup/b/cgroup.procs && exec $T --report /tmp/cgb.ru touch {cg_b}' & wait"
 show cga.ru /tmp/cga.ru
 show cgb.ru /tmp/cgb.ru
+# The page cache: a fresh zram device (nothing of it cached) read twice
+# through the cache from cgroup /p, cold and then warm.
+D=$(cat /sys/class/zram-control/hot_add)
+echo {pc_mib}M > /sys/block/zram$D/disksize
+mkdir -p /sys/fs/cgroup/p
+rec pc1 -- sh -c "echo \$\$ > /sys/fs/cgroup/p/cgroup.procs && exec $T readpass {pc_pages} /dev/zram$D"
+rec pc2 -- sh -c "echo \$\$ > /sys/fs/cgroup/p/cgroup.procs && exec $T readpass {pc_pages} /dev/zram$D"
 # record --cgroup on /s while three cgroups are created below it, each given
 # one process that moves itself in, and removed.
 cat > /tmp/subtree.sh <<'EOF'
@@ -207,5 +218,7 @@ poweroff -f
         wss_size = WSS_SIZE_MIB,
         thp_huge = THP_HUGE,
         wss_hot = WSS_HOT_MIB,
+        pc_mib = PAGE_CACHE_MIB,
+        pc_pages = PAGE_CACHE_PAGES,
     )
 }
