@@ -126,6 +126,7 @@ pub const VMSTAT_COLUMNS: &[&str] = &[
     "workingset_refault_anon",
     "workingset_refault_file",
     "thp_fault_alloc",
+    "thp_fault_fallback",
     "compact_stall",
 ];
 

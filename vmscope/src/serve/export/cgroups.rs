@@ -148,6 +148,20 @@ pub const PAGE_CACHE_BYTES: Family = Family::gauge(
      file_writeback, writeback).",
 );
 
+pub const THP_BYTES: Family = Family::gauge(
+    Scope::Cgroup,
+    "vmscope_cgroup_thp_bytes",
+    &["cgroup", "kind"],
+    "The cgroup's memory in transparent huge pages, by kind (anon: v2 memory.stat \
+     anon_thp, v1 rss_huge; file: file_thp; shmem: shmem_thp; v2 only for the last two).",
+);
+pub const THP_EVENTS: Family = counter(
+    "vmscope_cgroup_thp_events_total",
+    &["cgroup", "event"],
+    "The cgroup's THP events as the kernel counts them (v2 memory.stat thp_*: fault_alloc, \
+     collapse_alloc, swpout, swpout_fallback where the kernel has them); absent on v1.",
+);
+
 /// The families written here.
 pub const FAMILIES: &[Family] = &[
     OOM_KILLS,
@@ -165,6 +179,8 @@ pub const FAMILIES: &[Family] = &[
     ZSWAPPED_BYTES,
     PAGE_CACHE_REFAULTS,
     PAGE_CACHE_BYTES,
+    THP_BYTES,
+    THP_EVENTS,
 ];
 
 fn ns(d: Duration) -> u64 {
@@ -509,6 +525,39 @@ fn books(w: &mut Writer, rows: &[(String, &CgroupState)]) {
         }
     }
     w.write(&PAGE_CACHE_BYTES, cache);
+    thp(w, rows);
+}
+
+/// Huge pages by kind, and the THP events v2 counts per cgroup.
+fn thp(w: &mut Writer, rows: &[(String, &CgroupState)]) {
+    let (mut bytes, mut events): (Series, Series) = (Vec::new(), Vec::new());
+    for (n, c) in rows {
+        let Some(b) = &c.books else { continue };
+        for (kind, v2, v1) in [
+            ("anon", "anon_thp", Some("rss_huge")),
+            ("file", "file_thp", None),
+            ("shmem", "shmem_thp", None),
+        ] {
+            let v = b.stat.get(v2).or_else(|| b.stat.get(v1?));
+            if let Some(v) = v {
+                bytes.push((
+                    vec![("cgroup", n.clone()), ("kind", kind.into())],
+                    v.to_string(),
+                ));
+            }
+        }
+        for (k, v) in &b.stat {
+            let Some(event) = k.strip_prefix("thp_") else {
+                continue;
+            };
+            events.push((
+                vec![("cgroup", n.clone()), ("event", event.to_string())],
+                v.to_string(),
+            ));
+        }
+    }
+    w.write(&THP_BYTES, bytes);
+    w.write(&THP_EVENTS, events);
 }
 
 #[cfg(test)]

@@ -336,6 +336,9 @@ fn representative() -> State {
             ("file", 8192),
             ("file_dirty", 4096),
             ("writeback", 999),
+            ("anon_thp", 2 << 20),
+            ("rss_huge", 4 << 20),
+            ("thp_fault_alloc", 3),
         ]
         .map(|(k, v)| (k.to_string(), v))
         .into(),
@@ -450,6 +453,9 @@ fn swap_tiers_come_from_their_own_counters() {
         "vmscope_cgroup_page_cache_bytes{cgroup=\"/work\",state=\"dirty\"} 4096",
         // v1's key where v2's is absent.
         "vmscope_cgroup_page_cache_bytes{cgroup=\"/work\",state=\"writeback\"} 999",
+        // v2's key where both are present.
+        "vmscope_cgroup_thp_bytes{cgroup=\"/work\",kind=\"anon\"} 2097152",
+        "vmscope_cgroup_thp_events_total{cgroup=\"/work\",event=\"fault_alloc\"} 3",
     ] {
         assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
     }
