@@ -125,6 +125,31 @@ fn a_missing_file_is_refused_before_anything_runs() {
     assert!(!out.exists(), "a recording was written");
 }
 
+#[test]
+fn a_character_device_is_refused_before_anything_runs() {
+    if !root_or_skip("a_character_device_is_refused_before_anything_runs") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("c.json");
+    let o = vmscope(&[
+        "record",
+        "--cachestat",
+        "/dev/null",
+        "-o",
+        path_str(&out),
+        "--",
+        "true",
+    ]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--cachestat /dev/null: not a regular file or a block device"),
+        "{err}"
+    );
+    assert!(!out.exists(), "a recording was written");
+}
+
 /// Removes the file when dropped.
 struct Gone(std::path::PathBuf);
 

@@ -715,6 +715,26 @@ fn page_cache_check(c: &Console) -> Check {
             ratio.map_or("null".into(), |r| format!("{r:.4}"))
         ));
     }
+    // The device's residency at the end of the warm pass by cachestat(2)
+    // (6.5 on): all of it, within 5%; before 6.5, null with the reason.
+    match c.recording("pc2") {
+        Ok(rec) => {
+            let f = &rec["cachestat"][0];
+            let cached = f.pointer("/end/cached_pages").and_then(Value::as_u64);
+            ok &= match cached {
+                Some(p) => p.abs_diff(n) as f64 <= n as f64 * 0.05,
+                None => f["unavailable"].as_str().is_some(),
+            };
+            figures.push(match cached {
+                Some(p) => format!("cachestat {p} of {n} pages cached"),
+                None => format!(
+                    "cachestat: {}",
+                    f["unavailable"].as_str().unwrap_or("missing")
+                ),
+            });
+        }
+        Err(e) => return check(NAME, false, e),
+    }
     check(NAME, ok, figures.join("; "))
 }
 

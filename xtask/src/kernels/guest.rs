@@ -158,7 +158,7 @@ D=$(cat /sys/class/zram-control/hot_add)
 echo {pc_mib}M > /sys/block/zram$D/disksize
 mkdir -p /sys/fs/cgroup/p
 rec pc1 -- sh -c "echo \$\$ > /sys/fs/cgroup/p/cgroup.procs && exec $T readpass {pc_pages} /dev/zram$D"
-rec pc2 -- sh -c "echo \$\$ > /sys/fs/cgroup/p/cgroup.procs && exec $T readpass {pc_pages} /dev/zram$D"
+rec pc2 --cachestat /dev/zram$D -- sh -c "echo \$\$ > /sys/fs/cgroup/p/cgroup.procs && exec $T readpass {pc_pages} /dev/zram$D"
 # record --cgroup on /s while three cgroups are created below it, each given
 # one process that moves itself in, and removed.
 cat > /tmp/subtree.sh <<'EOF'

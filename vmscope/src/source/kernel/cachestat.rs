@@ -58,6 +58,18 @@ pub fn cachestat(file: &std::fs::File) -> Result<CachestatCounts, String> {
     })
 }
 
+/// A file's size, or a block device's (whose metadata says 0).
+fn size(f: &std::fs::File) -> u64 {
+    use std::io::Seek as _;
+    match f.metadata() {
+        Ok(m) if m.is_file() => m.len(),
+        _ => {
+            let mut f = f;
+            f.seek(std::io::SeekFrom::End(0)).unwrap_or(0)
+        }
+    }
+}
+
 /// The files given to `record --cachestat`, open from the start, with
 /// their first reading.
 pub struct Watch {
@@ -65,8 +77,9 @@ pub struct Watch {
 }
 
 impl Watch {
-    /// Opens every path (a path that cannot be opened as a regular file is
-    /// an error naming it) and reads each once.
+    /// Opens every path (a path that cannot be opened as a regular file or
+    /// a block device, whose cache is the device's, is an error naming it)
+    /// and reads each once.
     pub fn start(paths: &[std::path::PathBuf]) -> Result<Watch, String> {
         let mut files = Vec::new();
         for p in paths {
@@ -75,8 +88,11 @@ impl Watch {
             let meta = f
                 .metadata()
                 .map_err(|e| format!("--cachestat {shown}: {e}"))?;
-            if !meta.is_file() {
-                return Err(format!("--cachestat {shown}: not a regular file"));
+            use std::os::unix::fs::FileTypeExt as _;
+            if !meta.is_file() && !meta.file_type().is_block_device() {
+                return Err(format!(
+                    "--cachestat {shown}: not a regular file or a block device"
+                ));
             }
             let first = cachestat(&f);
             files.push((shown, f, first));
@@ -93,7 +109,7 @@ impl Watch {
                 let unavailable = start.as_ref().err().or(end.as_ref().err()).cloned();
                 crate::model::cachestat::CachestatFile {
                     path,
-                    size_bytes: f.metadata().map(|m| m.len()).unwrap_or(0),
+                    size_bytes: size(&f),
                     start: start.ok(),
                     end: end.ok(),
                     unavailable,
