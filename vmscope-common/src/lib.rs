@@ -561,72 +561,156 @@ pub struct SwitchSlot {
     pub base: u64,
 }
 
-/// Per-process cumulative statistics, keyed by tgid in an LRU hash map.
-/// Updated with atomic adds on the eBPF side.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ProcStats {
-    /// User-mode faults by class.
-    pub user_faults: [u64; FAULT_CLASSES],
-    /// Kernel-mode faults by class.
-    pub kernel_faults: [u64; FAULT_CLASSES],
-    /// Faults seen through the perf fallback (class unknown).
-    pub unclassified_faults: u64,
-    /// Time this process stalled in direct reclaim, and how often.
-    pub direct_reclaim_ns: u64,
-    pub direct_reclaims: u64,
-    /// Time in memcg reclaim entered by this process, and how often.
-    pub memcg_reclaim_ns: u64,
-    pub memcg_reclaims: u64,
-    /// madvise + process_madvise calls made.
-    pub madvise_calls: u64,
-    /// The same calls by behaviour group (`madvise::group`).
-    pub madvise: [u64; madvise::GROUPS],
-    /// Time this process's writers were put to sleep by dirty throttling
-    /// (`balance_dirty_pages`), and how often.
-    pub dirty_pause_ns: u64,
-    pub dirty_pauses: u64,
-    /// Time this process's threads waited for its mmap_lock, for reading
-    /// and for writing, and how many acquisitions (uncontended ones too).
-    pub mmap_read_wait_ns: u64,
-    pub mmap_read_waits: u64,
-    pub mmap_write_wait_ns: u64,
-    pub mmap_write_waits: u64,
-    /// Failed mmap_lock acquisitions (trylocks, interrupted waits).
-    pub mmap_lock_fails: u64,
-    /// Direct compactions this process's allocations entered, and the time
-    /// their compaction runs took.
-    pub direct_compactions: u64,
-    pub direct_compaction_ns: u64,
-    /// TLB shootdown IPIs this process sent (`tlb_flush` reason 4).
-    pub tlb_shootdowns: u64,
-    /// Major faults taken (perf software event).
-    pub major_faults: u64,
-    /// Pages this process's reads, readahead, faults and writes added to
-    /// the page cache (`filemap:mm_filemap_add_to_page_cache`).
-    pub page_cache_added_pages: u64,
-    /// Pages this process's reads asked the page cache for
-    /// (`filemap:mm_filemap_get_pages`), each once per call.
-    pub page_cache_read_pages: u64,
-    /// Faults the kernel accounted to the process's tasks (`min_flt +
-    /// maj_flt`), every path included: exception and get_user_pages.
-    pub accounted_faults: u64,
-    /// When the entry was created (`bpf_ktime_get_ns`): tells one process
-    /// from a later one under the same (reused) pid.
-    pub born_ns: u64,
-    /// When the process's last thread exited, 0 while it lives. User space
-    /// reads such an entry a last time and deletes it.
-    pub exited_ns: u64,
-    /// The task name (`comm`), refreshed on exec.
-    pub comm: [u8; 16],
-    /// The process's cgroup (`cgroup_mode`): its memory controller's
-    /// cgroup on v1, its cgroup on v2, as the `kernfs` id (the inode number
-    /// of its directory). 0 while unknown.
-    pub cgroup: u64,
-    /// `CGROUP_EPOCH + 1` when `cgroup` was read: a task moved since makes
-    /// it stale, and the next event re-reads it.
-    pub cgroup_epoch: u64,
+/// Every per-process counter, declared once: each is `name: availability`
+/// (`always`, or in brackets the probes it needs, named in user space's
+/// `model::probes::names`), its tags (`, derived` when user space computes
+/// it rather than the kernel side counting it in [`ProcStats`]; `, event`
+/// when it counts events, which rank processes and cgroups by activity), its
+/// doc comment for the per-process sample, and in braces its doc comment
+/// for the recording's total. `proc_counters!(m)` hands the list to macro
+/// `m`: here it declares [`ProcStats`]'s counter fields, in user space the
+/// sample and total structs, the copy from the map value and their typed ids.
+/// A new per-process counter is a line here, its increment on the eBPF side
+/// and a row in its catalogue family.
+#[macro_export]
+macro_rules! proc_counters {
+    ($cb:ident) => {
+        $cb! {
+            // Time this process stalled in direct reclaim, and how often.
+            direct_reclaim_ns: always {},
+            direct_reclaims: always, event {},
+            // Time in memcg reclaim entered by this process, and how often.
+            memcg_reclaim_ns: always {},
+            memcg_reclaims: always, event {},
+            // madvise + process_madvise calls made (by behaviour in `madvise`).
+            madvise_calls: always, event {},
+            // TLB shootdown IPIs this process sent (`tlb_flush` reason 4).
+            tlb_shootdowns: always, event {
+                /// TLB shootdown IPIs this process sent.
+            },
+            // Major faults taken (perf software event).
+            major_faults: [MAJOR_FAULTS] {
+                /// Null when the major-fault probe is unavailable (see `unavailable`).
+            },
+            // Derived: user space sums the per-mm swap map (`kmem:rss_stat`).
+            /// Pages of this process's memory swapped out, whoever ran reclaim.
+            swap_out_pages: [SWAP], derived, event {
+                /// Pages of this process swapped out, whoever ran reclaim; null when
+                /// `kmem:rss_stat` is unavailable.
+            },
+            /// Pages this process faulted back in from swap.
+            swap_in_pages: [SWAP], derived, event {
+                /// Pages this process faulted back in from swap; null likewise.
+            },
+            /// Time its writers slept in dirty throttling (`balance_dirty_pages`).
+            dirty_pause_ns: [DIRTY_THROTTLE] {
+                /// Time its writers slept in dirty throttling; null when
+                /// `writeback:balance_dirty_pages` is unavailable.
+            },
+            /// How many such pauses.
+            dirty_pauses: [DIRTY_THROTTLE], event {
+                /// How many dirty-throttling pauses; null likewise.
+            },
+            /// Direct compactions its allocations entered, and the time their
+            /// compaction runs took.
+            direct_compactions: [COMPACT_DIRECT, COMPACT_END], event {
+                /// Direct compactions its allocations entered; null when the
+                /// compaction tracepoints are unavailable.
+            },
+            direct_compaction_ns: [COMPACT_DIRECT, COMPACT_END] {
+                /// Time its direct compactions' runs took; null likewise.
+            },
+            /// Time its threads waited for its mmap_lock to read, and how many
+            /// acquisitions (uncontended ones too).
+            mmap_read_wait_ns: [MMAP_LOCK] {
+                /// Time its threads waited for its mmap_lock to read; null without
+                /// `--mmap-lock`.
+            },
+            mmap_read_waits: [MMAP_LOCK], event {
+                /// Read acquisitions of its mmap_lock; null likewise.
+            },
+            /// The same for writing.
+            mmap_write_wait_ns: [MMAP_LOCK] {
+                /// Time its threads waited for its mmap_lock to write; null likewise.
+            },
+            mmap_write_waits: [MMAP_LOCK], event {
+                /// Write acquisitions of its mmap_lock; null likewise.
+            },
+            /// Failed acquisitions: trylocks that found it taken, interrupted waits.
+            mmap_lock_fails: [MMAP_LOCK] {
+                /// Failed mmap_lock acquisitions; null likewise.
+            },
+            /// Pages its reads, readahead, faults and writes added to the page cache.
+            page_cache_added_pages: [PAGE_CACHE_ADD], event {
+                /// Pages it added to the page cache; null when
+                /// `filemap:mm_filemap_add_to_page_cache` is unavailable.
+            },
+            /// Pages its reads asked the page cache for, each once per read call.
+            page_cache_read_pages: [PAGE_CACHE_READ], event {
+                /// Pages its reads asked the page cache for; null when
+                /// `filemap:mm_filemap_get_pages` (6.11 on) is unavailable.
+            },
+        }
+    };
 }
+
+/// Declares [`ProcStats`] with a `u64` field for each counter of the list
+/// not tagged `derived`, in the list's order.
+macro_rules! proc_stats {
+    (@fields [$($done:tt)*]) => {
+        /// Per-process cumulative statistics, keyed by tgid in an LRU hash
+        /// map. Updated with atomic adds on the eBPF side.
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct ProcStats {
+            /// User-mode faults by class.
+            pub user_faults: [u64; FAULT_CLASSES],
+            /// Kernel-mode faults by class.
+            pub kernel_faults: [u64; FAULT_CLASSES],
+            /// Faults seen through the perf fallback (class unknown).
+            pub unclassified_faults: u64,
+            /// madvise + process_madvise calls by behaviour group
+            /// (`madvise::group`).
+            pub madvise: [u64; madvise::GROUPS],
+            $($done)*
+            /// Faults the kernel accounted to the process's tasks (`min_flt +
+            /// maj_flt`), every path included: exception and get_user_pages.
+            pub accounted_faults: u64,
+            /// When the entry was created (`bpf_ktime_get_ns`): tells one process
+            /// from a later one under the same (reused) pid.
+            pub born_ns: u64,
+            /// When the process's last thread exited, 0 while it lives. User space
+            /// reads such an entry a last time and deletes it.
+            pub exited_ns: u64,
+            /// The task name (`comm`), refreshed on exec.
+            pub comm: [u8; 16],
+            /// The process's cgroup (`cgroup_mode`): its memory controller's
+            /// cgroup on v1, its cgroup on v2, as the `kernfs` id (the inode number
+            /// of its directory). 0 while unknown.
+            pub cgroup: u64,
+            /// `CGROUP_EPOCH + 1` when `cgroup` was read: a task moved since makes
+            /// it stale, and the next event re-reads it.
+            pub cgroup_epoch: u64,
+        }
+    };
+    (@fields [$($done:tt)*]
+        $(#[$doc:meta])* $name:ident: $avail:tt, derived $(, $tag:ident)* { $($t:tt)* },
+        $($rest:tt)*
+    ) => {
+        proc_stats!(@fields [$($done)*] $($rest)*);
+    };
+    (@fields [$($done:tt)*]
+        $(#[$doc:meta])* $name:ident: $avail:tt $(, $tag:ident)* { $($t:tt)* },
+        $($rest:tt)*
+    ) => {
+        proc_stats!(@fields [$($done)* $(#[$doc])* pub $name: u64,] $($rest)*);
+    };
+    ($($list:tt)*) => {
+        proc_stats!(@fields [] $($list)*);
+    };
+}
+
+proc_counters!(proc_stats);
 
 const _: () = assert!(
     core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 24 + madvise::GROUPS) + 16

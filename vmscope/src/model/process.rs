@@ -1,12 +1,13 @@
 //! One process's figures, as sampled ([`ProcSample`], cumulative) and over a
 //! recording ([`ProcessTotal`]). Their scalar counters are declared once,
-//! below, and generated from that list: both structs, the copy from the
-//! map value (`ProcStats`, shared with the eBPF side), and a typed id per
+//! in `vmscope_common::proc_counters!` (beside the kernel side's map value,
+//! `ProcStats`, which the same list declares), and generated here from that
+//! list: both structs, the copy from the map value, and a typed id per
 //! counter ([`ProcCounter`]) by which views name one. A new per-process
-//! counter is a line there and its `ProcStats` field (with its probe),
-//! then, to show it, a row in its catalogue family's `PROC_FIELDS` (which
-//! `serve` exports and `top` reads rates through; its `column` gives it a
-//! column in `top`'s tables).
+//! counter is a line in that list and its increment on the eBPF side, then,
+//! to show it, a row in its catalogue family's `PROC_FIELDS` (which `serve`
+//! exports and `top` reads rates through; its `column` gives it a column in
+//! `top`'s tables).
 
 use serde::{Deserialize, Serialize};
 use vmscope_common::{
@@ -327,76 +328,7 @@ macro_rules! per_process_counters {
     };
 }
 
-per_process_counters! {
-    direct_reclaim_ns: always {},
-    direct_reclaims: always, event {},
-    memcg_reclaim_ns: always {},
-    memcg_reclaims: always, event {},
-    madvise_calls: always, event {},
-    tlb_shootdowns: always, event {
-        /// TLB shootdown IPIs this process sent.
-    },
-    major_faults: [MAJOR_FAULTS] {
-        /// Null when the major-fault probe is unavailable (see `unavailable`).
-    },
-    /// Pages of this process's memory swapped out, whoever ran reclaim.
-    swap_out_pages: [SWAP], derived, event {
-        /// Pages of this process swapped out, whoever ran reclaim; null when
-        /// `kmem:rss_stat` is unavailable.
-    },
-    /// Pages this process faulted back in from swap.
-    swap_in_pages: [SWAP], derived, event {
-        /// Pages this process faulted back in from swap; null likewise.
-    },
-    /// Time its writers slept in dirty throttling (`balance_dirty_pages`).
-    dirty_pause_ns: [DIRTY_THROTTLE] {
-        /// Time its writers slept in dirty throttling; null when
-        /// `writeback:balance_dirty_pages` is unavailable.
-    },
-    /// How many such pauses.
-    dirty_pauses: [DIRTY_THROTTLE], event {
-        /// How many dirty-throttling pauses; null likewise.
-    },
-    /// Direct compactions its allocations entered, and the time their
-    /// compaction runs took.
-    direct_compactions: [COMPACT_DIRECT, COMPACT_END], event {
-        /// Direct compactions its allocations entered; null when the
-        /// compaction tracepoints are unavailable.
-    },
-    direct_compaction_ns: [COMPACT_DIRECT, COMPACT_END] {
-        /// Time its direct compactions' runs took; null likewise.
-    },
-    /// Time its threads waited for its mmap_lock to read, and how many
-    /// acquisitions (uncontended ones too).
-    mmap_read_wait_ns: [MMAP_LOCK] {
-        /// Time its threads waited for its mmap_lock to read; null without
-        /// `--mmap-lock`.
-    },
-    mmap_read_waits: [MMAP_LOCK], event {
-        /// Read acquisitions of its mmap_lock; null likewise.
-    },
-    /// The same for writing.
-    mmap_write_wait_ns: [MMAP_LOCK] {
-        /// Time its threads waited for its mmap_lock to write; null likewise.
-    },
-    mmap_write_waits: [MMAP_LOCK], event {
-        /// Write acquisitions of its mmap_lock; null likewise.
-    },
-    /// Failed acquisitions: trylocks that found it taken, interrupted waits.
-    mmap_lock_fails: [MMAP_LOCK] {
-        /// Failed mmap_lock acquisitions; null likewise.
-    },
-    /// Pages its reads, readahead, faults and writes added to the page cache.
-    page_cache_added_pages: [PAGE_CACHE_ADD], event {
-        /// Pages it added to the page cache; null when
-        /// `filemap:mm_filemap_add_to_page_cache` is unavailable.
-    },
-    /// Pages its reads asked the page cache for, each once per read call.
-    page_cache_read_pages: [PAGE_CACHE_READ], event {
-        /// Pages its reads asked the page cache for; null when
-        /// `filemap:mm_filemap_get_pages` (6.11 on) is unavailable.
-    },
-}
+vmscope_common::proc_counters!(per_process_counters);
 
 #[cfg(test)]
 mod tests {
