@@ -153,12 +153,15 @@ rec cgroups -- sh -c "sh -c 'echo \$\$ > /sys/fs/cgroup/a/cgroup.procs && exec $
 show cga.ru /tmp/cga.ru
 show cgb.ru /tmp/cgb.ru
 # The page cache: a fresh zram device (nothing of it cached) read twice
-# through the cache from cgroup /p, cold and then warm.
+# through the cache from cgroup /p, cold and then warm. The shell keeps the
+# device open in between: a block device's last close drops its cache.
 D=$(cat /sys/class/zram-control/hot_add)
 echo {pc_mib}M > /sys/block/zram$D/disksize
 mkdir -p /sys/fs/cgroup/p
+exec 3</dev/zram$D
 rec pc1 -- sh -c "echo \$\$ > /sys/fs/cgroup/p/cgroup.procs && exec $T readpass {pc_pages} /dev/zram$D"
 rec pc2 --cachestat /dev/zram$D -- sh -c "echo \$\$ > /sys/fs/cgroup/p/cgroup.procs && exec $T readpass {pc_pages} /dev/zram$D"
+exec 3<&-
 # record --cgroup on /s while three cgroups are created below it, each given
 # one process that moves itself in, and removed.
 cat > /tmp/subtree.sh <<'EOF'
