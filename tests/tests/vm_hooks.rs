@@ -74,6 +74,21 @@ fn madvise_calls_bytes_and_histograms_are_exact() {
             .iter()
             .any(|p| p["madvise_calls"].as_u64().unwrap() >= 21)
     );
+    // Per process: the child's bytes grow by exactly its 7 x (1 + 2 + 3)
+    // pages (the runtime's own madvise calls cancel between the runs).
+    let child_bytes = |r: &serde_json::Value| {
+        let rows = r["processes"].as_array().unwrap();
+        let child = rows
+            .iter()
+            .find(|p| p["comm"] == "vmscope-testchi")
+            .unwrap_or_else(|| panic!("no child in {rows:#?}"));
+        child["madvise_bytes"].as_u64().unwrap_or(0)
+    };
+    assert_eq!(
+        child_bytes(&rec) - child_bytes(&base),
+        7 * 6 * ps,
+        "the child's madvise_bytes: {procs:#?}"
+    );
 }
 
 #[test]

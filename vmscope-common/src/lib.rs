@@ -584,6 +584,13 @@ macro_rules! proc_counters {
             memcg_reclaims: always, event {},
             // madvise + process_madvise calls made (by behaviour in `madvise`).
             madvise_calls: always, event {},
+            /// Bytes its successful madvise calls covered (process_madvise
+            /// calls, whose ranges are in an iovec, add none).
+            madvise_bytes: [MADVISE] {
+                /// Bytes its successful madvise calls covered; null when the
+                /// madvise tracepoints are unavailable (and in recordings made
+                /// before vmscope counted it).
+            },
             // TLB shootdown IPIs this process sent (`tlb_flush` reason 4).
             tlb_shootdowns: always, event {
                 /// TLB shootdown IPIs this process sent.
@@ -657,7 +664,11 @@ macro_rules! proc_counters {
 /// Declares [`ProcStats`] with a `u64` field for each counter of the list
 /// not tagged `derived`, in the list's order.
 macro_rules! proc_stats {
-    (@fields [$($done:tt)*]) => {
+    (@fields [$($done:tt)*] [$($names:ident)*]) => {
+        /// The counter fields of [`ProcStats`] (the list's entries not
+        /// tagged `derived`).
+        pub const PROC_STATS_COUNTERS: usize = [$(stringify!($names)),*].len();
+
         /// Per-process cumulative statistics, keyed by tgid in an LRU hash
         /// map. Updated with atomic adds on the eBPF side.
         #[repr(C)]
@@ -693,27 +704,29 @@ macro_rules! proc_stats {
             pub cgroup_epoch: u64,
         }
     };
-    (@fields [$($done:tt)*]
+    (@fields [$($done:tt)*] [$($names:ident)*]
         $(#[$doc:meta])* $name:ident: $avail:tt, derived $(, $tag:ident)* { $($t:tt)* },
         $($rest:tt)*
     ) => {
-        proc_stats!(@fields [$($done)*] $($rest)*);
+        proc_stats!(@fields [$($done)*] [$($names)*] $($rest)*);
     };
-    (@fields [$($done:tt)*]
+    (@fields [$($done:tt)*] [$($names:ident)*]
         $(#[$doc:meta])* $name:ident: $avail:tt $(, $tag:ident)* { $($t:tt)* },
         $($rest:tt)*
     ) => {
-        proc_stats!(@fields [$($done)* $(#[$doc])* pub $name: u64,] $($rest)*);
+        proc_stats!(@fields [$($done)* $(#[$doc])* pub $name: u64,] [$($names)* $name] $($rest)*);
     };
     ($($list:tt)*) => {
-        proc_stats!(@fields [] $($list)*);
+        proc_stats!(@fields [] [] $($list)*);
     };
 }
 
 proc_counters!(proc_stats);
 
 const _: () = assert!(
-    core::mem::size_of::<ProcStats>() == 8 * (2 * FAULT_CLASSES + 24 + madvise::GROUPS) + 16
+    // The arrays, the counters, 6 more u64 fields and `comm`: no padding.
+    core::mem::size_of::<ProcStats>()
+        == 8 * (2 * FAULT_CLASSES + madvise::GROUPS + PROC_STATS_COUNTERS + 6) + 16
 );
 
 /// Values of `OFFSETS[off::CGROUP_MODE]`.

@@ -40,11 +40,11 @@ fn madvise_end(ret: i64) {
     maps::count(counter::MADVISE_CALLS_BASE + slot);
     if ret < 0 {
         maps::count(counter::MADVISE_ERRORS_BASE + slot);
-    } else {
-        maps::add(counter::MADVISE_BYTES_BASE + slot, rec.arg1);
     }
+    let bytes = if ret < 0 { 0 } else { rec.arg1 };
+    maps::add(counter::MADVISE_BYTES_BASE + slot, bytes);
     maps::observe(hist::MADVISE_BASE + slot, ns);
-    count_proc(rec.arg0);
+    count_proc(rec.arg0, bytes);
 }
 
 pub fn process_madvise_enter(ctx: &TracePointContext) {
@@ -70,14 +70,15 @@ fn process_madvise_end(ret: i64) {
         maps::count(counter::PROCESS_MADVISE_ERRORS);
     }
     maps::observe(hist::PROCESS_MADVISE, ns);
-    count_proc(rec.arg0);
+    count_proc(rec.arg0, 0);
 }
 
 /// One madvise or process_madvise call of `behavior` by the current
-/// process: its total and its behaviour group.
-fn count_proc(behavior: u64) {
+/// process, covering `bytes`: its total, its behaviour group and its bytes.
+fn count_proc(behavior: u64, bytes: u64) {
     if let Some(p) = maps::current_proc() {
         maps::atomic_inc(unsafe { &raw mut (*p).madvise_calls });
+        maps::atomic_add(unsafe { &raw mut (*p).madvise_bytes }, bytes);
         let g = madvise::group(behavior);
         if g < madvise::GROUPS {
             maps::atomic_inc(unsafe { &raw mut (*p).madvise[g] });

@@ -54,7 +54,22 @@ pub const PROC_CALLS: ProcField = ProcField {
 };
 
 /// Its per-process figures.
-pub const PROC_FIELDS: &[ProcField] = &[PROC_CALLS];
+pub const PROC_FIELDS: &[ProcField] = &[
+    PROC_CALLS,
+    ProcField {
+        key: "madvise_bytes",
+        probe: probe::MADVISE,
+        unit: "bytes",
+        help: "Bytes the process's successful madvise calls covered (MADV_FREE, DONTNEED, COLD, PAGEOUT...: how much memory it handed back or hinted).",
+        metric: Some("vmscope_process_madvise_bytes_total"),
+        column: None,
+        cgroup: cgroup(
+            "vmscope_cgroup_madvise_bytes_total",
+            "Bytes the cgroup's processes' successful madvise calls covered.",
+        ),
+        get: |p| p.madvise_bytes,
+    },
+];
 
 /// Its rows of `top`'s rates panel.
 pub const RATES: &[Rate] = &[
