@@ -30,6 +30,7 @@ const CLASSIC_ONLY: &[&str] = &[
     "migrate:mm_migrate_pages",
     "huge_memory:mm_",
     "filemap:mm_filemap_add_to_page_cache",
+    "filemap:mm_filemap_get_pages",
 ];
 
 fn run(c: Command) -> std::process::Output {
