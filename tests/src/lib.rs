@@ -148,6 +148,32 @@ pub fn record_to<S: AsRef<std::ffi::OsStr>>(
     (o, rec)
 }
 
+/// Pages of the first `len` bytes of the file at `path` in the page cache,
+/// by the kernel's own count (`mincore` on a shared mapping of them).
+pub fn resident_pages(path: &Path, len: usize) -> u64 {
+    use std::os::fd::AsRawFd as _;
+    let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    // SAFETY: a fresh read-only shared mapping of `len` bytes of the file,
+    // unmapped below; mincore fills one byte per page of `vec`.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED, "mmap {}", path.display());
+        let mut vec = vec![0u8; len.div_ceil(page)];
+        assert_eq!(libc::mincore(p, len, vec.as_mut_ptr()), 0, "mincore");
+        libc::munmap(p, len);
+        vec.iter().filter(|b| **b & 1 != 0).count() as u64
+    }
+}
+
 /// `bytes` in pages of this machine, as a decimal argument.
 pub fn pages(bytes: u64) -> String {
     // SAFETY: sysconf has no preconditions.

@@ -10,28 +10,6 @@ use vmscope_tests::*;
 
 const SIZE: usize = 64 << 20;
 
-/// Pages of `path` in the page cache, by mincore on a mapping of it.
-fn mincore_pages(path: &Path) -> u64 {
-    let f = std::fs::File::open(path).unwrap();
-    let page = 4096usize;
-    // SAFETY: a shared read-only mapping of the whole file, unmapped below.
-    unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            SIZE,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            f.as_raw_fd(),
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED);
-        let mut vec = vec![0u8; SIZE / page];
-        assert_eq!(libc::mincore(p, SIZE, vec.as_mut_ptr()), 0);
-        libc::munmap(p, SIZE);
-        vec.iter().filter(|b| *b & 1 == 1).count() as u64
-    }
-}
-
 #[test]
 fn residency_at_the_end_agrees_with_mincore() {
     const TEST: &str = "residency_at_the_end_agrees_with_mincore";
@@ -72,7 +50,7 @@ fn residency_at_the_end_agrees_with_mincore() {
         Duration::from_secs(120),
     );
     ok(&o, "record --cachestat");
-    let truth = mincore_pages(&path);
+    let truth = resident_pages(&path, SIZE);
     let rec = read_json(&out);
     let f = &rec["cachestat"][0];
     let pages = (SIZE / 4096) as u64;
@@ -103,51 +81,33 @@ fn residency_at_the_end_agrees_with_mincore() {
 }
 
 #[test]
-fn a_missing_file_is_refused_before_anything_runs() {
-    if !root_or_skip("a_missing_file_is_refused_before_anything_runs") {
+fn a_path_that_is_not_a_file_or_a_block_device_is_refused_before_anything_runs() {
+    const TEST: &str =
+        "a_path_that_is_not_a_file_or_a_block_device_is_refused_before_anything_runs";
+    if !root_or_skip(TEST) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("c.json");
-    let o = vmscope(&[
-        "record",
-        "--cachestat",
-        "/nonexistent/file",
-        "-o",
-        path_str(&out),
-        "--",
-        "true",
-    ]);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("--cachestat /nonexistent/file"), "{err}");
-    assert!(!out.exists(), "a recording was written");
-}
-
-#[test]
-fn a_character_device_is_refused_before_anything_runs() {
-    if !root_or_skip("a_character_device_is_refused_before_anything_runs") {
-        return;
+    for (path, why) in [
+        ("/nonexistent/file", "No such file"),
+        ("/dev/null", "not a regular file or a block device"),
+    ] {
+        let o = vmscope(&[
+            "record",
+            "--cachestat",
+            path,
+            "-o",
+            path_str(&out),
+            "--",
+            "true",
+        ]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{path}: {err}");
+        assert_eq!(err.lines().count(), 1, "{path}: {err}");
+        assert!(err.contains(&format!("--cachestat {path}: {why}")), "{err}");
+        assert!(!out.exists(), "{path}: a recording was written");
     }
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("c.json");
-    let o = vmscope(&[
-        "record",
-        "--cachestat",
-        "/dev/null",
-        "-o",
-        path_str(&out),
-        "--",
-        "true",
-    ]);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("--cachestat /dev/null: not a regular file or a block device"),
-        "{err}"
-    );
-    assert!(!out.exists(), "a recording was written");
 }
 
 /// Removes the file when dropped.

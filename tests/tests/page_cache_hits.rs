@@ -53,25 +53,7 @@ impl ColdFile {
 
     /// Its pages in the page cache, by the kernel's count (`mincore`).
     fn resident(&self) -> u64 {
-        let f = std::fs::File::open(&self.path).unwrap();
-        let len = GIB as usize;
-        // SAFETY: a fresh read-only shared mapping of the whole file,
-        // unmapped below; mincore fills one byte per page of `vec`.
-        unsafe {
-            let p = libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                f.as_raw_fd(),
-                0,
-            );
-            assert_ne!(p, libc::MAP_FAILED, "mmap");
-            let mut vec = vec![0u8; len.div_ceil(page_bytes() as usize)];
-            assert_eq!(libc::mincore(p, len, vec.as_mut_ptr()), 0, "mincore");
-            libc::munmap(p, len);
-            vec.iter().filter(|b| **b & 1 != 0).count() as u64
-        }
+        resident_pages(&self.path, GIB as usize)
     }
 
     fn argv(&self) -> [String; 4] {
