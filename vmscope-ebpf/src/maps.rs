@@ -194,15 +194,10 @@ pub fn current_proc() -> Option<*mut ProcStats> {
         count(counter::PROC_REUSED);
         flags = 0; // BPF_ANY
     }
-    let mut fresh = ProcStats {
-        born_ns: now(),
-        ..ProcStats::default()
-    };
-    if let Ok(comm) = aya_ebpf::helpers::bpf_get_current_comm() {
-        fresh.comm = comm;
-    }
+    let fresh = fresh_entry(aya_ebpf::helpers::bpf_get_current_comm().unwrap_or([0; 16]))?;
     // BPF_NOEXIST: another CPU may have created it meanwhile; then use theirs.
-    if PROCS.insert(tgid, fresh, flags).is_ok() {
+    // SAFETY: a map value, this CPU's own.
+    if PROCS.insert(tgid, unsafe { &*fresh }, flags).is_ok() {
         count(counter::PROC_INSERTS);
     }
     let p = PROCS.get_ptr_mut(tgid)?;
@@ -241,14 +236,30 @@ pub fn proc_entry(tgid: u32) -> Option<*mut ProcStats> {
     if let Some(p) = PROCS.get_ptr_mut(tgid) {
         return Some(p);
     }
-    let fresh = ProcStats {
-        born_ns: now(),
-        ..ProcStats::default()
-    };
-    if PROCS.insert(tgid, fresh, 1).is_ok() {
+    let fresh = fresh_entry([0; 16])?;
+    // SAFETY: a map value, this CPU's own.
+    if PROCS.insert(tgid, unsafe { &*fresh }, 1).is_ok() {
         count(counter::PROC_INSERTS);
     }
     PROCS.get_ptr_mut(tgid)
+}
+
+/// This CPU's template of a new entry: zero but for its birth time and
+/// name, which are set here. The template lives in a map, not on the BPF
+/// stack (512 bytes for a whole call chain), which a `ProcStats` of 400
+/// bytes and growing with each counter would exhaust.
+#[map]
+static FRESH: PerCpuArray<ProcStats> = PerCpuArray::with_max_entries(1, 0);
+
+#[inline(always)]
+fn fresh_entry(comm: [u8; 16]) -> Option<*mut ProcStats> {
+    let fresh = FRESH.get_ptr_mut(0)?;
+    // SAFETY: a map value, this CPU's own; nothing else writes it.
+    unsafe {
+        (*fresh).born_ns = now();
+        (*fresh).comm = comm;
+    }
+    Some(fresh)
 }
 
 /// Adds one to a shared (not per-CPU) counter.

@@ -342,10 +342,9 @@ impl Book {
         if let Some(t) = rec.swap_tiers.as_ref().filter(|t| t.moved()) {
             eprintln!("vmscope: {}", t.summary);
         }
-        // Reads are told how much the cache served.
-        if let Some(line) = rec.page_cache.as_ref().and_then(|p| p.summary()) {
-            eprintln!("vmscope: {line}");
-        }
+        // Reads are told how much the cache served, once the recording is
+        // written: a run that fails says its one error line alone.
+        let page_cache = rec.page_cache.as_ref().and_then(|p| p.summary());
         // Two methods that disagree are said in words, not only in JSON.
         if let Some(a) = rec
             .totals
@@ -374,6 +373,9 @@ impl Book {
             }
             None => output.write(&rec),
         };
+        if let (Ok(_), None, Some(line)) = (&written, &failure, page_cache) {
+            eprintln!("vmscope: {line}");
+        }
         (written, failure, child_report)
     }
 }
