@@ -164,6 +164,10 @@ pub fn current_tgid() -> u32 {
 /// The statistics entry of the current process, created on first use, or
 /// `None` when the filter excludes this process.
 #[inline(always)]
+#[allow(
+    clippy::needless_borrows_for_generic_args,
+    reason = "the entry is passed by reference to its template in a map: by value it would be copied to the BPF stack"
+)]
 pub fn current_proc() -> Option<*mut ProcStats> {
     let tgid = current_tgid();
     if filter_enabled() && TRACKED.get_ptr(tgid).is_none() {
@@ -232,6 +236,10 @@ fn started_after(t: u64) -> bool {
 /// The statistics entry of `tgid`, created (without a name) if it was
 /// evicted. For moving counts gathered earlier; no scope check.
 #[inline(always)]
+#[allow(
+    clippy::needless_borrows_for_generic_args,
+    reason = "the entry is passed by reference to its template in a map: by value it would be copied to the BPF stack"
+)]
 pub fn proc_entry(tgid: u32) -> Option<*mut ProcStats> {
     if let Some(p) = PROCS.get_ptr_mut(tgid) {
         return Some(p);
