@@ -123,18 +123,9 @@ pub fn page_cache(
     processes: &[ProcessTotal],
     cgroups: &[CgroupTotal],
 ) -> PageCache {
-    let usable = |p| crate::model::probes::probe_usable(probes, p);
     let unavailable = [names::PAGE_CACHE_READ, names::PAGE_CACHE_ADD]
         .into_iter()
-        .find(|p| !usable(p))
-        .map(|p| {
-            let why = probes
-                .iter()
-                .find(|s| s.probe == p)
-                .and_then(|s| s.reason.clone())
-                .unwrap_or_else(|| "not attached".into());
-            format!("{p}: {why}")
-        });
+        .find_map(|p| crate::model::totals::missing_probe(probes, p));
     let scope = unavailable.is_none().then(|| {
         let [read, added] =
             ["page_cache_read_pages", "page_cache_added_pages"].map(|n| counter(n).unwrap_or(0));

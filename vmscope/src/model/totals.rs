@@ -50,7 +50,9 @@ pub struct VmTotals {
     pub stall: Option<crate::model::stall::StallAccount>,
 }
 
-fn missing_probe(probes: &[ProbeStatus], probe: &str) -> Option<String> {
+/// Why `probe` cannot be counted (not attached, with its reason), or
+/// `None` when it can.
+pub(crate) fn missing_probe(probes: &[ProbeStatus], probe: &str) -> Option<String> {
     if probe == crate::model::catalogue::probe::ALWAYS {
         return None;
     }
