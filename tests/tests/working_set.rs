@@ -309,6 +309,7 @@ fn lab_wss_checks_the_scan_against_a_hot_set_that_grows() {
     assert_eq!(phases.len(), 2, "{v:#}");
     for (p, hot) in phases.iter().zip([64 * MIB, 128 * MIB]) {
         assert_eq!(p["hot_bytes"].as_u64(), Some(hot), "{v:#}");
+        assert_eq!(p["method"], "referenced_scan", "{v:#}");
         assert!(
             within(p["measured_bytes"].as_u64().unwrap(), hot, 10.0),
             "{v:#}"

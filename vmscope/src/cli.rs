@@ -210,6 +210,28 @@ pub struct SamplingArgs {
     #[arg(long, value_name = "DUR", default_value = "10s", requires = "working_set",
           value_parser = crate::timefmt::parse_wss_window)]
     pub wss_window: Duration,
+
+    /// How the working set is measured: `referenced_scan` (per process,
+    /// every kernel), `mglru` (per memory cgroup, from the
+    /// multi-generational LRU's generations), or `auto`: mglru when the
+    /// kernel offers it and the scope is a cgroup or the whole system, else
+    /// the scan. `vmscope doctor` lists what this kernel offers.
+    #[arg(
+        long,
+        value_name = "METHOD",
+        default_value = "auto",
+        requires = "working_set"
+    )]
+    pub wss_method: WssMethodArg,
+}
+
+/// `--wss-method`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WssMethodArg {
+    Auto,
+    #[value(name = "referenced_scan")]
+    ReferencedScan,
+    Mglru,
 }
 
 /// Whose processes `top` and `record` follow, and how often they sample

@@ -369,6 +369,19 @@ fn render_working_set(s: &mut String, r: &Findings) {
         };
         let _ = writeln!(s, "  {:<16} {:<12} {}", m.method.name(), state, m.detail);
     }
+    let mglru = r
+        .working_set
+        .iter()
+        .any(|m| m.method == crate::model::wss::WssMethod::Mglru && m.offered);
+    let _ = writeln!(
+        s,
+        "  --wss-method auto uses {}",
+        if mglru {
+            "mglru for a cgroup (--cgroup) or the whole system, referenced_scan for processes"
+        } else {
+            "referenced_scan"
+        }
+    );
 }
 
 fn yn(b: bool) -> &'static str {

@@ -20,16 +20,51 @@ impl SamplingArgs {
         Ok(())
     }
 
-    /// The working-set scan asked for (`--working-set`), measuring every
-    /// process when `system` (nothing is followed).
-    pub fn wss_setup(&self, system: bool) -> Option<crate::model::wss::WssSetup> {
-        self.working_set.then(|| {
-            crate::model::wss::WssSetup::scan(
-                u64::try_from(self.wss_window.as_nanos()).unwrap_or(u64::MAX),
-                system,
-                crate::source::wss::methods(),
-            )
-        })
+    /// The working-set measure asked for (`--working-set`), over every
+    /// process when `system` (nothing is followed); `cgroup` when the scope
+    /// is a cgroup's. A method asked for by name that this kernel does not
+    /// offer is a usage error naming why.
+    pub fn wss_setup(
+        &self,
+        system: bool,
+        cgroup: bool,
+    ) -> anyhow::Result<Option<crate::model::wss::WssSetup>> {
+        use crate::{cli::WssMethodArg, model::wss::WssMethod};
+        if !self.working_set {
+            return Ok(None);
+        }
+        let methods = crate::source::wss::methods();
+        let offered = |m: WssMethod| methods.iter().find(|s| s.method == m).filter(|s| s.offered);
+        let method = match self.wss_method {
+            WssMethodArg::ReferencedScan => WssMethod::ReferencedScan,
+            WssMethodArg::Mglru => match offered(WssMethod::Mglru) {
+                Some(_) => WssMethod::Mglru,
+                None => {
+                    let why = methods
+                        .iter()
+                        .find(|s| s.method == WssMethod::Mglru)
+                        .map(|s| s.detail.clone())
+                        .unwrap_or_default();
+                    return Err(exit::failure(
+                        exit::USAGE,
+                        format!(
+                            "--wss-method mglru: {why}; use --wss-method referenced_scan, \
+                             or see vmscope doctor"
+                        ),
+                    ));
+                }
+            },
+            WssMethodArg::Auto if (system || cgroup) && offered(WssMethod::Mglru).is_some() => {
+                WssMethod::Mglru
+            }
+            WssMethodArg::Auto => WssMethod::ReferencedScan,
+        };
+        Ok(Some(crate::model::wss::WssSetup::new(
+            method,
+            u64::try_from(self.wss_window.as_nanos()).unwrap_or(u64::MAX),
+            system,
+            methods,
+        )))
     }
 
     /// The loader's options for a command that follows every process and
@@ -135,7 +170,36 @@ mod tests {
             panic!("not record")
         };
         assert_eq!(r.sampling.wss_window, std::time::Duration::from_secs(10));
-        assert!(r.sampling.wss_setup(false).is_some());
+        let setup = r
+            .sampling
+            .wss_setup(false, false)
+            .expect("auto")
+            .expect("asked");
+        // Following a process, auto keeps the per-process scan.
+        assert_eq!(setup.method, crate::model::wss::WssMethod::ReferencedScan);
+        assert!(
+            setup
+                .methods
+                .iter()
+                .any(|m| m.used && m.method == setup.method)
+        );
+        let Command::Record(r) = parse(&["record", "--working-set", "--wss-method", "mglru"])
+        else {
+            panic!("not record")
+        };
+        // Asked by name: used where the kernel offers it, else one usage
+        // error that says why.
+        let offered = crate::source::mglru::status().offered;
+        match r.sampling.wss_setup(false, false) {
+            Ok(Some(s)) => assert!(offered && s.method == crate::model::wss::WssMethod::Mglru),
+            Ok(None) => panic!("asked"),
+            Err(e) => {
+                assert!(!offered);
+                assert!(e.to_string().starts_with("--wss-method mglru: "), "{e}");
+            }
+        }
+        let e = Cli::try_parse_from(["vmscope", "record", "--wss-method", "damon"]);
+        assert!(e.is_err(), "not driven yet, not offered");
     }
 
     #[test]

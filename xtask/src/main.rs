@@ -96,6 +96,11 @@ enum Cmd {
         /// Keep each kernel's unpacked initramfs tree under target/kernels
         #[arg(long)]
         keep: bool,
+        /// Run this shell script in each guest instead of the core suite
+        /// (after the same mounts, with vmscope and the test child on PATH)
+        /// and print what it wrote, judging nothing: for trying things out
+        #[arg(long, value_name = "FILE")]
+        script: Option<std::path::PathBuf>,
     },
     /// Print vmscope's module graph and its cycles; fail when the pure
     /// model (vmscope/src/model/) names aya or the kernel-facing source,
@@ -138,7 +143,8 @@ fn main() -> ExitCode {
             kernels: k,
             accel,
             keep,
-        } => kernels::kernels(&mut ws, &k, accel, keep),
+            script,
+        } => kernels::kernels(&mut ws, &k, accel, keep, script.as_deref()),
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -155,7 +155,7 @@ pub fn test(ws: &mut Workspace, extra: &[OsString]) -> Result<()> {
     // The kernel matrix: the core suite inside Debian's 6.1 and 6.12 under
     // qemu (root: it installs qemu and loads eBPF programs in the guests).
     if !root_step(root, "kernels", "cargo xtask kernels", || {
-        crate::kernels::kernels(ws, &[], crate::kernels::Accel::Auto, false)
+        crate::kernels::kernels(ws, &[], crate::kernels::Accel::Auto, false, None)
     }) {
         failed.push("kernels");
     }

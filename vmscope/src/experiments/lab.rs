@@ -296,9 +296,10 @@ fn remove_stale_cgroups() {
 
 pub fn run(lab: &Lab) -> anyhow::Result<u8> {
     match lab {
-        // Reads /proc only: no eBPF, no privilege beyond its own child's,
-        // and nothing to clean up on Ctrl-C (its child gets the signal too).
-        Lab::Wss(a) => super::lab_wss::run(a),
+        // No eBPF, and no privilege beyond its own child's for the scan;
+        // the multi-generational LRU's check (root only) makes a memory
+        // cgroup, removed on Ctrl-C too.
+        Lab::Wss(a) => held(|| super::lab_wss::run(a), false),
         Lab::Lazyfree(a) => guarded(|| lazyfree(a), false),
         Lab::Rmap(a) => guarded(|| rmap(a), true),
         Lab::MmapLock(a) => guarded(|| mmap_lock(a), false),
@@ -309,6 +310,11 @@ pub fn run(lab: &Lab) -> anyhow::Result<u8> {
 /// `stale_cgroups`, the workload's own cgroup is removed afterwards too.
 fn guarded(lab: impl FnOnce() -> anyhow::Result<u8>, stale_cgroups: bool) -> anyhow::Result<u8> {
     Privileges::current().require_bpf()?;
+    held(lab, stale_cgroups)
+}
+
+/// [`guarded`] without asking for the privilege to load eBPF.
+fn held(lab: impl FnOnce() -> anyhow::Result<u8>, stale_cgroups: bool) -> anyhow::Result<u8> {
     let guard = SignalGuard::install()?;
     let result = lab();
     // The zram device and the temporary runs are gone by now, whatever

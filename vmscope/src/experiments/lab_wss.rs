@@ -3,7 +3,9 @@
 //! memory of `--size`, of which `--hot` is touched every 200 ms), measures
 //! it one full window, grows the hot set to `--grow`, and measures the
 //! first window that starts after the change took effect. A method is
-//! right when each figure is within 10% of the hot set.
+//! right when each figure is within 10% of the hot set. The
+//! multi-generational LRU measures memory cgroups, so for it the workload
+//! runs in a memory cgroup of its own.
 
 use std::{
     io::{BufRead as _, BufReader, Write as _},
@@ -18,7 +20,8 @@ use serde::Serialize;
 use crate::{
     cli::WssLabArgs,
     exit,
-    model::wss::{MethodStatus, WssSample, WssSetup},
+    experiments::pressure::MemCgroup,
+    model::wss::{MethodStatus, WssMethod, WssSample, WssSetup},
     source::wss::{Scanner, Targets, methods},
 };
 
@@ -28,6 +31,7 @@ const TOLERANCE_PCT: f64 = 10.0;
 /// One measurement against the truth.
 #[derive(Debug, Serialize)]
 struct WssCheck {
+    method: &'static str,
     phase: &'static str,
     hot_bytes: u64,
     measured_bytes: u64,
@@ -43,7 +47,12 @@ struct WssLabOutcome {
     methods: Vec<MethodStatus>,
     window_s: f64,
     phases: Vec<WssCheck>,
+    /// The referenced-bit scan's CPU time over its windows, in one CPU's
+    /// share.
     scan_cpu_share: f64,
+    /// The same for the multi-generational LRU's agings, where checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mglru_cpu_share: Option<f64>,
 }
 
 /// The workload, killed when dropped.
@@ -55,9 +64,13 @@ struct HotsetChild {
 }
 
 impl HotsetChild {
-    fn start(a: &WssLabArgs) -> anyhow::Result<HotsetChild> {
+    fn start(a: &WssLabArgs, cgroup: Option<&MemCgroup>) -> anyhow::Result<HotsetChild> {
         let me = std::env::current_exe().context("finding vmscope's own binary")?;
-        let mut child = Command::new(me)
+        let mut cmd = match cgroup {
+            Some(c) => c.command(me)?,
+            None => Command::new(me),
+        };
+        let mut child = cmd
             .args(["workload", "hotset", "--size"])
             .arg(a.size.to_string())
             .arg("--hot")
@@ -142,11 +155,19 @@ fn window_after(
     }
 }
 
-fn phase(name: &'static str, hot: u64, w: &WssSample, since: Instant, start: Instant) -> WssCheck {
+fn phase(
+    method: WssMethod,
+    name: &'static str,
+    hot: u64,
+    w: &WssSample,
+    since: Instant,
+    start: Instant,
+) -> WssCheck {
     let measured = w.total_bytes();
     let error_pct = (measured as f64 - hot as f64) / hot as f64 * 100.0;
     let since_ns = since.saturating_duration_since(start).as_nanos() as u64;
     WssCheck {
+        method: method.name(),
         phase: name,
         hot_bytes: hot,
         measured_bytes: measured,
@@ -168,39 +189,32 @@ pub fn run(a: &WssLabArgs) -> anyhow::Result<u8> {
         ));
     }
     let all = methods();
-    let mut work = HotsetChild::start(a)?;
-    let window = a.window;
-    let setup = WssSetup::scan(window.as_nanos() as u64, false, all.clone());
-    let start = Instant::now();
-    let scanner = Scanner::start(
-        setup,
-        Targets {
-            all: false,
-            roots: [work.pid].into(),
-        },
-        start,
-    )?;
-    let limit = window * 3 + Duration::from_secs(30);
-    let mut windows = Vec::new();
-    let first = window_after(&scanner, start, start, limit)?;
-    let mut phases = vec![phase("hot", a.hot, &first, start, start)];
-    windows.push(first);
-    let grown = work.grow(a.grow)?;
-    let after = window_after(&scanner, start, grown, limit)?;
-    phases.push(phase("grown", a.grow, &after, grown, start));
-    windows.push(after);
-    drop(scanner);
-    drop(work);
-    let cpu: u64 = windows.iter().map(|w| w.scan_cpu_ns).sum();
-    let span: u64 = windows
+    let (mut phases, scan_cpu_share) = measure(a, WssMethod::ReferencedScan, &all, None)?;
+    let mut mglru_cpu_share = None;
+    if all
         .iter()
-        .map(|w| w.end_ns.saturating_sub(w.start_ns))
-        .sum();
+        .any(|m| m.method == WssMethod::Mglru && m.offered)
+    {
+        // Generous: the cgroup is for telling the workload's pages apart,
+        // not for limiting them.
+        let cgroup = MemCgroup::new("vmscope-lab-wss", a.size.saturating_mul(4))?;
+        let (p, cpu) = measure(a, WssMethod::Mglru, &all, Some(&cgroup))?;
+        phases.extend(p);
+        mglru_cpu_share = Some(cpu);
+    }
     let outcome = WssLabOutcome {
-        methods: all,
-        window_s: window.as_secs_f64(),
+        methods: all
+            .into_iter()
+            .map(|mut m| {
+                m.used =
+                    m.offered && matches!(m.method, WssMethod::ReferencedScan | WssMethod::Mglru);
+                m
+            })
+            .collect(),
+        window_s: a.window.as_secs_f64(),
         phases,
-        scan_cpu_share: cpu as f64 / span.max(1) as f64,
+        scan_cpu_share,
+        mglru_cpu_share,
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&outcome)?);
@@ -214,6 +228,42 @@ pub fn run(a: &WssLabArgs) -> anyhow::Result<u8> {
     })
 }
 
+/// One method's two phases against a fresh workload, and its CPU share.
+fn measure(
+    a: &WssLabArgs,
+    method: WssMethod,
+    all: &[MethodStatus],
+    cgroup: Option<&MemCgroup>,
+) -> anyhow::Result<(Vec<WssCheck>, f64)> {
+    let mut work = HotsetChild::start(a, cgroup)?;
+    let window = a.window;
+    let setup = WssSetup::new(method, window.as_nanos() as u64, false, all.to_vec());
+    let start = Instant::now();
+    let scanner = Scanner::start(
+        setup,
+        Targets {
+            all: false,
+            roots: [work.pid].into(),
+        },
+        start,
+    )?;
+    let limit = window * 3 + Duration::from_secs(30);
+    let first = window_after(&scanner, start, start, limit)?;
+    let grown = work.grow(a.grow)?;
+    let after = window_after(&scanner, start, grown, limit)?;
+    drop(scanner);
+    drop(work);
+    let cpu: u64 = first.scan_cpu_ns + after.scan_cpu_ns;
+    let span = (first.end_ns - first.start_ns) + (after.end_ns - after.start_ns);
+    Ok((
+        vec![
+            phase(method, "hot", a.hot, &first, start, start),
+            phase(method, "grown", a.grow, &after, grown, start),
+        ],
+        cpu as f64 / span.max(1) as f64,
+    ))
+}
+
 fn render(o: &WssLabOutcome) -> String {
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
     let mut s = String::new();
@@ -221,7 +271,7 @@ fn render(o: &WssLabOutcome) -> String {
     for p in &o.phases {
         s.push_str(&format!(
             "{:<16} {:<7} {:>7.1}  {:>12.1}  {:>12.1}  {:>+5.1}%  {:>9.1} s  {}\n",
-            "referenced_scan",
+            p.method,
             p.phase,
             mib(p.hot_bytes),
             mib(p.measured_bytes),
@@ -243,9 +293,13 @@ fn render(o: &WssLabOutcome) -> String {
         ));
     }
     s.push_str(&format!(
-        "window {:.0} s; the scan took {:.3}% of one CPU\n",
+        "window {:.0} s; the scan took {:.3}% of one CPU",
         o.window_s,
         o.scan_cpu_share * 100.0
     ));
+    if let Some(c) = o.mglru_cpu_share {
+        s.push_str(&format!(", the agings {:.3}%", c * 100.0));
+    }
+    s.push('\n');
     s
 }

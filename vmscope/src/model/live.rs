@@ -20,7 +20,7 @@ pub struct Live {
     history: HashMap<&'static str, VecDeque<f64>>,
     unavailable: Unavailable,
     /// The working set's window, when it is measured (`--working-set`).
-    wss_window_ns: Option<u64>,
+    wss_edges_ns: Option<Vec<u64>>,
 }
 
 impl Live {
@@ -36,10 +36,10 @@ impl Live {
         self.unavailable = unavailable;
     }
 
-    /// Shows the working set (measured over windows of `window_ns`) as a
-    /// row of the rates panel.
-    pub fn show_working_set(&mut self, window_ns: u64) {
-        self.wss_window_ns = Some(window_ns);
+    /// Shows the working set (measured with idle-age edges `edges_ns`, the
+    /// window last) as a row of the rates panel.
+    pub fn show_working_set(&mut self, edges_ns: Vec<u64>) {
+        self.wss_edges_ns = Some(edges_ns);
     }
 
     /// Starts the latency histograms and elapsed time afresh (`r`).
@@ -57,8 +57,8 @@ impl Live {
         self.last = self.now.replace(next);
         let (now, last) = (self.now.as_ref()?, self.last.as_ref()?);
         let mut model = Model::new(now, Some(last), self.baseline.as_ref(), &self.unavailable);
-        if let Some(window) = self.wss_window_ns {
-            model.rates.push(working_set_line(now, window));
+        if let Some(edges) = &self.wss_edges_ns {
+            model.rates.push(working_set_line(now, edges));
         }
         for r in &mut model.rates {
             let h = self.history.entry(r.name).or_default();
@@ -74,16 +74,17 @@ impl Live {
 
 /// The working set's row: the last window's figure in MiB (none until the
 /// first window ends: shown as n/a, not 0), its idle ages as the detail.
-fn working_set_line(now: &Snapshot, window_ns: u64) -> crate::model::view::RateLine {
+fn working_set_line(now: &Snapshot, edges_ns: &[u64]) -> crate::model::view::RateLine {
     use crate::model::wss::{idle_bucket_names, window_label};
     const MIB: f64 = 1024.0 * 1024.0;
     let detail = now.wss.as_ref().map(|w| {
-        let ages: Vec<String> = idle_bucket_names(window_ns, "<")
+        let ages: Vec<String> = idle_bucket_names(edges_ns, "<")
             .into_iter()
             .zip(w.idle_ages())
             .map(|(n, b)| format!("{n} {:.0}M", b as f64 / MIB))
             .collect();
-        format!("{} window; {}", window_label(window_ns), ages.join(", "))
+        let window = edges_ns.last().copied().unwrap_or_default();
+        format!("{} window; {}", window_label(window), ages.join(", "))
     });
     crate::model::view::RateLine {
         name: "working set",

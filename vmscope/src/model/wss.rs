@@ -2,13 +2,21 @@
 //! and how long the rest has lain idle. Pure types, the idle-age
 //! arithmetic and the run's summary; the reads are `source::wss`'s.
 //!
-//! The method used here is the referenced-bit scan: at the start of each
-//! window the scanner clears the referenced bits of every page a process
-//! maps (`/proc/PID/clear_refs`), then reads how many are set again
-//! (`Referenced:` in `/proc/PID/smaps_rollup`) at each idle-age edge inside
-//! the window and at its end. What was referenced by the end is the
-//! working set; what was referenced by an edge was touched within that
-//! long of the clear. Its known errors are in docs/working-set.md.
+//! Two methods measure:
+//! - the referenced-bit scan, per process: at the start of each window the
+//!   scanner clears the referenced bits of every page a process maps
+//!   (`/proc/PID/clear_refs`), then reads how many are set again
+//!   (`Referenced:` in `/proc/PID/smaps_rollup`) at each idle-age edge
+//!   inside the window and at its end. What was referenced by the end is
+//!   the working set; what was referenced by an edge was touched within
+//!   that long of the clear.
+//! - the multi-generational LRU, per memory cgroup: the scanner ages each
+//!   memory cgroup's generations at the window's inner edge and at its end
+//!   (`/sys/kernel/debug/lru_gen`); a generation holds the pages last
+//!   found touched after it was made, so the generations younger than the
+//!   window hold what was touched within it ([`mglru_by_edge`]).
+//!
+//! Their known errors are in docs/working-set.md.
 
 use std::collections::BTreeMap;
 
@@ -78,10 +86,27 @@ pub struct WssSetup {
 
 impl WssSetup {
     pub fn scan(window_ns: u64, all_processes: bool, methods: Vec<MethodStatus>) -> Self {
+        Self::new(WssMethod::ReferencedScan, window_ns, all_processes, methods)
+    }
+
+    /// A setup for `method`: its idle-age edges, and `methods` marked with
+    /// the one used.
+    pub fn new(
+        method: WssMethod,
+        window_ns: u64,
+        all_processes: bool,
+        mut methods: Vec<MethodStatus>,
+    ) -> Self {
+        for m in &mut methods {
+            m.used = m.method == method;
+        }
         Self {
-            method: WssMethod::ReferencedScan,
+            method,
             window_ns,
-            age_edges_ns: age_edges(window_ns),
+            age_edges_ns: match method {
+                WssMethod::Mglru => mglru_edges(window_ns),
+                _ => age_edges(window_ns),
+            },
             all_processes,
             methods,
         }
@@ -98,6 +123,105 @@ pub fn age_edges(window_ns: u64) -> Vec<u64> {
         .collect();
     e.push(window_ns);
     e
+}
+
+/// The edges the multi-generational LRU can tell apart in a window: the
+/// longest edge inside it, then the window. Each edge takes a generation
+/// and the kernel keeps four: the one made at the window's end (empty),
+/// one per edge, and the rest merged into the oldest.
+pub fn mglru_edges(window_ns: u64) -> Vec<u64> {
+    let mut e: Vec<u64> = AGE_EDGES_NS
+        .iter()
+        .copied()
+        .rfind(|&e| e < window_ns)
+        .into_iter()
+        .collect();
+    e.push(window_ns);
+    e
+}
+
+/// One generation of a memory cgroup's LRU on one node, as
+/// `/sys/kernel/debug/lru_gen` lists it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LruGen {
+    pub seq: u64,
+    /// Since the generation was made.
+    pub age_ms: u64,
+    /// Anonymous and file pages in it.
+    pub pages: u64,
+}
+
+/// A memory cgroup's bytes by idle-age edge (cumulative) and its resident
+/// bytes on the LRU, from its generations read right after an aging at the
+/// window's end. A generation holds pages last found touched (or faulted
+/// in) after it was made, so none of its pages has lain idle longer than
+/// its age: it counts at the first edge its age reaches, give or take a
+/// quarter of the shortest step between edges (the agings run on a timer,
+/// a few milliseconds late). Older generations count as older; so do the
+/// generations the kernel made itself, by the same rule.
+pub fn mglru_by_edge(gens: &[LruGen], edges_ns: &[u64], page_size: u64) -> (Vec<u64>, u64) {
+    let step = edges_ns
+        .iter()
+        .scan(0u64, |prev, &e| {
+            let d = e.saturating_sub(*prev);
+            *prev = e;
+            Some(d)
+        })
+        .min()
+        .unwrap_or(0);
+    let slack = step / 4;
+    let mut by_edge = vec![0u64; edges_ns.len()];
+    let mut resident = 0u64;
+    for g in gens {
+        let bytes = g.pages.saturating_mul(page_size);
+        resident += bytes;
+        let age = g.age_ms.saturating_mul(1_000_000);
+        if let Some(i) = edges_ns.iter().position(|&e| age <= e + slack) {
+            for b in &mut by_edge[i..] {
+                *b += bytes;
+            }
+        }
+    }
+    (by_edge, resident)
+}
+
+/// Bytes by idle age from cumulative bytes by edge: one per edge (touched
+/// within it and not within the one before), then the resident bytes
+/// untouched in the window. A count that fell between two reads counts as
+/// not grown.
+fn idle_split(by_edge: &[u64], resident: u64) -> Vec<u64> {
+    let mut out = Vec::with_capacity(by_edge.len() + 1);
+    let mut before = 0u64;
+    for &r in by_edge {
+        let r = r.max(before);
+        out.push(r - before);
+        before = r;
+    }
+    out.push(resident.saturating_sub(before));
+    out
+}
+
+/// One memory cgroup's window, measured as a whole (the multi-generational
+/// LRU): its own pages, those of processes in cgroups below it not
+/// included.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct WssCgroup {
+    /// The memory cgroup's path, as the kernel lists it.
+    pub cgroup: String,
+    /// Bytes touched within the window: the working set.
+    pub working_set_bytes: u64,
+    /// Its bytes on the LRU at the window's end, anonymous and file.
+    pub resident_bytes: u64,
+    /// Bytes touched within each edge of `WssSetup::age_edges_ns`,
+    /// cumulative (the last is `working_set_bytes`).
+    pub referenced_by_edge: Vec<u64>,
+}
+
+impl WssCgroup {
+    /// Bytes by idle age (see [`WssProc::idle_ages`]).
+    pub fn idle_ages(&self) -> Vec<u64> {
+        idle_split(&self.referenced_by_edge, self.resident_bytes)
+    }
 }
 
 /// One process's window.
@@ -130,15 +254,7 @@ impl WssProc {
     /// A count that fell between two reads (reclaim clears referenced bits
     /// too) counts as not grown.
     pub fn idle_ages(&self) -> Vec<u64> {
-        let mut out = Vec::with_capacity(self.referenced_by_edge.len() + 1);
-        let mut before = 0u64;
-        for &r in &self.referenced_by_edge {
-            let r = r.max(before);
-            out.push(r - before);
-            before = r;
-        }
-        out.push(self.rss_bytes.saturating_sub(before));
-        out
+        idle_split(&self.referenced_by_edge, self.rss_bytes)
     }
 }
 
@@ -149,13 +265,18 @@ pub struct WssUnread {
     pub reason: String,
 }
 
-/// One window of the scan: every process it measured.
+/// One window of the scan: every process it measured, or, with the
+/// multi-generational LRU, every memory cgroup.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WssSample {
     /// Since the recording started: the window's start and end.
     pub start_ns: u64,
     pub end_ns: u64,
     pub procs: Vec<WssProc>,
+    /// Memory cgroups measured as wholes (the multi-generational LRU),
+    /// which has no figure per process.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cgroups: Vec<WssCgroup>,
     /// Processes that ended within the window are left out; these could
     /// not be read at all (e.g. no permission).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -166,20 +287,30 @@ pub struct WssSample {
 
 impl WssSample {
     /// The scope's working set: the sum over its processes (a page two of
-    /// them map counts in each).
+    /// them map counts in each), or over its memory cgroups.
     pub fn total_bytes(&self) -> u64 {
-        self.procs.iter().map(|p| p.working_set_bytes).sum()
+        self.procs.iter().map(|p| p.working_set_bytes).sum::<u64>()
+            + self
+                .cgroups
+                .iter()
+                .map(|c| c.working_set_bytes)
+                .sum::<u64>()
     }
 
     pub fn rss_bytes(&self) -> u64 {
-        self.procs.iter().map(|p| p.rss_bytes).sum()
+        self.procs.iter().map(|p| p.rss_bytes).sum::<u64>()
+            + self.cgroups.iter().map(|c| c.resident_bytes).sum::<u64>()
     }
 
     /// The scope's idle-age buckets (see [`WssProc::idle_ages`]).
     pub fn idle_ages(&self) -> Vec<u64> {
         let mut sum: Vec<u64> = Vec::new();
-        for p in &self.procs {
-            let a = p.idle_ages();
+        let each = self
+            .procs
+            .iter()
+            .map(WssProc::idle_ages)
+            .chain(self.cgroups.iter().map(WssCgroup::idle_ages));
+        for a in each {
             if sum.len() < a.len() {
                 sum.resize(a.len(), 0);
             }
@@ -190,13 +321,17 @@ impl WssSample {
         sum
     }
 
-    /// Working set by memory cgroup path.
+    /// Working set by memory cgroup path: its processes' sum, or the
+    /// cgroup measured as a whole.
     pub fn by_cgroup(&self) -> BTreeMap<String, u64> {
         let mut m = BTreeMap::new();
         for p in &self.procs {
             if let Some(c) = &p.cgroup {
                 *m.entry(c.clone()).or_insert(0) += p.working_set_bytes;
             }
+        }
+        for c in &self.cgroups {
+            *m.entry(c.cgroup.clone()).or_insert(0) += c.working_set_bytes;
         }
         m
     }
@@ -256,12 +391,16 @@ impl WssTotals {
         let window = window_label(self.setup.window_ns);
         match (&self.scope, &self.unavailable) {
             (Some(f), _) => format!(
-                "working set ({window} window, {}): last {:.1} MiB, max {:.1} MiB, mean {:.1} MiB over {} windows; scan CPU {}",
+                "working set ({window} window, {}): last {:.1} MiB, max {:.1} MiB, mean {:.1} MiB over {} windows; {} CPU {}",
                 self.setup.method.name(),
                 mib(f.last_bytes as f64),
                 mib(f.max_bytes as f64),
                 mib(f.mean_bytes),
                 self.windows,
+                match self.setup.method {
+                    WssMethod::Mglru => "aging",
+                    _ => "scan",
+                },
                 self.scan_cpu_share
                     .map(|c| format!("{:.3}% of one CPU", c * 100.0))
                     .unwrap_or_else(|| "unmeasured".into()),
@@ -322,11 +461,12 @@ impl WssFold {
     }
 }
 
-/// The idle-age buckets' names for a window: `PREFIX<edge>` for each edge
-/// the window sees (`lt_1s`, `lt_10s`; `<1s`...), then `older`.
-pub fn idle_bucket_names(window_ns: u64, prefix: &str) -> Vec<String> {
-    age_edges(window_ns)
-        .into_iter()
+/// The idle-age buckets' names for a setup's edges (`WssSetup::age_edges_ns`):
+/// `PREFIX<edge>` for each (`lt_1s`, `lt_10s`; `<1s`...), then `older`.
+pub fn idle_bucket_names(edges_ns: &[u64], prefix: &str) -> Vec<String> {
+    edges_ns
+        .iter()
+        .copied()
         .map(|e| format!("{prefix}{}", window_label(e)))
         .chain(std::iter::once("older".to_string()))
         .collect()
@@ -395,6 +535,7 @@ mod tests {
             start_ns: 0,
             end_ns: 10,
             procs: vec![proc(1, "/a", &[1, 4], 10), proc(2, "/b", &[2, 6], 10)],
+            cgroups: vec![],
             unread: vec![],
             scan_cpu_ns: 1,
         };
@@ -402,6 +543,7 @@ mod tests {
             start_ns: 10,
             end_ns: 20,
             procs: vec![proc(1, "/a", &[1, 8], 10), proc(2, "/a", &[0, 2], 10)],
+            cgroups: vec![],
             unread: vec![],
             scan_cpu_ns: 1,
         };
@@ -428,6 +570,59 @@ mod tests {
             t.unavailable.as_deref(),
             Some("no window of 10 s completed in the run")
         );
+    }
+
+    #[test]
+    fn mglru_splits_the_window_once() {
+        assert_eq!(
+            mglru_edges(DEFAULT_WINDOW_NS),
+            vec![1_000_000_000, 10_000_000_000]
+        );
+        assert_eq!(
+            mglru_edges(60_000_000_000),
+            vec![10_000_000_000, 60_000_000_000]
+        );
+        assert_eq!(mglru_edges(500_000_000), vec![500_000_000]);
+        let s = WssSetup::new(WssMethod::Mglru, 60_000_000_000, true, vec![]);
+        assert_eq!(s.age_edges_ns, mglru_edges(60_000_000_000));
+    }
+
+    #[test]
+    fn generations_count_at_the_edge_their_age_reaches() {
+        let g = |age_ms, pages| LruGen {
+            seq: 0,
+            age_ms,
+            pages,
+        };
+        let edges = mglru_edges(DEFAULT_WINDOW_NS);
+        // Read right after the closing aging: the one it made (5 ms, a
+        // page faulted since), the one made at the inner edge (1.004 s),
+        // the one made at the window's start (10.02 s), the last window's
+        // inner one (11 s) and one the kernel made long ago.
+        let gens = [
+            g(5, 1),
+            g(1004, 10),
+            g(10_020, 100),
+            g(11_000, 1000),
+            g(900_000, 5),
+        ];
+        let (by_edge, resident) = mglru_by_edge(&gens, &edges, 4096);
+        assert_eq!(by_edge, vec![11 * 4096, 111 * 4096]);
+        assert_eq!(resident, 1116 * 4096);
+        let c = WssCgroup {
+            cgroup: "/w".into(),
+            working_set_bytes: by_edge[1],
+            resident_bytes: resident,
+            referenced_by_edge: by_edge,
+        };
+        assert_eq!(c.idle_ages(), vec![11 * 4096, 100 * 4096, 1005 * 4096]);
+        let w = WssSample {
+            cgroups: vec![c],
+            ..WssSample::default()
+        };
+        assert_eq!(w.total_bytes(), 111 * 4096);
+        assert_eq!(w.by_cgroup()["/w"], 111 * 4096);
+        assert_eq!(w.rss_bytes(), 1116 * 4096);
     }
 
     #[test]

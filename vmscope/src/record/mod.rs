@@ -204,7 +204,9 @@ impl Setup {
             }
             None => (None, None),
         };
-        let working_set = args.sampling.wss_setup(scope == ScopeKind::System);
+        let working_set = args
+            .sampling
+            .wss_setup(scope == ScopeKind::System, args.cgroup.is_some())?;
         if let Some(w) = &working_set {
             source.working_set(w.clone());
         }

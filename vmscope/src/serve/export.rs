@@ -290,7 +290,7 @@ pub struct State {
     pub cgroups: cgroups::CgroupBook,
     /// The working-set window (`--working-set`); the last window that
     /// finished is `now.wss`.
-    pub wss_window_ns: Option<u64>,
+    pub wss_edges_ns: Option<Vec<u64>>,
     /// The scan's CPU time over every window so far.
     pub wss_scan_cpu_ns: u64,
 }
@@ -632,9 +632,10 @@ fn psi(w: &mut Writer, state: &State) {
 /// The last finished working-set window: nothing before the first (a
 /// figure not yet measured is absent, not 0).
 fn working_set(w: &mut Writer, state: &State, per_process: usize) {
-    let (Some(window), Some(ws)) = (state.wss_window_ns, &state.now.wss) else {
+    let (Some(edges), Some(ws)) = (&state.wss_edges_ns, &state.now.wss) else {
         return;
     };
+    let window = edges.last().copied().unwrap_or_default();
     let label = crate::model::wss::window_label(window);
     w.write(
         &WORKING_SET_SCAN,
@@ -671,7 +672,7 @@ fn working_set(w: &mut Writer, state: &State, per_process: usize) {
     );
     w.write(
         &IDLE_BYTES,
-        crate::model::wss::idle_bucket_names(window, "lt_")
+        crate::model::wss::idle_bucket_names(edges, "lt_")
             .into_iter()
             .zip(ws.idle_ages())
             .map(|(n, b)| (vec![("idle", n)], b.to_string()))

@@ -147,8 +147,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<u8> {
     };
     state.cgroups.top = usize::from(args.per_cgroup);
     // Nothing is followed: the scan measures every process.
-    if let Some(setup) = args.sampling.wss_setup(true) {
-        state.wss_window_ns = Some(setup.window_ns);
+    if let Some(setup) = args.sampling.wss_setup(true, false)? {
+        state.wss_edges_ns = Some(setup.age_edges_ns.clone());
         source.working_set(setup);
     }
     state.cgroups.mount = source

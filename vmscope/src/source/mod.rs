@@ -8,6 +8,7 @@ pub mod collect;
 pub mod ebpf;
 pub mod kernel;
 pub mod loader;
+pub mod mglru;
 pub mod procfs;
 pub mod rmap;
 pub mod shed;

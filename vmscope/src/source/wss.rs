@@ -162,7 +162,7 @@ pub fn methods() -> Vec<MethodStatus> {
         (true, Ok(_)) => MethodStatus {
             method: WssMethod::ReferencedScan,
             offered: true,
-            used: true,
+            used: false,
             detail: "clears referenced bits (/proc/PID/clear_refs) and counts them again \
                      (/proc/PID/smaps_rollup), per process"
                 .into(),
@@ -186,9 +186,7 @@ pub fn methods() -> Vec<MethodStatus> {
             method: WssMethod::Damon,
             offered: true,
             used: false,
-            detail: "DAMON's sysfs is present; vmscope does not drive it yet, so the \
-                     referenced-bit scan measures"
-                .into(),
+            detail: "DAMON's sysfs is present; vmscope does not drive it yet".into(),
         }
     } else {
         MethodStatus {
@@ -198,25 +196,7 @@ pub fn methods() -> Vec<MethodStatus> {
             detail: "no /sys/kernel/mm/damon/admin (kernel without CONFIG_DAMON_SYSFS)".into(),
         }
     };
-    let mglru = match std::fs::read_to_string("/sys/kernel/mm/lru_gen/enabled") {
-        Ok(v) => MethodStatus {
-            method: WssMethod::Mglru,
-            offered: true,
-            used: false,
-            detail: format!(
-                "the multi-generational LRU is built in (enabled: {}); vmscope does not read its \
-                 generations yet, so the referenced-bit scan measures",
-                v.trim()
-            ),
-        },
-        Err(_) => MethodStatus {
-            method: WssMethod::Mglru,
-            offered: false,
-            used: false,
-            detail: "no /sys/kernel/mm/lru_gen (kernel without CONFIG_LRU_GEN)".into(),
-        },
-    };
-    vec![scan, damon, mglru]
+    vec![scan, damon, super::mglru::status()]
 }
 
 /// Whom the scan measures: the followed processes and their descendants,
@@ -247,12 +227,21 @@ impl Scanner {
             .into_iter()
             .map(Duration::from_nanos)
             .collect();
+        let method = setup.method;
         let thread = std::thread::Builder::new()
             .name(THREAD_NAME.into())
             .spawn(move || {
                 keep_only_reading_caps();
                 let mut warned = false;
-                while let Some(w) = window_once(&shared, &edges, window, start, &stopped) {
+                let mut mglru = MglruState::default();
+                loop {
+                    let w = match method {
+                        WssMethod::Mglru => mglru.window(&shared, &edges, window, start, &stopped),
+                        _ => window_once(&shared, &edges, window, start, &stopped),
+                    };
+                    let Some(w) = w else {
+                        return;
+                    };
                     let share =
                         w.scan_cpu_ns as f64 / w.end_ns.saturating_sub(w.start_ns).max(1) as f64;
                     if share > COSTLY_SHARE && !warned {
@@ -319,6 +308,127 @@ fn keep_only_reading_caps() {
             let _ = ::caps::set(None, set, &now.intersection(&keep).copied().collect());
         }
     }
+}
+
+/// The multi-generational LRU's windows (see `source::mglru`): when the
+/// last aging ran, and whether a failed read was said.
+#[derive(Default)]
+struct MglruState {
+    aged: bool,
+    warned: bool,
+}
+
+impl MglruState {
+    /// One window: ages the measured memory cgroups at each inner edge and
+    /// at the end, then reads their generations (None when told to stop).
+    /// A window whose reads failed is skipped, said once: never a 0.
+    fn window(
+        &mut self,
+        targets: &Mutex<Targets>,
+        edges: &[Duration],
+        window: Duration,
+        start: Instant,
+        stop: &mpsc::Receiver<()>,
+    ) -> Option<WssSample> {
+        loop {
+            let t0 = Instant::now();
+            let cpu0 = thread_cpu();
+            let mut failed = None;
+            // The first window starts with an aging of its own; the later
+            // ones start at the last one's closing aging.
+            if !self.aged {
+                failed = self.age(targets).err();
+                self.aged = true;
+            }
+            let mut cpu = thread_cpu().saturating_sub(cpu0);
+            let inner = edges.split_last().map(|(_, rest)| rest).unwrap_or(&[]);
+            let at = inner
+                .iter()
+                .rev()
+                .map(|&e| window.saturating_sub(e))
+                .chain(std::iter::once(window));
+            let mut last = Vec::new();
+            for t in at {
+                match stop.recv_timeout((t0 + t).saturating_duration_since(Instant::now())) {
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => return None,
+                }
+                let c = thread_cpu();
+                match self.age(targets) {
+                    Ok(chosen) => last = chosen,
+                    Err(e) => failed = Some(e),
+                }
+                cpu += thread_cpu().saturating_sub(c);
+            }
+            let end = Instant::now();
+            let c = thread_cpu();
+            let read = super::mglru::read();
+            cpu += thread_cpu().saturating_sub(c);
+            let memcgs = match (read, failed) {
+                (Ok(m), None) => m,
+                (Err(e), _) | (_, Some(e)) => {
+                    if !std::mem::replace(&mut self.warned, true) {
+                        log::warn!("working set (mglru): {e}; the window is left out");
+                    }
+                    continue;
+                }
+            };
+            let chosen: Vec<&super::mglru::Memcg> =
+                memcgs.iter().filter(|m| last.contains(&m.id)).collect();
+            let edges_ns: Vec<u64> = edges.iter().map(|e| e.as_nanos() as u64).collect();
+            return Some(WssSample {
+                start_ns: t0.saturating_duration_since(start).as_nanos() as u64,
+                end_ns: end.saturating_duration_since(start).as_nanos() as u64,
+                procs: Vec::new(),
+                cgroups: super::mglru::window(&chosen, &edges_ns, page_size()),
+                unread: Vec::new(),
+                scan_cpu_ns: cpu.as_nanos() as u64,
+            });
+        }
+    }
+
+    /// Ages the memory cgroups measured now; their ids.
+    fn age(&self, targets: &Mutex<Targets>) -> Result<Vec<u32>, String> {
+        let wanted = targets.lock().map(|t| t.clone()).unwrap_or_default();
+        let memcgs = super::mglru::read()?;
+        let paths: BTreeSet<String> = if wanted.all {
+            BTreeSet::new()
+        } else {
+            descendants(&wanted.roots, children)
+                .into_iter()
+                .filter_map(|pid| {
+                    let t = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+                    memory_cgroup(&t)
+                })
+                .map(|p| nearest_memcg(&memcgs, &p))
+                .collect()
+        };
+        let chosen: Vec<&super::mglru::Memcg> =
+            super::mglru::chosen(&memcgs, wanted.all, &paths).collect();
+        for m in &chosen {
+            super::mglru::age(m)?;
+        }
+        Ok(chosen.iter().map(|m| m.id).collect())
+    }
+}
+
+/// The memory cgroup that charges a process in cgroup `path`: the cgroup
+/// itself, or its nearest ancestor with the memory controller on.
+fn nearest_memcg(memcgs: &[super::mglru::Memcg], path: &str) -> String {
+    let mut p = path;
+    loop {
+        if memcgs.iter().any(|m| m.path == p) {
+            return p.to_string();
+        }
+        match p.rfind('/') {
+            Some(0) | None => return "/".into(),
+            Some(i) => p = &p[..i],
+        }
+    }
+}
+
+fn page_size() -> u64 {
+    rustix::param::page_size() as u64
 }
 
 /// This thread's CPU time.
@@ -399,6 +509,7 @@ fn window_once(
         start_ns: t0.saturating_duration_since(start).as_nanos() as u64,
         end_ns: end.saturating_duration_since(start).as_nanos() as u64,
         procs,
+        cgroups: Vec::new(),
         unread,
         scan_cpu_ns: cpu.as_nanos() as u64,
     })
@@ -470,5 +581,9 @@ mod tests {
         assert!(tree.contains(&me) && tree.contains(&child.id()), "{tree:?}");
         assert!(all_processes().contains(&me));
         assert_eq!(methods().len(), 3);
+        assert!(
+            methods().iter().all(|m| !m.used),
+            "the setup says which is used"
+        );
     }
 }

@@ -58,7 +58,10 @@ pub fn run(args: TopArgs) -> anyhow::Result<u8> {
     driver::run(async move {
         let source = Source::open(args.process.load_options(&args.sampling), &args.process.pid)?;
         // Nothing followed: the scan measures every process.
-        if let Some(setup) = args.sampling.wss_setup(args.process.pid.is_empty()) {
+        if let Some(setup) = args
+            .sampling
+            .wss_setup(args.process.pid.is_empty(), false)?
+        {
             source.working_set(setup);
         }
         if args.batch {
@@ -181,10 +184,11 @@ impl<'a> Feed<'a> {
             source.fault_source,
             source.cgroups.as_ref(),
         ));
-        if args.sampling.working_set {
-            live.show_working_set(
-                u64::try_from(args.sampling.wss_window.as_nanos()).unwrap_or(u64::MAX),
-            );
+        if let Some(setup) = args
+            .sampling
+            .wss_setup(args.process.pid.is_empty(), false)?
+        {
+            live.show_working_set(setup.age_edges_ns);
         }
         Ok(Self {
             args,

@@ -198,6 +198,8 @@ pub fn judge(c: &Console) -> KernelResult {
     checks.push(mmap_lock_check(c));
     checks.push(compaction_check(c));
     checks.push(working_set_check(c, &doctor));
+    checks.push(working_set_mglru_check(c));
+    checks.push(lab_wss_check(c));
     KernelResult {
         kernel: c.release.clone().unwrap_or_else(|| "unknown".into()),
         cgroup: doctor
@@ -949,6 +951,98 @@ fn working_set_check(c: &Console, doctor: &Value) -> Check {
             methods.join(", ")
         ),
     )
+}
+
+/// `wssm`: record --cgroup /w with the working set, the method left to
+/// choose. With the multi-generational LRU on (the guest turns it on), it
+/// is chosen for a cgroup scope: the second window's figure for /w is the
+/// hot set, and the last window's is the grown one. Where the kernel lacks
+/// it, the scan measures and the check says so.
+fn working_set_mglru_check(c: &Console) -> Check {
+    const NAME: &str = "working_set_mglru";
+    let rec = match c.recording("wssm") {
+        Ok(r) => r,
+        Err(e) => return check(NAME, false, e),
+    };
+    let method = rec["working_set"]["method"]
+        .as_str()
+        .unwrap_or("?")
+        .to_string();
+    if method != "mglru" {
+        let why = rec["working_set"]["methods"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| m["method"] == "mglru")
+            .and_then(|m| m["detail"].as_str())
+            .unwrap_or("not listed")
+            .to_string();
+        return check(NAME, false, format!("measured by {method}; mglru: {why}"));
+    }
+    let figures: Vec<u64> = rec["samples"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["working_set"].as_array().into_iter().flatten())
+        .map(|w| {
+            w["cgroups"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|g| g["cgroup"] == "/w")
+                .map(|g| u(g, "/working_set_bytes"))
+                .sum()
+        })
+        .collect();
+    let (hot, grown) = (
+        super::guest::WSS_HOT_MIB << 20,
+        super::guest::WSS_GROW_MIB << 20,
+    );
+    let ok = figures.len() >= 3 && within(figures[1], hot, 10.0) && within(figures[2], grown, 10.0);
+    check(
+        NAME,
+        ok,
+        format!(
+            "/w by window: {} MiB (hot {} then {} MiB)",
+            figures
+                .iter()
+                .map(|f| (f >> 20).to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            hot >> 20,
+            grown >> 20
+        ),
+    )
+}
+
+/// `lab wss`: every method it checked was within 10% in both phases, and
+/// the multi-generational LRU was among them.
+fn lab_wss_check(c: &Console) -> Check {
+    const NAME: &str = "lab_wss";
+    let Some(text) = c.text("labwss") else {
+        return check(NAME, false, "no labwss output");
+    };
+    let v: Value = match serde_json::from_str(text.trim()) {
+        Ok(v) => v,
+        Err(e) => return check(NAME, false, format!("labwss is not JSON: {e}")),
+    };
+    let phases: Vec<&Value> = v["phases"].as_array().into_iter().flatten().collect();
+    let line: Vec<String> = phases
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {} {}/{} MiB",
+                p["method"].as_str().unwrap_or("?"),
+                p["phase"].as_str().unwrap_or("?"),
+                u(p, "/measured_bytes") >> 20,
+                u(p, "/hot_bytes") >> 20
+            )
+        })
+        .collect();
+    let ok = phases.len() == 4
+        && phases.iter().all(|p| p["ok"] == true)
+        && phases.iter().any(|p| p["method"] == "mglru");
+    check(NAME, ok, line.join(", "))
 }
 
 /// The workload's JSON line in a section's output.

@@ -49,6 +49,8 @@ pub const THP_HUGE: u64 = 32;
 /// `workload hotset` for the working set, sized for the guest's 2 GiB.
 pub const WSS_SIZE_MIB: u64 = 512;
 pub const WSS_HOT_MIB: u64 = 128;
+/// The hot set after it grows (`wssm` and the lab).
+pub const WSS_GROW_MIB: u64 = 256;
 
 /// The modules the guest loads for zram swap: zram itself, whose `depends=`
 /// the host follows (zsmalloc, and on 6.12 the lz4/lz4hc libraries), and
@@ -57,25 +59,25 @@ pub const WSS_HOT_MIB: u64 = 128;
 /// a kernel lacks, or builds in, is skipped.
 pub const MODULE_ROOTS: &[&str] = &["lzo", "lzo_rle", "lz4", "lz4hc", "zram"];
 
-/// The script. Modules are in `/mods`, numbered in load order.
-pub fn init_script() -> String {
-    format!(
-        r#"#!/bin/busybox sh
+/// What every guest runs first: the mounts, and the shell functions the
+/// suite (and a `--script`) can use.
+const PREAMBLE: &str = r#"#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mount -t tmpfs tmpfs /tmp
 ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
 cd /tmp
 T=/bin/vmscope-testchild
-begin() {{ echo "@@vmscope:begin $1"; }}
-end() {{ echo; echo "@@vmscope:end $1 $2"; }}
+begin() { echo "@@vmscope:begin $1"; }
+end() { echo; echo "@@vmscope:end $1 $2"; }
 # section NAME CMD...: CMD's stdout between markers, its stderr's tail after.
-section() {{
+section() {
     name=$1; shift
     begin $name
     "$@" 2>/tmp/err
@@ -84,16 +86,21 @@ section() {{
     begin $name.stderr
     tail -n 5 /tmp/err
     end $name.stderr 0
-}}
-show() {{ begin $1; cat $2; end $1 0; }}
+}
+show() { begin $1; cat $2; end $1 0; }
 # vmscope detaches in a child after it exits; let that finish before the
 # next step, so that the kernel patches its code (fentry) while the guest
 # is quiet: under TCG, patching code that the other vCPU is running now and
 # then leaves it a stale int3 (an oops at handle_mm_fault+5).
-settle() {{ n=0; while [ $n -lt 150 ] && pidof vmscope >/dev/null 2>&1; do sleep 0.2; n=$((n+1)); done; }}
-rec() {{ name=$1; shift; section $name vmscope record -i 250ms -o /tmp/$name.json "$@"; settle; show $name.json /tmp/$name.json; }}
+settle() { n=0; while [ $n -lt 150 ] && pidof vmscope >/dev/null 2>&1; do sleep 0.2; n=$((n+1)); done; }
+rec() { name=$1; shift; section $name vmscope record -i 250ms -o /tmp/$name.json "$@"; settle; show $name.json /tmp/$name.json; }
 
-echo "@@vmscope:start $(uname -r)"
+"#;
+
+/// The script. Modules are in `/mods`, numbered in load order.
+pub fn init_script() -> String {
+    let suite = format!(
+        r#"echo "@@vmscope:start $(uname -r)"
 section doctor vmscope doctor --json
 
 rec faults -- $T --report /tmp/faults.ru touch {fault_pages}
@@ -127,6 +134,17 @@ rec thp -- $T hugefault {thp_huge}
 show thp.after /proc/vmstat
 # The working set: a known hot set in more resident memory, two 10 s windows.
 rec wss --working-set -- vmscope workload hotset --size {wss_size}M --hot {wss_hot}M --seconds 20
+# The same measured by the multi-generational LRU (turned on for it where
+# it is off by default), chosen because the scope is a cgroup: the hot set
+# grows after the second window. Then the lab checks each method.
+LG=$(cat /sys/kernel/mm/lru_gen/enabled 2>/dev/null)
+echo y > /sys/kernel/mm/lru_gen/enabled 2>/dev/null
+echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+mkdir -p /sys/fs/cgroup/w
+rec wssm --working-set --cgroup /w -- sh -c "echo \$\$ > /sys/fs/cgroup/w/cgroup.procs && (sleep 21; echo hot {wss_grow}M) | exec vmscope workload hotset --size {wss_size}M --hot {wss_hot}M --seconds 31"
+section labwss vmscope lab wss --size {wss_size}M --hot {wss_hot}M --grow {wss_grow}M --window 5s --json
+settle
+[ -n "$LG" ] && echo $LG > /sys/kernel/mm/lru_gen/enabled
 
 for m in /mods/*.ko; do insmod $m 2>/dev/null; done
 begin swapon
@@ -221,7 +239,17 @@ poweroff -f
         wss_size = WSS_SIZE_MIB,
         thp_huge = THP_HUGE,
         wss_hot = WSS_HOT_MIB,
+        wss_grow = WSS_GROW_MIB,
         pc_mib = PAGE_CACHE_MIB,
         pc_pages = PAGE_CACHE_PAGES,
+    );
+    format!("{PREAMBLE}{suite}")
+}
+
+/// A guest that runs `script` instead of the suite, between the start and
+/// done markers, with zram's modules loaded.
+pub fn script_init(script: &str) -> String {
+    format!(
+        "{PREAMBLE}for m in /mods/*.ko; do insmod $m 2>/dev/null; done\necho \"@@vmscope:start $(uname -r)\"\n{script}\necho \"@@vmscope:done\"\npoweroff -f\n"
     )
 }

@@ -42,7 +42,13 @@ const TCG_LIMIT: Duration = Duration::from_secs(900);
 /// How long a KVM guest may take to start the suite before TCG is used.
 const KVM_START_LIMIT: Duration = Duration::from_secs(20);
 
-pub fn kernels(ws: &mut Workspace, series: &[String], accel: Accel, keep: bool) -> Result<()> {
+pub fn kernels(
+    ws: &mut Workspace,
+    series: &[String],
+    accel: Accel,
+    keep: bool,
+    script: Option<&Path>,
+) -> Result<()> {
     bootstrap(ws, false)?;
     ensure_tools()?;
     let mut build = ws.cargo([
@@ -67,6 +73,16 @@ pub fn kernels(ws: &mut Workspace, series: &[String], accel: Accel, keep: bool) 
     } else {
         series.to_vec()
     };
+    if let Some(script) = script {
+        let text =
+            fs::read_to_string(script).with_context(|| format!("reading {}", script.display()))?;
+        for s in &series {
+            let console = run_script(&target, &dir, s, accel, keep, &text)?;
+            let from = console.find("@@vmscope:start").unwrap_or(0);
+            println!("== {s}\n{}", console[from..].trim_end());
+        }
+        return Ok(());
+    }
     let mut results = Vec::new();
     for s in &series {
         let started = Instant::now();
@@ -214,7 +230,7 @@ fn run_one(
     let package = resolve(series)?;
     say!("kernels: {series}: {package}");
     let root = fetch(dir, &package)?;
-    let initrd = initramfs(target, dir, &package, &root, keep)?;
+    let initrd = initramfs(target, dir, &package, &root, keep, &guest::init_script())?;
     let vmlinuz = find_file(&root.join("boot"), "vmlinuz-")?;
     let log = dir.join(format!("{package}.console.log"));
     let crash_log = dir.join(format!("{package}.crashed.console.log"));
@@ -235,6 +251,36 @@ fn run_one(
         );
     }
     Ok(checks::judge(&parsed))
+}
+
+/// Boots `series` with `script` as the guest's work; its console.
+fn run_script(
+    target: &Path,
+    dir: &Path,
+    series: &str,
+    accel: Accel,
+    keep: bool,
+    script: &str,
+) -> Result<String> {
+    let package = resolve(series)?;
+    let root = fetch(dir, &package)?;
+    let initrd = initramfs(
+        target,
+        dir,
+        &package,
+        &root,
+        keep,
+        &guest::script_init(script),
+    )?;
+    let vmlinuz = find_file(&root.join("boot"), "vmlinuz-")?;
+    let console = boot(
+        &vmlinuz,
+        &initrd,
+        accel,
+        &dir.join(format!("{package}.crashed.console.log")),
+    )?;
+    fs::write(dir.join(format!("{package}.script.console.log")), &console)?;
+    Ok(console)
 }
 
 /// The unpacked package (downloaded once).
@@ -277,7 +323,14 @@ fn find_file(dir: &Path, prefix: &str) -> Result<PathBuf> {
 
 /// Builds the initramfs: busybox, vmscope and the test child with their
 /// shared libraries, zram's modules, and `/init`.
-fn initramfs(target: &Path, dir: &Path, package: &str, root: &Path, keep: bool) -> Result<PathBuf> {
+fn initramfs(
+    target: &Path,
+    dir: &Path,
+    package: &str,
+    root: &Path,
+    keep: bool,
+    init_text: &str,
+) -> Result<PathBuf> {
     let tree = dir.join(format!("{package}.initramfs"));
     let _ = fs::remove_dir_all(&tree);
     for d in ["bin", "proc", "sys", "dev", "tmp", "mods", "etc"] {
@@ -309,7 +362,7 @@ fn initramfs(target: &Path, dir: &Path, package: &str, root: &Path, keep: bool) 
         fs::write(tree.join(format!("mods/{i:02}.ko")), module_bytes(path)?)?;
     }
     let init = tree.join("init");
-    fs::write(&init, guest::init_script())?;
+    fs::write(&init, init_text)?;
     process::run(Command::new("chmod").arg("755").arg(&init))?;
     let out = dir.join(format!("{package}.initramfs.cpio.gz"));
     let script = format!(

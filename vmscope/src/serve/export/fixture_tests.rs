@@ -304,7 +304,7 @@ fn representative() -> State {
             ..Default::default()
         }],
     });
-    state.wss_window_ns = Some(crate::model::wss::DEFAULT_WINDOW_NS);
+    state.wss_edges_ns = Some(vec![1_000_000_000, 10_000_000_000]);
     state.now.wss = Some(crate::model::wss::WssSample {
         procs: vec![crate::model::wss::WssProc {
             pid: 1,
