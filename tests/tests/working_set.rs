@@ -456,3 +456,35 @@ fn compare_and_report_carry_the_working_set() {
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("id=\"working-set\""), "no working-set plot");
 }
+
+/// A method named but not offered by this kernel is refused before
+/// anything loads: exit 2, one line that names the method and why, and no
+/// recording left behind. Where the kernel offers the multi-generational
+/// LRU (the kernel matrix checks it there), asking for it is not an error.
+#[test]
+fn a_method_this_kernel_lacks_is_one_usage_error() {
+    let offered = std::fs::read_to_string("/sys/kernel/mm/lru_gen/enabled")
+        .is_ok_and(|v| v.trim() != "0x0000")
+        && Path::new("/sys/kernel/debug/lru_gen").exists();
+    if offered {
+        eprintln!("skipped: this kernel offers the multi-generational LRU");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let o = vmscope(&[
+        "record",
+        "--working-set",
+        "--wss-method",
+        "mglru",
+        "-o",
+        path_str(&out),
+        "--",
+        "true",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    assert!(err.starts_with("vmscope: --wss-method mglru: "), "{err}");
+    assert!(!out.exists(), "no recording is left behind");
+}

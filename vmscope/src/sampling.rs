@@ -17,6 +17,8 @@ impl SamplingArgs {
                 "--interval must be greater than zero",
             ));
         }
+        // A method named but not offered is refused before anything loads.
+        self.wss_setup(false, false)?;
         Ok(())
     }
 
