@@ -200,6 +200,7 @@ pub fn judge(c: &Console) -> KernelResult {
     checks.push(working_set_check(c, &doctor));
     checks.push(working_set_mglru_check(c));
     checks.push(lab_wss_check(c));
+    checks.push(working_set_two_cgroups_check(c));
     KernelResult {
         kernel: c.release.clone().unwrap_or_else(|| "unknown".into()),
         cgroup: doctor
@@ -1011,6 +1012,50 @@ fn working_set_mglru_check(c: &Console) -> Check {
                 .join(", "),
             hot >> 20,
             grown >> 20
+        ),
+    )
+}
+
+/// `wss2`: a system-wide recording (the multi-generational LRU chosen for
+/// it, every memory cgroup measured) while two workloads run in `/w1` and
+/// `/w2`: the last window's figure of each is its hot set.
+fn working_set_two_cgroups_check(c: &Console) -> Check {
+    const NAME: &str = "working_set_cgroups";
+    let rec = match c.recording("wss2") {
+        Ok(r) => r,
+        Err(e) => return check(NAME, false, e),
+    };
+    let last = rec["samples"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["working_set"].as_array().into_iter().flatten())
+        .last()
+        .cloned()
+        .unwrap_or(Value::Null);
+    let figure = |path: &str| -> u64 {
+        last["cgroups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|g| g["cgroup"] == path)
+            .map(|g| u(g, "/working_set_bytes"))
+            .sum()
+    };
+    let [(_, h1), (_, h2)] = super::guest::WSS_TWO;
+    let (f1, f2) = (figure("/w1"), figure("/w2"));
+    let memcgs = last["cgroups"].as_array().map_or(0, Vec::len);
+    let method = rec["working_set"]["method"].as_str().unwrap_or("?");
+    check(
+        NAME,
+        method == "mglru"
+            && rec["working_set"]["all_processes"] == true
+            && within(f1, h1 << 20, 10.0)
+            && within(f2, h2 << 20, 10.0),
+        format!(
+            "{method}, {memcgs} memory cgroups: /w1 {} MiB (hot {h1}), /w2 {} MiB (hot {h2})",
+            f1 >> 20,
+            f2 >> 20
         ),
     )
 }

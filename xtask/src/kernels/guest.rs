@@ -51,6 +51,9 @@ pub const WSS_SIZE_MIB: u64 = 512;
 pub const WSS_HOT_MIB: u64 = 128;
 /// The hot set after it grows (`wssm` and the lab).
 pub const WSS_GROW_MIB: u64 = 256;
+/// `wss2`: the size and hot set (MiB) of a workload in `/w1` and one in
+/// `/w2`, measured system-wide.
+pub const WSS_TWO: [(u64, u64); 2] = [(256, 64), (384, 192)];
 
 /// The modules the guest loads for zram swap: zram itself, whose `depends=`
 /// the host follows (zsmalloc, and on 6.12 the lz4/lz4hc libraries), and
@@ -144,6 +147,14 @@ mkdir -p /sys/fs/cgroup/w
 rec wssm --working-set --cgroup /w -- sh -c "echo \$\$ > /sys/fs/cgroup/w/cgroup.procs && (sleep 21; echo hot {wss_grow}M) | exec vmscope workload hotset --size {wss_size}M --hot {wss_hot}M --seconds 31"
 section labwss vmscope lab wss --size {wss_size}M --hot {wss_hot}M --grow {wss_grow}M --window 5s --json
 settle
+# The whole system (nothing followed): every memory cgroup, two hot sets
+# in two of them.
+mkdir -p /sys/fs/cgroup/w1 /sys/fs/cgroup/w2
+sh -c "echo \$\$ > /sys/fs/cgroup/w1/cgroup.procs && exec vmscope workload hotset --size {w1_size}M --hot {w1_hot}M --seconds 27" >/dev/null 2>&1 &
+sh -c "echo \$\$ > /sys/fs/cgroup/w2/cgroup.procs && exec vmscope workload hotset --size {w2_size}M --hot {w2_hot}M --seconds 27" >/dev/null 2>&1 &
+sleep 4
+rec wss2 --working-set -d 21s
+wait
 [ -n "$LG" ] && echo $LG > /sys/kernel/mm/lru_gen/enabled
 
 for m in /mods/*.ko; do insmod $m 2>/dev/null; done
@@ -240,6 +251,10 @@ poweroff -f
         thp_huge = THP_HUGE,
         wss_hot = WSS_HOT_MIB,
         wss_grow = WSS_GROW_MIB,
+        w1_size = WSS_TWO[0].0,
+        w1_hot = WSS_TWO[0].1,
+        w2_size = WSS_TWO[1].0,
+        w2_hot = WSS_TWO[1].1,
         pc_mib = PAGE_CACHE_MIB,
         pc_pages = PAGE_CACHE_PAGES,
     );
