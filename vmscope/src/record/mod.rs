@@ -332,21 +332,21 @@ impl Book {
             child: child_report.clone(),
         });
         rec.cachestat = cachestat.map(|w| w.finish()).unwrap_or_default();
-        for f in &rec.cachestat {
-            eprintln!("vmscope: {}", f.summary());
-        }
+        // What the run found, said on stderr once the recording is written:
+        // a run that fails says its one error line alone.
+        let mut said: Vec<String> = rec.cachestat.iter().map(|f| f.summary()).collect();
         // Asked for by name (--working-set): said, not only written.
-        if let Some(w) = &rec.working_set {
-            eprintln!("vmscope: {}", w.summary());
-        }
+        said.extend(rec.working_set.as_ref().map(|w| w.summary()));
         // A run that swapped is told where the pages went: "swapped out"
         // alone reads as disk writes when zswap or zram took them all.
-        if let Some(t) = rec.swap_tiers.as_ref().filter(|t| t.moved()) {
-            eprintln!("vmscope: {}", t.summary);
-        }
-        // Reads are told how much the cache served, once the recording is
-        // written: a run that fails says its one error line alone.
-        let page_cache = rec.page_cache.as_ref().and_then(|p| p.summary());
+        said.extend(
+            rec.swap_tiers
+                .as_ref()
+                .filter(|t| t.moved())
+                .map(|t| t.summary.clone()),
+        );
+        // Reads are told how much the cache served.
+        said.extend(rec.page_cache.as_ref().and_then(|p| p.summary()));
         // Two methods that disagree are said in words, not only in JSON.
         if let Some(a) = rec
             .totals
@@ -375,8 +375,10 @@ impl Book {
             }
             None => output.write(&rec),
         };
-        if let (Ok(_), None, Some(line)) = (&written, &failure, page_cache) {
-            eprintln!("vmscope: {line}");
+        if written.is_ok() && failure.is_none() {
+            for line in said {
+                eprintln!("vmscope: {line}");
+            }
         }
         (written, failure, child_report)
     }

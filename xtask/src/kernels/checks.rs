@@ -956,9 +956,11 @@ fn working_set_check(c: &Console, doctor: &Value) -> Check {
 
 /// `wssm`: record --cgroup /w with the working set, the method left to
 /// choose. With the multi-generational LRU on (the guest turns it on), it
-/// is chosen for a cgroup scope: the second window's figure for /w is the
-/// hot set, and the last window's is the grown one. Where the kernel lacks
-/// it, the scan measures and the check says so.
+/// is chosen for a cgroup scope, and the last window's figure for /w is
+/// the grown hot set. (Under TCG the workload's fill runs into the second
+/// window, so the hot set before it grew is `lab_wss`'s to check: the lab
+/// waits for the workload to say it is ready.) Where the kernel lacks it,
+/// the scan measures and the check says so.
 fn working_set_mglru_check(c: &Console) -> Check {
     const NAME: &str = "working_set_mglru";
     let rec = match c.recording("wssm") {
@@ -995,11 +997,9 @@ fn working_set_mglru_check(c: &Console) -> Check {
                 .sum()
         })
         .collect();
-    let (hot, grown) = (
-        super::guest::WSS_HOT_MIB << 20,
-        super::guest::WSS_GROW_MIB << 20,
-    );
-    let ok = figures.len() >= 3 && within(figures[1], hot, 10.0) && within(figures[2], grown, 10.0);
+    let (_, hot, grown) = super::guest::WSS_M;
+    let (hot, grown) = (hot << 20, grown << 20);
+    let ok = figures.len() >= 3 && figures.last().is_some_and(|&f| within(f, grown, 10.0));
     check(
         NAME,
         ok,

@@ -49,11 +49,12 @@ pub const THP_HUGE: u64 = 32;
 /// `workload hotset` for the working set, sized for the guest's 2 GiB.
 pub const WSS_SIZE_MIB: u64 = 512;
 pub const WSS_HOT_MIB: u64 = 128;
-/// The hot set after it grows (`wssm` and the lab).
-pub const WSS_GROW_MIB: u64 = 256;
+/// `wssm` and the lab: size, hot set and the hot set grown, in MiB (small:
+/// every fill is slow under TCG).
+pub const WSS_M: (u64, u64, u64) = (256, 64, 128);
 /// `wss2`: the size and hot set (MiB) of a workload in `/w1` and one in
 /// `/w2`, measured system-wide.
-pub const WSS_TWO: [(u64, u64); 2] = [(256, 64), (384, 192)];
+pub const WSS_TWO: [(u64, u64); 2] = [(256, 64), (256, 128)];
 
 /// The modules the guest loads for zram swap: zram itself, whose `depends=`
 /// the host follows (zsmalloc, and on 6.12 the lz4/lz4hc libraries), and
@@ -144,16 +145,20 @@ LG=$(cat /sys/kernel/mm/lru_gen/enabled 2>/dev/null)
 echo y > /sys/kernel/mm/lru_gen/enabled 2>/dev/null
 echo +memory > /sys/fs/cgroup/cgroup.subtree_control
 mkdir -p /sys/fs/cgroup/w
-rec wssm --working-set --cgroup /w -- sh -c "echo \$\$ > /sys/fs/cgroup/w/cgroup.procs && (sleep 21; echo hot {wss_grow}M) | exec vmscope workload hotset --size {wss_size}M --hot {wss_hot}M --seconds 31"
-section labwss vmscope lab wss --size {wss_size}M --hot {wss_hot}M --grow {wss_grow}M --window 5s --json
+rec wssm --working-set --cgroup /w -- sh -c "echo \$\$ > /sys/fs/cgroup/w/cgroup.procs && (sleep 21; echo hot {m_grow}M) | exec vmscope workload hotset --size {m_size}M --hot {m_hot}M --seconds 31"
+section labwss vmscope lab wss --size {m_size}M --hot {m_hot}M --grow {m_grow}M --window 5s --json
 settle
 # The whole system (nothing followed): every memory cgroup, two hot sets
 # in two of them.
 mkdir -p /sys/fs/cgroup/w1 /sys/fs/cgroup/w2
-sh -c "echo \$\$ > /sys/fs/cgroup/w1/cgroup.procs && exec vmscope workload hotset --size {w1_size}M --hot {w1_hot}M --seconds 27" >/dev/null 2>&1 &
-sh -c "echo \$\$ > /sys/fs/cgroup/w2/cgroup.procs && exec vmscope workload hotset --size {w2_size}M --hot {w2_hot}M --seconds 27" >/dev/null 2>&1 &
+# They run until killed: under TCG, vmscope's start-up takes seconds.
+sh -c "echo \$\$ > /sys/fs/cgroup/w1/cgroup.procs && exec vmscope workload hotset --size {w1_size}M --hot {w1_hot}M --seconds 300" >/dev/null 2>&1 &
+P1=$!
+sh -c "echo \$\$ > /sys/fs/cgroup/w2/cgroup.procs && exec vmscope workload hotset --size {w2_size}M --hot {w2_hot}M --seconds 300" >/dev/null 2>&1 &
+P2=$!
 sleep 4
-rec wss2 --working-set -d 21s
+rec wss2 --working-set -d 25s
+kill $P1 $P2
 wait
 [ -n "$LG" ] && echo $LG > /sys/kernel/mm/lru_gen/enabled
 
@@ -250,7 +255,9 @@ poweroff -f
         wss_size = WSS_SIZE_MIB,
         thp_huge = THP_HUGE,
         wss_hot = WSS_HOT_MIB,
-        wss_grow = WSS_GROW_MIB,
+        m_size = WSS_M.0,
+        m_hot = WSS_M.1,
+        m_grow = WSS_M.2,
         w1_size = WSS_TWO[0].0,
         w1_hot = WSS_TWO[0].1,
         w2_size = WSS_TWO[1].0,
