@@ -178,6 +178,42 @@ fn two_cgroups_are_charged_their_own_faults_and_a_third_none() {
     assert_eq!(row["cgroup"], id_a, "{row}");
 }
 
+/// A process that moves itself from A to B while it faults from one CPU
+/// (its books held in that CPU's fault cache, no syscall between that
+/// would look them up): its faults are B's, as its key says at the read,
+/// and A is charged none of them.
+#[test]
+fn a_process_moved_while_it_faults_is_charged_where_it_went() {
+    if !root_or_skip("a_process_moved_while_it_faults_is_charged_where_it_went") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, _c) = three_cgroups();
+    let ru = dir.path().join("m.ru");
+    let script = format!(
+        "echo $$ > {} && exec {} --report {} moveto 20000 {}",
+        a.procs_file().display(),
+        testchild().display(),
+        ru.display(),
+        b.procs_file().display()
+    );
+    let rec = record_ok(dir.path(), "move", &["sh".into(), "-c".into(), script], &[]);
+    let (na, nb) = (rel(&rec, &a), rel(&rec, &b));
+    let (fa, fb) = (faults_of(&rec, &na), faults_of(&rec, &nb));
+    let kernel = rusage_faults(&ru);
+    eprintln!("moved: A {fa}, B {fb}, rusage {kernel}");
+    assert_within_pct("B (moved into) vs the process's rusage", fb, kernel, 2.0);
+    assert!(fa < kernel / 50, "A was charged {fa} of {kernel} faults");
+    let pid = read_json(&ru)["pid"].clone();
+    let row = rec["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == pid)
+        .unwrap();
+    assert_eq!(row["cgroup"], cgroup_row(&rec, &nb).unwrap()["id"], "{row}");
+}
+
 /// Children in A and B make exactly N calls each of MADV_FREE,
 /// MADV_DONTNEED and MADV_COLD (700 in A, 300 in B): each cgroup's calls
 /// by behaviour are exactly those, and C's idle child made none.

@@ -281,7 +281,10 @@ pub mod off {
     pub const FILEMAP_READ_DEV: usize = 89;
     pub const FILEMAP_READ_INDEX: usize = 90;
     pub const FILEMAP_READ_LAST: usize = 91;
-    pub const COUNT: usize = 92;
+    /// `cgroup:cgroup_attach_task` `dst_id`: the destination's id, which
+    /// is the moved process's new cgroup key.
+    pub const ATTACH_DST_ID: usize = 92;
+    pub const COUNT: usize = 93;
 }
 
 /// The syscalls followed through the raw `sys_enter`/`sys_exit` BTF
@@ -769,9 +772,13 @@ pub struct OomVictim {
     /// allocation invoked the OOM killer: under a memcg OOM, inside the
     /// memcg that hit its limit. 0 when unknown.
     pub trigger_cgroup: u64,
+    /// The victim's cgroup key as its statistics entry had it when it was
+    /// marked (set at each move, see `cgroup:cgroup_attach_task`). 0 when
+    /// it had no entry (not followed, or not seen yet) or no key.
+    pub victim_cgroup: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<OomVictim>() == 88);
+const _: () = assert!(core::mem::size_of::<OomVictim>() == 96);
 
 /// Bits of [`OomVictim::present`].
 pub mod oom_field {

@@ -2,7 +2,9 @@
 //! process's own context, when its statistics entry is created and again
 //! after any task has moved between cgroups (`cgroup:cgroup_attach_task`
 //! bumps `CGROUP_EPOCH`), so the page-fault path pays one array read and a
-//! compare, not a pointer walk. User space folds each interval's
+//! compare, not a pointer walk. The move's record also sets the moved
+//! process's key itself, which a process faulting from its CPU's fault
+//! cache would otherwise not look at until it lost that CPU. User space folds each interval's
 //! per-process deltas into the cgroup the process was in at the read.
 //!
 //! Cgroups created and removed in that hierarchy are reported through a
@@ -60,6 +62,7 @@ pub static CGROUP_EVENTS: RingBuf = RingBuf::with_byte_size(CGROUP_RING_BYTES, 0
 #[inline(always)]
 pub fn on_attach_record(ctx: &TracePointContext) {
     on_attach();
+    rekey(ctx);
     if !maps::filter_enabled() {
         return;
     }
@@ -84,6 +87,40 @@ pub fn on_attach_record(ctx: &TracePointContext) {
         return;
     }
     crate::filter::follow(ctx, pid as u32);
+}
+
+/// Sets the moved process's key to its destination, from the record: a
+/// process that faults on while one CPU's fault cache holds it looks its
+/// entry up only when another process faults there, so the epoch alone
+/// would leave its key stale, and its faults in the cgroup it left, for
+/// as long as it keeps that CPU. The record's pid is the moved thread
+/// group's leader (or the one thread moved: then no process's entry).
+#[inline(always)]
+fn rekey(ctx: &TracePointContext) {
+    let (root_at, id_at, pid_at) = (
+        maps::offset(off::ATTACH_DST_ROOT),
+        maps::offset(off::ATTACH_DST_ID),
+        maps::offset(off::ATTACH_PID),
+    );
+    let hierarchy = maps::offset(off::CGROUP_HIERARCHY) as i32;
+    if id_at == 0 || pid_at == 0 || root_at == 0 || hierarchy == 0 {
+        return;
+    }
+    // SAFETY (all three): reads within the record at its format's offsets.
+    let (Ok(root), Ok(id), Ok(pid)) = (
+        unsafe { ctx.read_at::<i32>(root_at) },
+        unsafe { ctx.read_at::<u64>(id_at) },
+        unsafe { ctx.read_at::<i32>(pid_at) },
+    ) else {
+        return;
+    };
+    if root != hierarchy - 1 || id == 0 {
+        return;
+    }
+    if let Some(p) = maps::PROCS.get_ptr_mut(pid as u32) {
+        // SAFETY: a map value.
+        unsafe { (*p).cgroup = id };
+    }
 }
 
 /// Whether the `__data_loc` string at `word` (offset in the low 16 bits)

@@ -66,7 +66,14 @@ fn victim(ctx: &TracePointContext) -> OomVictim {
         present: 0,
         comm: [0; 16],
         trigger_cgroup: crate::cgroup::current_key().unwrap_or(0),
+        victim_cgroup: 0,
     };
+    if present & oom_field::PID != 0
+        && let Some(p) = maps::PROCS.get_ptr(v.pid)
+    {
+        // SAFETY: a map value.
+        v.victim_cgroup = unsafe { (*p).cgroup };
+    }
     if comm(ctx, &mut v.comm) {
         present |= oom_field::COMM;
     }

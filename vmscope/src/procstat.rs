@@ -429,9 +429,30 @@ pub fn rate_per_sec(delta: Option<u64>, elapsed_ns: u64) -> Option<f64> {
     Some(delta as f64 * 1e9 / elapsed_ns as f64)
 }
 
+/// The kernel's `PF_EXITING`: set once a task has begun to exit.
+pub const PF_EXITING: u64 = 0x4;
+
+/// The `flags` field (the 9th) of a `/proc/PID/stat` line. The command
+/// name may hold spaces and parentheses: fields follow the last `)`.
+pub fn stat_flags(text: &str) -> Option<u64> {
+    let rest = &text[text.rfind(')')? + 1..];
+    // After ')': state(3) ppid(4) pgrp(5) session(6) tty(7) tpgid(8) flags(9).
+    rest.split_whitespace().nth(6)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_flags_of_a_stat_line_are_found_after_the_name() {
+        let live = "4242 (a) b) c) S 1 4242 4242 0 -1 4194560 120 0 0 0";
+        assert_eq!(stat_flags(live), Some(4194560));
+        assert_eq!(stat_flags(live).map(|f| f & PF_EXITING), Some(0));
+        let zombie = "4243 (vmscope-testchi) Z 4240 4240 4240 0 -1 4227340 0 0";
+        assert_eq!(stat_flags(zombie).map(|f| f & PF_EXITING), Some(PF_EXITING));
+        assert_eq!(stat_flags("4244 (x) S 1"), None);
+    }
 
     /// Trimmed from /proc/vmstat of a 6.18 kernel; includes entries vmscope
     /// ignores (nr_free_pages_blocks, numa_hit, pgpgin, ...). The nr_tlb_*

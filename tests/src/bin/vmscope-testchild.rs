@@ -14,6 +14,9 @@
 //!                                         (under a memcg limit: swap-out, then swap-in)
 //!        vmscope-testchild hold PAGES     write PAGES, wait until FILE (the --report
 //!                                         path + ".go") exists, then write them again
+//!        vmscope-testchild keep PAGES     write PAGES, create FILE (the --report path
+//!                                         + ".held"), then wait in pause(2), allocating
+//!                                         nothing, until killed (or 600 s pass)
 //!        vmscope-testchild majfault PAGES write a PAGES-long file next to the
 //!                                         report (or in /tmp), drop it from the page
 //!                                         cache with posix_fadvise(DONTNEED), then
@@ -29,6 +32,11 @@
 //!                                         (under a memcg limit below PAGES: every
 //!                                         reclaim walks the rmap of N+1 mappings)
 //!        vmscope-testchild spin MILLIS    a CPU loop with no memory traffic
+//!        vmscope-testchild moveto PAGES PROCS  pinned to the CPU it runs on, map
+//!                                         2*PAGES, write PAGES, write its pid to
+//!                                         PROCS (a cgroup.procs: it moves itself),
+//!                                         write the other PAGES; no other syscall
+//!                                         between the faults
 //!        vmscope-testchild populate PAGES with THP off: PAGES faulted in each through
 //!                                         MADV_POPULATE_WRITE, MAP_POPULATE (in a second
 //!                                         thread) and mlock, all get_user_pages faults,
@@ -207,6 +215,24 @@ fn hold(pages: usize, go: &std::path::Path) {
         std::thread::sleep(Duration::from_millis(20));
     }
     write_pages(p, pages);
+}
+
+/// Holds `pages` and then waits without allocating anything, so that it
+/// never invokes the OOM killer itself: only killed (an alarm ends it
+/// after 600 s should nothing else).
+fn keep(pages: usize, held: &std::path::Path) -> ! {
+    let len = pages * page_size();
+    let p = map(len);
+    // SAFETY: the whole mapping.
+    unsafe { assert_eq!(libc::madvise(p.cast(), len, libc::MADV_NOHUGEPAGE), 0) };
+    write_pages(p, pages);
+    std::fs::write(held, b"").unwrap();
+    // SAFETY: alarm and pause have no preconditions; SIGALRM's default
+    // action ends the process.
+    unsafe { libc::alarm(600) };
+    loop {
+        unsafe { libc::pause() };
+    }
 }
 
 /// Major faults: a file's pages read through a mapping after the page cache
@@ -604,6 +630,32 @@ fn forkswap(pages: usize, children: usize, mode: &str) {
     write_pages(p, pages);
 }
 
+/// Faults on from one CPU across a move of its own to another cgroup:
+/// what a process does that a runtime or a service manager moves while
+/// it runs, with no syscall in between that would look its books up.
+fn moveto(pages: usize, procs: &str) {
+    // SAFETY: a zeroed cpu_set_t is valid; sched_getcpu has no
+    // preconditions; the set is ours.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(libc::sched_getcpu() as usize, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0,
+            "sched_setaffinity"
+        );
+    }
+    let len = 2 * pages * page_size();
+    let p = map(len);
+    // SAFETY: the whole mapping.
+    unsafe { assert_eq!(libc::madvise(p.cast(), len, libc::MADV_NOHUGEPAGE), 0) };
+    let pid = format!("{}", std::process::id());
+    write_pages(p, pages);
+    std::fs::write(procs, pid).unwrap();
+    // SAFETY: the second half of the mapping.
+    write_pages(unsafe { p.add(pages * page_size()) }, pages);
+}
+
 /// `n` short-lived processes, one after another: each forks from here,
 /// writes 16 fresh pages and exits (process churn; no exec, so thousands a
 /// second).
@@ -663,6 +715,13 @@ fn main() {
         "churn" => churn(n),
         "forks" => forks(n),
         "spin" => spin(n),
+        "moveto" => {
+            let Some(procs) = args.get(2) else {
+                eprintln!("usage: vmscope-testchild moveto PAGES PROCS");
+                std::process::exit(2)
+            };
+            moveto(n as usize, procs)
+        }
         "populate" => populate(n as usize),
         "collapse" => collapse(n as usize),
         "hugefault" => hugefault(n as usize),
@@ -680,6 +739,10 @@ fn main() {
                 std::process::exit(2)
             });
             sharers(n as usize, pages)
+        }
+        "keep" => {
+            let r = report_to.as_deref().expect("keep needs --report");
+            keep(n as usize, &std::path::PathBuf::from(format!("{r}.held")))
         }
         "hold" => {
             let r = report_to.as_deref().expect("hold needs --report");

@@ -31,9 +31,11 @@ pub struct OomKill {
     /// Its `oom_score_adj` (-1000..1000).
     pub oom_score_adj: Option<i32>,
     /// The victim's cgroup (v1: its memory cgroup; v2: its cgroup), as
-    /// the kernel side keyed its process; failing that, from
-    /// `/proc/PID/cgroup` if the victim still lingered when the record was
-    /// read. Null when neither knew it.
+    /// the kernel side keyed its process (kept 10 s after its entry is
+    /// deleted); failing that, from `/proc/PID/cgroup` if the victim
+    /// still lingered, not yet exiting on v1 (an exiting task reads `/`
+    /// there), when the record was read; failing that, the kernel log's
+    /// `task_memcg` (the memory cgroup). Null when none knew it.
     pub cgroup: Option<String>,
     /// The cgroup of the task whose allocation invoked the OOM killer: in
     /// a memcg OOM, one inside the memcg that hit its limit. Null when

@@ -66,6 +66,15 @@ pub fn meminfo() -> std::collections::HashMap<String, u64> {
         .collect()
 }
 
+/// Whether `pid`'s task has begun to exit (or is gone: its stat file is
+/// unreadable).
+pub fn exiting(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|t| procstat::stat_flags(&t))
+        .is_none_or(|f| f & procstat::PF_EXITING != 0)
+}
+
 /// Seconds since boot (0 when unreadable).
 pub fn uptime_s() -> u64 {
     std::fs::read_to_string("/proc/uptime")

@@ -54,6 +54,10 @@ pub struct Collector {
     /// Pids whose entries were marked exited at the previous read (with
     /// the entry's birth): pruned at this one.
     exiting: HashMap<u32, u64>,
+    /// The cgroup of each process whose entry was deleted lately, with
+    /// when: an OOM victim's record can come after its entry is gone, and
+    /// its `/proc` files then no longer name its cgroup (see `oom_kill`).
+    gone_cgroups: HashMap<u32, (u64, Instant)>,
     proc_pruned: u64,
     /// The largest get_user_pages fault count derived so far, per process
     /// and (key `u32::MAX`) system-wide: see `gup_faults`.
@@ -105,6 +109,7 @@ impl Collector {
             born: HashMap::new(),
             ended: Vec::new(),
             exiting: HashMap::new(),
+            gone_cgroups: HashMap::new(),
             proc_pruned: 0,
             gup_floor: HashMap::new(),
             mm: MmBooks::default(),
@@ -138,7 +143,14 @@ impl Collector {
             self.limits
                 .seed(all.iter().map(|(_, p)| p.as_str()), |p| limits::hits(h, p));
         }
-        let cgroup_of: HashMap<u32, u64> = table.iter().map(|(p, s)| (*p, s.cgroup)).collect();
+        self.gone_cgroups
+            .retain(|_, (_, when)| when.elapsed() < GONE_CGROUP_KEPT);
+        let cgroup_of: HashMap<u32, u64> = self
+            .gone_cgroups
+            .iter()
+            .map(|(p, (c, _))| (*p, *c))
+            .chain(table.iter().map(|(p, s)| (*p, s.cgroup)))
+            .collect();
         let mut exited = std::mem::take(&mut self.ended);
         let ending = self.ending(&table, &cached);
         let swap = self.read_mms(probes, &ending)?;
@@ -276,6 +288,10 @@ impl Collector {
             }
             self.push_changed(&mut procs, p);
             if ending.contains(&pid) {
+                if stats.cgroup != 0 {
+                    self.gone_cgroups
+                        .insert(pid, (stats.cgroup, Instant::now()));
+                }
                 self.doomed_procs.push(pid);
                 self.proc_pruned += 1;
                 self.forget(pid);
@@ -475,10 +491,17 @@ impl Collector {
             wall: SystemTime::now(),
             elapsed_ns: u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX),
         };
-        let mut kills: Vec<OomKill> = raw.iter().map(|v| oom_kill(v, &clock)).collect();
+        let v1 = self
+            .names
+            .as_ref()
+            .is_some_and(|n| n.hierarchy().kind == cgroupfs::CgroupVersion::V1Memory);
+        let mut kills: Vec<OomKill> = raw.iter().map(|v| oom_kill(v, &clock, v1)).collect();
         if let Some(names) = self.names.as_mut() {
             for (k, v) in kills.iter_mut().zip(&raw) {
-                let victim = k.pid.and_then(|p| cgroup_of.get(&p)).filter(|c| **c != 0);
+                let victim = Some(&v.victim_cgroup)
+                    .filter(|c| **c != 0)
+                    .or_else(|| k.pid.and_then(|p| cgroup_of.get(&p)))
+                    .filter(|c| **c != 0);
                 if let Some(path) = victim.and_then(|c| names.path(*c)) {
                     k.cgroup = Some(path);
                 }
@@ -517,6 +540,11 @@ impl Collector {
                 Ok(l) => Ok(k.pid.and_then(|p| l.take(p))),
                 Err(why) => Err(why.as_str()),
             };
+            if k.cgroup.is_none()
+                && let (Ok(Some(l)), Some(names)) = (&logged, &self.names)
+            {
+                k.cgroup = logged_victim_cgroup(l, &names.hierarchy().mount);
+            }
             let verdict = match (&logged, &self.names, k.trigger_cgroup.as_deref()) {
                 // The log's summary names the limit: the counters are not
                 // asked, only told.
@@ -777,8 +805,11 @@ struct Clock {
 
 /// A record as the model's [`OomKill`]: the fields the kernel's record
 /// lacked null, kB as bytes, and the victim's memory cgroup if it is
-/// still there (and still the same process: same name).
-fn oom_kill(v: &OomVictim, clock: &Clock) -> OomKill {
+/// still there (and still the same process: same name). On cgroup v1 a
+/// process that is exiting (a victim not yet reaped by its parent) reads
+/// `/` in `/proc/PID/cgroup` whatever its cgroup was (`proc_cgroup_show`):
+/// that reading is no answer.
+fn oom_kill(v: &OomVictim, clock: &Clock, v1: bool) -> OomKill {
     let has = |bit: u32| v.present & bit != 0;
     let kb = |bit, n: u64| has(bit).then(|| n.saturating_mul(1024));
     let ago = clock.mono_ns.saturating_sub(v.time_ns);
@@ -796,7 +827,8 @@ fn oom_kill(v: &OomVictim, clock: &Clock) -> OomKill {
         {
             return None;
         }
-        memory_cgroup(&std::fs::read_to_string(format!("/proc/{p}/cgroup")).ok()?)
+        let path = memory_cgroup(&std::fs::read_to_string(format!("/proc/{p}/cgroup")).ok()?)?;
+        (!(v1 && procfs::exiting(p))).then_some(path)
     });
     OomKill {
         elapsed_ns: clock.elapsed_ns.saturating_sub(ago),
@@ -818,6 +850,19 @@ fn oom_kill(v: &OomVictim, clock: &Clock) -> OomKill {
         limit_note: None,
     }
 }
+
+/// The victim's memcg as the kernel log's summary printed it, when that
+/// path is a cgroup under `mount`: the kernel prints paths from the
+/// hierarchy's root, which in a cgroup namespace is not vmscope's view.
+fn logged_victim_cgroup(l: &kmsg::LogKill, mount: &std::path::Path) -> Option<String> {
+    let p = l.task_cgroup.as_deref()?;
+    let rel = p.trim_start_matches('/');
+    (p == "/" || mount.join(rel).is_dir()).then(|| p.to_owned())
+}
+
+/// How long the cgroup of a process whose entry was deleted is kept for
+/// an OOM record that comes after it.
+const GONE_CGROUP_KEPT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How long after its exit hook a process's entry is left for its last
 /// context switch before it is read a last time and deleted.
@@ -959,7 +1004,7 @@ mod tests {
             ..Default::default()
         };
         v.comm[..3].copy_from_slice(b"abc");
-        let k = oom_kill(&v, &clock);
+        let k = oom_kill(&v, &clock, true);
         assert_eq!(k.elapsed_ns, 2_000_000_000);
         assert_eq!(k.timestamp, "1970-01-01T00:01:39.000000000Z");
         assert_eq!(k.rss_anon_bytes, Some(65_280 * 1024));
@@ -971,6 +1016,29 @@ mod tests {
             (k.pid, k.comm.as_deref(), k.cgroup),
             (Some(0), Some("abc"), None)
         );
+    }
+
+    /// The log's path of the victim's memcg names a cgroup only where
+    /// that path is one in vmscope's view (in a cgroup namespace the
+    /// kernel's paths start above it).
+    #[test]
+    fn the_logs_victim_memcg_is_taken_only_where_it_is_in_view() {
+        let mount = tempfile::tempdir().expect("a temporary directory");
+        std::fs::create_dir_all(mount.path().join("p/holder")).expect("a cgroup directory");
+        let l = |p: Option<&str>| kmsg::LogKill {
+            pid: 7,
+            task_cgroup: p.map(Into::into),
+            summary: true,
+            ..Default::default()
+        };
+        let m = mount.path();
+        assert_eq!(
+            logged_victim_cgroup(&l(Some("/p/holder")), m).as_deref(),
+            Some("/p/holder")
+        );
+        assert_eq!(logged_victim_cgroup(&l(Some("/")), m).as_deref(), Some("/"));
+        assert_eq!(logged_victim_cgroup(&l(Some("/pod/ctr/p")), m), None);
+        assert_eq!(logged_victim_cgroup(&l(None), m), None);
     }
 
     #[test]

@@ -42,6 +42,9 @@ pub struct LogKill {
     /// The memcg whose limit was hit (summary line, memcg OOM only), as
     /// a path under the memory controller's hierarchy.
     pub limit_cgroup: Option<String>,
+    /// The victim's memcg (summary line), as a path under the memory
+    /// controller's hierarchy: where it was charged when it was killed.
+    pub task_cgroup: Option<String>,
     /// Whether the (rate-limited) summary line was seen.
     pub summary: bool,
 }
@@ -49,11 +52,13 @@ pub struct LogKill {
 /// One OOM line of the log, parsed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OomLine {
-    /// `oom-kill:constraint=...`: (pid, constraint, limit memcg).
+    /// `oom-kill:constraint=...`: (pid, constraint, limit memcg, the
+    /// victim's memcg).
     Summary {
         pid: u32,
         constraint: String,
         limit_cgroup: Option<String>,
+        task_cgroup: Option<String>,
     },
     /// `... out of memory: Killed process PID`: (pid, whether a memcg's).
     Killed { pid: u32, memcg: bool },
@@ -110,10 +115,16 @@ fn summary(s: &str) -> Option<OomLine> {
     let limit_cgroup = before_pid
         .split_once(",oom_memcg=")
         .map(|(_, rest)| rest.split_once(",task_memcg=").map_or(rest, |(p, _)| p));
+    // The task's name may hold ",task=": its memcg ends at the first.
+    let task_cgroup = before_pid
+        .split_once(",task_memcg=")
+        .and_then(|(_, rest)| rest.split_once(",task="))
+        .map(|(p, _)| p);
     Some(OomLine::Summary {
         pid,
         constraint: constraint.to_owned(),
         limit_cgroup: limit_cgroup.map(str::to_owned),
+        task_cgroup: task_cgroup.map(str::to_owned),
     })
 }
 
@@ -196,10 +207,12 @@ impl KernelLog {
             OomLine::Summary {
                 constraint,
                 limit_cgroup,
+                task_cgroup,
                 ..
             } => {
                 k.constraint = Some(constraint);
                 k.limit_cgroup = limit_cgroup;
+                k.task_cgroup = task_cgroup;
                 k.summary = true;
             }
             OomLine::Killed { memcg, .. } => {
@@ -234,6 +247,7 @@ mod tests {
                 pid: 28909,
                 constraint: "memcg".into(),
                 limit_cgroup: Some("/p".into()),
+                task_cgroup: Some("/p/c".into()),
             })
         );
         let killed = "3,1235,28876539969,-;Memory cgroup out of memory: Killed process 28909 \
@@ -258,6 +272,7 @@ mod tests {
                 pid: 17,
                 constraint: "global".into(),
                 limit_cgroup: None,
+                task_cgroup: Some("/x".into()),
             })
         );
         assert_eq!(
@@ -330,6 +345,7 @@ mod tests {
             pid: 7,
             constraint: "memcg".into(),
             limit_cgroup: Some("/p".into()),
+            task_cgroup: Some("/p/c".into()),
         });
         l.note(OomLine::Killed {
             pid: 7,
@@ -345,9 +361,10 @@ mod tests {
             (
                 k.constraint.as_deref(),
                 k.limit_cgroup.as_deref(),
+                k.task_cgroup.as_deref(),
                 k.summary
             ),
-            (Some("memcg"), Some("/p"), true)
+            (Some("memcg"), Some("/p"), Some("/p/c"), true)
         );
         assert_eq!(l.take(7), None);
         let k = l.take(8).unwrap();

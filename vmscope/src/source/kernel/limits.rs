@@ -306,6 +306,7 @@ mod tests {
             pid: 1,
             constraint: Some(constraint.into()),
             limit_cgroup: limit.map(Into::into),
+            task_cgroup: None,
             summary,
         }
     }

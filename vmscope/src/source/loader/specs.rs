@@ -318,13 +318,15 @@ pub(super) fn success_values(offsets: &mut [Option<u32>; off::COUNT]) {
 pub(super) const MMAP_LOCK_CLASSIC: &str = "classic tracepoint by design, not tp_btf: its record's fields \
      are the same on every kernel, its BTF arguments are not (older kernels pass the memcg path)";
 
-/// The `cgroup:cgroup_attach_task` fields by which a task moved into a
-/// followed cgroup is followed (`record --cgroup`); without them the
-/// program still marks every process's cgroup key stale.
+/// The `cgroup:cgroup_attach_task` fields by which a moved process's
+/// cgroup key is set at the move, and a task moved into a followed cgroup
+/// is followed (`record --cgroup`); without them the program still marks
+/// every process's cgroup key stale.
 pub(super) fn attach_fields(fmt: &EventFormat) -> Offsets {
     const FIELDS: Fields = &[
         (off::ATTACH_DST_ROOT, "dst_root", &[4]),
         (off::ATTACH_PID, "pid", &[4]),
+        (off::ATTACH_DST_ID, "dst_id", &[8]),
     ];
     let mut offs = present_fields(fmt, FIELDS);
     offs.extend(data_loc(fmt, "dst_path").map(|at| (off::ATTACH_DST_PATH, at)));
