@@ -4,8 +4,9 @@
 //! bumps `CGROUP_EPOCH`), so the page-fault path pays one array read and a
 //! compare, not a pointer walk. The move's record also sets the moved
 //! process's key itself, which a process faulting from its CPU's fault
-//! cache would otherwise not look at until it lost that CPU. User space folds each interval's
-//! per-process deltas into the cgroup the process was in at the read.
+//! cache would otherwise not look at until it lost that CPU. User space
+//! folds each interval's per-process deltas into the cgroup the process
+//! was in at the read.
 //!
 //! Cgroups created and removed in that hierarchy are reported through a
 //! ring buffer (rare events), so that user space names a cgroup that lives
