@@ -213,7 +213,8 @@ pub struct SamplingArgs {
 
     /// How the working set is measured: `referenced_scan` (per process,
     /// every kernel), `mglru` (per memory cgroup, from the
-    /// multi-generational LRU's generations), or `auto`: mglru when the
+    /// multi-generational LRU's generations), `damon` (per followed
+    /// process, from DAMON's access sampling), or `auto`: mglru when the
     /// kernel offers it and the scope is a cgroup or the whole system, else
     /// the scan. `vmscope doctor` lists what this kernel offers.
     #[arg(
@@ -232,6 +233,7 @@ pub enum WssMethodArg {
     #[value(name = "referenced_scan")]
     ReferencedScan,
     Mglru,
+    Damon,
 }
 
 /// Whose processes `top` and `record` follow, and how often they sample

@@ -37,24 +37,38 @@ impl SamplingArgs {
         }
         let methods = crate::source::wss::methods();
         let offered = |m: WssMethod| methods.iter().find(|s| s.method == m).filter(|s| s.offered);
+        let refuse = |name: &str, why: &str| {
+            exit::failure(
+                exit::USAGE,
+                format!(
+                    "--wss-method {name}: {why}; use --wss-method referenced_scan, \
+                     or see vmscope doctor"
+                ),
+            )
+        };
+        let detail = |m: WssMethod| {
+            methods
+                .iter()
+                .find(|s| s.method == m)
+                .map(|s| s.detail.clone())
+                .unwrap_or_default()
+        };
         let method = match self.wss_method {
             WssMethodArg::ReferencedScan => WssMethod::ReferencedScan,
             WssMethodArg::Mglru => match offered(WssMethod::Mglru) {
                 Some(_) => WssMethod::Mglru,
-                None => {
-                    let why = methods
-                        .iter()
-                        .find(|s| s.method == WssMethod::Mglru)
-                        .map(|s| s.detail.clone())
-                        .unwrap_or_default();
-                    return Err(exit::failure(
-                        exit::USAGE,
-                        format!(
-                            "--wss-method mglru: {why}; use --wss-method referenced_scan, \
-                             or see vmscope doctor"
-                        ),
+                None => return Err(refuse("mglru", &detail(WssMethod::Mglru))),
+            },
+            WssMethodArg::Damon => match offered(WssMethod::Damon) {
+                Some(_) if system => {
+                    return Err(refuse(
+                        "damon",
+                        "DAMON watches processes, one kdamond each, not the whole system: \
+                         follow a command, -p PID or --cgroup",
                     ));
                 }
+                Some(_) => WssMethod::Damon,
+                None => return Err(refuse("damon", &detail(WssMethod::Damon))),
             },
             WssMethodArg::Auto if (system || cgroup) && offered(WssMethod::Mglru).is_some() => {
                 WssMethod::Mglru
@@ -200,8 +214,22 @@ mod tests {
                 assert!(e.to_string().starts_with("--wss-method mglru: "), "{e}");
             }
         }
-        let e = Cli::try_parse_from(["vmscope", "record", "--wss-method", "damon"]);
-        assert!(e.is_err(), "not driven yet, not offered");
+        let Command::Record(r) = parse(&["record", "--working-set", "--wss-method", "damon"])
+        else {
+            panic!("not record")
+        };
+        let offered = crate::source::damon::status().offered;
+        match r.sampling.wss_setup(false, false) {
+            Ok(Some(s)) => assert!(offered && s.method == crate::model::wss::WssMethod::Damon),
+            Ok(None) => panic!("asked"),
+            Err(e) => {
+                assert!(!offered);
+                assert!(e.to_string().starts_with("--wss-method damon: "), "{e}");
+            }
+        }
+        // Never system-wide, offered or not.
+        let e = r.sampling.wss_setup(true, false).expect_err("system-wide");
+        assert!(e.to_string().starts_with("--wss-method damon: "), "{e}");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! first window that starts after the change took effect. A method is
 //! right when each figure is within 10% of the hot set. The
 //! multi-generational LRU measures memory cgroups, so for it the workload
-//! runs in a memory cgroup of its own.
+//! runs in a memory cgroup of its own; DAMON watches the process.
 
 use std::{
     io::{BufRead as _, BufReader, Write as _},
@@ -53,6 +53,10 @@ struct WssLabOutcome {
     /// The same for the multi-generational LRU's agings, where checked.
     #[serde(skip_serializing_if = "Option::is_none")]
     mglru_cpu_share: Option<f64>,
+    /// The same for DAMON (its kdamond's CPU time with vmscope's reads),
+    /// where checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    damon_cpu_share: Option<f64>,
 }
 
 /// The workload, killed when dropped.
@@ -202,12 +206,20 @@ pub fn run(a: &WssLabArgs) -> anyhow::Result<u8> {
         phases.extend(p);
         mglru_cpu_share = Some(cpu);
     }
+    let mut damon_cpu_share = None;
+    if all
+        .iter()
+        .any(|m| m.method == WssMethod::Damon && m.offered)
+    {
+        let (p, cpu) = measure(a, WssMethod::Damon, &all, None)?;
+        phases.extend(p);
+        damon_cpu_share = Some(cpu);
+    }
     let outcome = WssLabOutcome {
         methods: all
             .into_iter()
             .map(|mut m| {
-                m.used =
-                    m.offered && matches!(m.method, WssMethod::ReferencedScan | WssMethod::Mglru);
+                m.used = m.offered;
                 m
             })
             .collect(),
@@ -215,6 +227,7 @@ pub fn run(a: &WssLabArgs) -> anyhow::Result<u8> {
         phases,
         scan_cpu_share,
         mglru_cpu_share,
+        damon_cpu_share,
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&outcome)?);
@@ -247,10 +260,17 @@ fn measure(
         },
         start,
     )?;
-    let limit = window * 3 + Duration::from_secs(30);
+    // DAMON's regions take a while to settle on a new access pattern: its
+    // grown figure is the first window that starts that long after the
+    // change (`shown_after_s` says how long after it the window ended).
+    let settle = match method {
+        WssMethod::Damon => crate::source::damon::SETTLE,
+        _ => Duration::ZERO,
+    };
+    let limit = window * 3 + settle + Duration::from_secs(30);
     let first = window_after(&scanner, start, start, limit)?;
     let grown = work.grow(a.grow)?;
-    let after = window_after(&scanner, start, grown, limit)?;
+    let after = window_after(&scanner, start, grown + settle, limit)?;
     drop(scanner);
     drop(work);
     let cpu: u64 = first.scan_cpu_ns + after.scan_cpu_ns;
@@ -299,6 +319,9 @@ fn render(o: &WssLabOutcome) -> String {
     ));
     if let Some(c) = o.mglru_cpu_share {
         s.push_str(&format!(", the agings {:.3}%", c * 100.0));
+    }
+    if let Some(c) = o.damon_cpu_share {
+        s.push_str(&format!(", DAMON {:.3}%", c * 100.0));
     }
     s.push('\n');
     s

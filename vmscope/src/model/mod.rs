@@ -5,6 +5,7 @@ pub mod bench;
 pub mod cachestat;
 pub mod catalogue;
 pub mod cgroup;
+pub mod damon;
 pub mod fold;
 pub mod hist;
 pub mod hugepages;

@@ -9,7 +9,7 @@
 //! `doctor` and the recording's header.
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeMap, BTreeSet},
     path::Path,
     sync::{Arc, Mutex, mpsc},
     thread::JoinHandle,
@@ -18,8 +18,9 @@ use std::{
 
 use anyhow::Context as _;
 
-use crate::model::wss::{
-    MethodStatus, WssMethod, WssProc, WssSample, WssSetup, WssUnread, age_edges,
+use crate::model::{
+    damon::AccessMap,
+    wss::{MethodStatus, WssMethod, WssProc, WssSample, WssSetup, WssUnread, age_edges},
 };
 
 /// The thread's name, as `/proc/PID/task/TID/comm` shows it.
@@ -180,23 +181,7 @@ pub fn methods() -> Vec<MethodStatus> {
             detail: e,
         },
     };
-    let damon_dir = Path::new("/sys/kernel/mm/damon/admin");
-    let damon = if damon_dir.exists() {
-        MethodStatus {
-            method: WssMethod::Damon,
-            offered: true,
-            used: false,
-            detail: "DAMON's sysfs is present; vmscope does not drive it yet".into(),
-        }
-    } else {
-        MethodStatus {
-            method: WssMethod::Damon,
-            offered: false,
-            used: false,
-            detail: "no /sys/kernel/mm/damon/admin (kernel without CONFIG_DAMON_SYSFS)".into(),
-        }
-    };
-    vec![scan, damon, super::mglru::status()]
+    vec![scan, super::damon::status(), super::mglru::status()]
 }
 
 /// Whom the scan measures: the followed processes and their descendants,
@@ -234,9 +219,11 @@ impl Scanner {
                 keep_only_reading_caps();
                 let mut warned = false;
                 let mut mglru = MglruState::default();
+                let mut damon = DamonState::default();
                 loop {
                     let w = match method {
                         WssMethod::Mglru => mglru.window(&shared, &edges, window, start, &stopped),
+                        WssMethod::Damon => damon.window(&shared, &edges, window, start, &stopped),
                         _ => window_once(&shared, &edges, window, start, &stopped),
                     };
                     let Some(w) = w else {
@@ -409,6 +396,156 @@ impl MglruState {
             super::mglru::age(m)?;
         }
         Ok(chosen.iter().map(|m| m.id).collect())
+    }
+}
+
+/// DAMON's windows (see `source::damon`): the kdamonds running, and when
+/// each process's address ranges were last seen accessed.
+#[derive(Default)]
+struct DamonState {
+    kdamonds: Option<super::damon::Kdamonds>,
+    maps: BTreeMap<u32, AccessMap>,
+    warned: bool,
+}
+
+impl DamonState {
+    /// The processes to watch: the followed ones and their descendants
+    /// that have memory of their own, at most `MAX_TARGETS`; the rest are
+    /// said in `unread`.
+    fn pids(targets: &Mutex<Targets>) -> (Vec<u32>, Vec<WssUnread>) {
+        use super::damon::MAX_TARGETS;
+        let wanted = targets.lock().map(|t| t.clone()).unwrap_or_default();
+        let mut pids: Vec<u32> = descendants(&wanted.roots, children)
+            .into_iter()
+            .filter(|&p| read_rollup(p).is_ok_and(|r| r != Rollup::default()))
+            .collect();
+        let rest = pids.split_off(pids.len().min(MAX_TARGETS));
+        let unread = rest
+            .into_iter()
+            .map(|pid| WssUnread {
+                pid,
+                reason: format!("DAMON watches at most {MAX_TARGETS} processes (one kdamond each)"),
+            })
+            .collect();
+        (pids, unread)
+    }
+
+    /// One window: (re)starts the kdamonds when the processes changed,
+    /// reads every kdamond's regions once per aggregation interval until
+    /// the window ends, then counts (None when told to stop). A window
+    /// whose kdamonds could not start is skipped, said once: never a 0.
+    fn window(
+        &mut self,
+        targets: &Mutex<Targets>,
+        edges: &[Duration],
+        window: Duration,
+        start: Instant,
+        stop: &mpsc::Receiver<()>,
+    ) -> Option<WssSample> {
+        use super::damon::{ATTRS, Kdamonds};
+        let aggr = Duration::from_micros(ATTRS.aggr_us);
+        loop {
+            let t0 = Instant::now();
+            let cpu0 = thread_cpu();
+            let (pids, unread) = Self::pids(targets);
+            let started = self.kdamonds.as_ref().map(Kdamonds::pids) != Some(pids.as_slice());
+            if started {
+                // The old ones off first: nr_kdamonds must be 0 to start.
+                self.kdamonds = None;
+                if !pids.is_empty() {
+                    match Kdamonds::start(&pids, ATTRS) {
+                        Ok(k) => self.kdamonds = Some(k),
+                        Err(e) => {
+                            if !std::mem::replace(&mut self.warned, true) {
+                                log::warn!("working set (damon): {e}; the window is left out");
+                            }
+                        }
+                    }
+                }
+            }
+            if started && self.kdamonds.is_some() {
+                // The regions settle first; nothing is counted before.
+                match stop.recv_timeout(super::damon::SETTLE) {
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => return None,
+                }
+            }
+            self.maps.retain(|p, _| pids.contains(p));
+            let t0 = if started { Instant::now() } else { t0 };
+            let kd_cpu0 = self.kdamonds.as_ref().map(|k| k.cpu()).unwrap_or_default();
+            let end_at = t0 + window;
+            while Instant::now() < end_at {
+                let round = Instant::now();
+                if let Some(k) = &self.kdamonds {
+                    for (i, &pid) in k.pids().iter().enumerate() {
+                        if let Ok(r) = k.regions(i) {
+                            let now = Instant::now().saturating_duration_since(start);
+                            self.maps
+                                .entry(pid)
+                                .or_default()
+                                .mark(&r, now.as_nanos() as u64);
+                        }
+                    }
+                }
+                let next = (round + aggr).min(end_at);
+                match stop.recv_timeout(next.saturating_duration_since(Instant::now())) {
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => return None,
+                }
+            }
+            let Some(k) = &self.kdamonds else {
+                continue;
+            };
+            let end = Instant::now();
+            let now_ns = end.saturating_duration_since(start).as_nanos() as u64;
+            let edges_ns: Vec<u64> = edges.iter().map(|e| e.as_nanos() as u64).collect();
+            let slack = aggr.as_nanos() as u64;
+            let procs = self.count(k, now_ns, &edges_ns, slack);
+            for m in self.maps.values_mut() {
+                m.forget_before(now_ns.saturating_sub(slack));
+            }
+            // The kdamonds' own CPU time is the method's cost, with ours.
+            let cpu = thread_cpu().saturating_sub(cpu0) + k.cpu().saturating_sub(kd_cpu0);
+            return Some(WssSample {
+                start_ns: t0.saturating_duration_since(start).as_nanos() as u64,
+                end_ns: now_ns,
+                procs,
+                cgroups: Vec::new(),
+                unread,
+                scan_cpu_ns: cpu.as_nanos() as u64,
+            });
+        }
+    }
+
+    /// Each watched process's figure at `now_ns`, from when its address
+    /// ranges were last seen accessed; an ended process is left out.
+    fn count(
+        &self,
+        k: &super::damon::Kdamonds,
+        now_ns: u64,
+        edges_ns: &[u64],
+        slack: u64,
+    ) -> Vec<WssProc> {
+        k.pids()
+            .iter()
+            .filter_map(|&pid| {
+                let map = self.maps.get(&pid)?;
+                let roll = read_rollup(pid).ok().filter(|r| *r != Rollup::default())?;
+                let by_edge = map.by_edge(now_ns, edges_ns, slack, roll.rss_bytes);
+                Some(WssProc {
+                    pid,
+                    comm: comm(pid),
+                    cgroup: std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                        .ok()
+                        .and_then(|t| memory_cgroup(&t)),
+                    working_set_bytes: by_edge.last().copied().unwrap_or(0),
+                    rss_bytes: roll.rss_bytes,
+                    anon_huge_bytes: roll.anon_huge_bytes,
+                    shmem_huge_bytes: roll.shmem_huge_bytes,
+                    referenced_by_edge: by_edge,
+                })
+            })
+            .collect()
     }
 }
 

@@ -199,7 +199,8 @@ pub fn judge(c: &Console) -> KernelResult {
     checks.push(compaction_check(c));
     checks.push(working_set_check(c, &doctor));
     checks.push(working_set_mglru_check(c));
-    checks.push(lab_wss_check(c));
+    checks.push(lab_wss_check(c, &doctor));
+    checks.push(working_set_damon_check(c, &doctor));
     checks.push(working_set_two_cgroups_check(c));
     KernelResult {
         kernel: c.release.clone().unwrap_or_else(|| "unknown".into()),
@@ -1060,9 +1061,25 @@ fn working_set_two_cgroups_check(c: &Console) -> Check {
     )
 }
 
-/// `lab wss`: every method it checked was within 10% in both phases, and
-/// the multi-generational LRU was among them.
-fn lab_wss_check(c: &Console) -> Check {
+/// Whether doctor says the kernel offers `method`, and its detail.
+fn offered(doctor: &Value, method: &str) -> (bool, String) {
+    let m = doctor["working_set"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["method"] == method);
+    (
+        m.is_some_and(|m| m["offered"] == true),
+        m.and_then(|m| m["detail"].as_str())
+            .unwrap_or("not listed")
+            .to_string(),
+    )
+}
+
+/// `lab wss`: every method it checked was within 10% in both phases, the
+/// multi-generational LRU was among them, and so was DAMON where doctor
+/// says the kernel offers it.
+fn lab_wss_check(c: &Console, doctor: &Value) -> Check {
     const NAME: &str = "lab_wss";
     let Some(text) = c.text("labwss") else {
         return check(NAME, false, "no labwss output");
@@ -1084,10 +1101,67 @@ fn lab_wss_check(c: &Console) -> Check {
             )
         })
         .collect();
-    let ok = phases.len() == 4
+    let damon = offered(doctor, "damon").0;
+    let ok = phases.len() == if damon { 6 } else { 4 }
         && phases.iter().all(|p| p["ok"] == true)
-        && phases.iter().any(|p| p["method"] == "mglru");
+        && phases.iter().any(|p| p["method"] == "mglru")
+        && (!damon || phases.iter().any(|p| p["method"] == "damon"));
     check(NAME, ok, line.join(", "))
+}
+
+/// `wssd`: record with `--wss-method damon`. Where doctor says the kernel
+/// offers DAMON, the last window's figure is the hot set and vmscope left
+/// `nr_kdamonds` at 0; where it does not, the record was refused with exit
+/// 2 and one line naming the method.
+fn working_set_damon_check(c: &Console, doctor: &Value) -> Check {
+    const NAME: &str = "working_set_damon";
+    let (damon, detail) = offered(doctor, "damon");
+    if !damon {
+        let rc = c.sections.get("wssd").map(|(_, rc)| *rc);
+        let err = c.text("wssd.stderr").unwrap_or_default().trim();
+        return check(
+            NAME,
+            rc == Some(2) && err.starts_with("--wss-method damon: ") && err.lines().count() == 1,
+            format!("unavailable: {detail}; record exited {rc:?}: {err}"),
+        );
+    }
+    let rec = match c.recording("wssd") {
+        Ok(r) => r,
+        Err(e) => return check(NAME, false, e),
+    };
+    let figures: Vec<u64> = rec["samples"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["working_set"].as_array().into_iter().flatten())
+        .map(|w| {
+            w["procs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| u(p, "/working_set_bytes"))
+                .sum()
+        })
+        .collect();
+    let hot = super::guest::WSS_M.1 << 20;
+    let method = rec["working_set"]["method"].as_str().unwrap_or("?");
+    let after = c.text("damon.after").unwrap_or("?").trim().to_string();
+    check(
+        NAME,
+        method == "damon"
+            && figures.len() >= 2
+            && figures.last().is_some_and(|&f| within(f, hot, 10.0))
+            && after == "0",
+        format!(
+            "{method} by window: {} MiB (hot {} MiB); nr_kdamonds afterwards {after}",
+            figures
+                .iter()
+                .map(|f| (f >> 20).to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            hot >> 20
+        ),
+    )
 }
 
 /// The workload's JSON line in a section's output.

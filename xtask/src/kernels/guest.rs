@@ -148,6 +148,12 @@ mkdir -p /sys/fs/cgroup/w
 rec wssm --working-set --cgroup /w -- sh -c "echo \$\$ > /sys/fs/cgroup/w/cgroup.procs && (sleep 21; echo hot {m_grow}M) | exec vmscope workload hotset --size {m_size}M --hot {m_hot}M --seconds 31"
 section labwss vmscope lab wss --size {m_size}M --hot {m_hot}M --grow {m_grow}M --window 5s --json
 settle
+# DAMON, named: a kdamond watches the workload where the kernel has vaddr
+# (refused with exit 2 and the reason where not), the first window 20 s
+# after it starts; nr_kdamonds afterwards
+# says whether vmscope put DAMON's sysfs back as it found it.
+rec wssd --working-set --wss-method damon --wss-window 5s -- vmscope workload hotset --size {m_size}M --hot {m_hot}M --seconds 40
+section damon.after cat /sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds
 # The whole system (nothing followed): every memory cgroup, two hot sets
 # in two of them.
 mkdir -p /sys/fs/cgroup/w1 /sys/fs/cgroup/w2
