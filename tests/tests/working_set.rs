@@ -488,3 +488,32 @@ fn a_method_this_kernel_lacks_is_one_usage_error() {
     assert!(err.starts_with("vmscope: --wss-method mglru: "), "{err}");
     assert!(!out.exists(), "no recording is left behind");
 }
+
+/// `--wss-method damon` where the kernel does not offer it (no DAMON sysfs,
+/// or no vaddr operations, as on the development VM's kernel), and for the
+/// whole system on any kernel: exit 2, one line, nothing recorded.
+#[test]
+fn damon_where_it_cannot_watch_is_one_usage_error() {
+    let syms = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
+    let offered = Path::new("/sys/kernel/mm/damon/admin").exists()
+        && syms.contains("damon_va_check_accesses")
+        && std::fs::read_to_string("/sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds")
+            .is_ok_and(|n| n.trim() == "0");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let base = ["record", "--working-set", "--wss-method", "damon", "-o"];
+    let mut runs: Vec<Vec<&str>> = vec![[&base[..], &[path_str(&out), "-d", "1s"]].concat()];
+    if offered {
+        eprintln!("this kernel offers DAMON with vaddr: only the system-wide refusal is checked");
+    } else {
+        runs.push([&base[..], &[path_str(&out), "--", "true"]].concat());
+    }
+    for args in runs {
+        let o = vmscope(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
+        let err = text(&o.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+        assert!(err.starts_with("vmscope: --wss-method damon: "), "{err}");
+        assert!(!out.exists(), "no recording is left behind");
+    }
+}

@@ -264,7 +264,7 @@ fn measure(
     // grown figure is the first window that starts that long after the
     // change (`shown_after_s` says how long after it the window ended).
     let settle = match method {
-        WssMethod::Damon => crate::source::damon::SETTLE,
+        WssMethod::Damon => crate::source::damon::attrs().1,
         _ => Duration::ZERO,
     };
     let limit = window * 3 + settle + Duration::from_secs(30);

@@ -2,8 +2,8 @@
 //! kdamond per measured process, driven through DAMON's sysfs
 //! (`/sys/kernel/mm/damon/admin/kdamonds`). Each kdamond has one context
 //! (`vaddr` operations, the process as its one target) and one scheme whose
-//! action is `stat` and whose access pattern matches every region, so that
-//! `update_schemes_tried_regions` lists every region with its access count.
+//! action is `stat` and whose access pattern matches every region found
+//! accessed, so that `update_schemes_tried_regions` lists those regions.
 //!
 //! vmscope uses DAMON's sysfs only when no kdamond is set up there
 //! (`nr_kdamonds` is 0), and leaves it so: every kdamond it made is turned
@@ -37,26 +37,55 @@ pub struct Attrs {
     pub max_regions: u64,
 }
 
-/// Sampling every 100 ms, aggregating every second: vmscope reads the
-/// regions once per aggregation interval. In the 6.12 guest (a hot set
-/// touched every 200 ms), sampling every 5 ms found hot regions accessed 0
-/// to 3 times in 20 checks, too few to tell from idle ones, so DAMON kept
+/// Sampling every 50 ms, aggregating every 500 ms, regions no larger than
+/// a hundredth of the watched address space: vmscope reads the regions
+/// once per aggregation interval. In the 6.12 guest (a hot set touched
+/// every 200 ms), sampling every 5 ms found hot regions accessed 0 to 3
+/// times in 20 checks, too few to tell from idle ones, so DAMON kept
 /// merging them (12 to 21 regions, 0 to 218 MiB marked for a 64 MiB hot
 /// set); every 100 ms it found them accessed 6 or 7 times in 10 and its
-/// regions settled on the hot set's 2 MiB pieces (64.0 MiB marked).
+/// regions settled on the hot set's 2 MiB pieces, but slowly (64.0 MiB
+/// marked after a minute; the union of a 5 s window's reads was 98 to 110
+/// MiB in the first 45 s).
 pub const ATTRS: Attrs = Attrs {
-    sample_us: 100_000,
-    aggr_us: 1_000_000,
+    sample_us: 50_000,
+    aggr_us: 500_000,
     update_us: 1_000_000,
-    min_regions: 10,
+    min_regions: 100,
     max_regions: 1_000,
 };
 
 /// How long DAMON's regions take to settle on what is touched, from its
-/// start (or a change of the access pattern): 23 s after the start the
-/// guest's regions marked 65.6 MiB for the 64 MiB hot set, 8 s after it
-/// 176 MiB. The first window starts this long after the kdamonds do.
-pub const SETTLE: std::time::Duration = std::time::Duration::from_secs(20);
+/// start (or a change of the access pattern). The first window starts
+/// this long after the kdamonds do.
+pub const SETTLE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The intervals, region bounds and settling time in use: [`ATTRS`] and
+/// [`SETTLE`], or `VMSCOPE_DAMON_ATTRS=SAMPLE_US,AGGR_US,MIN,MAX,SETTLE_S`
+/// (for trying other settings against a known hot set).
+pub fn attrs() -> (Attrs, std::time::Duration) {
+    let custom = std::env::var("VMSCOPE_DAMON_ATTRS").ok().and_then(|v| {
+        let n: Vec<u64> = v
+            .split(',')
+            .map(|x| x.trim().parse().ok())
+            .collect::<Option<_>>()?;
+        let [sample_us, aggr_us, min_regions, max_regions, settle] = n[..] else {
+            return None;
+        };
+        (sample_us > 0 && aggr_us >= sample_us && min_regions >= 3 && max_regions >= min_regions)
+            .then_some((
+                Attrs {
+                    sample_us,
+                    aggr_us,
+                    update_us: ATTRS.update_us,
+                    min_regions,
+                    max_regions,
+                },
+                std::time::Duration::from_secs(settle),
+            ))
+    });
+    custom.unwrap_or((ATTRS, SETTLE))
+}
 
 /// The most processes measured at once (one kdamond each).
 pub const MAX_TARGETS: usize = 32;
@@ -121,9 +150,9 @@ pub fn status() -> MethodStatus {
             detail: format!(
                 "one kdamond per process (vaddr, sampling every {} ms), its regions read every \
                  {} ms through {KDAMONDS}, the first window {} s after it starts; per process",
-                ATTRS.sample_us / 1000,
-                ATTRS.aggr_us / 1000,
-                SETTLE.as_secs()
+                attrs().0.sample_us / 1000,
+                attrs().0.aggr_us / 1000,
+                attrs().1.as_secs()
             ),
         },
     }
@@ -200,13 +229,15 @@ impl Kdamonds {
         let s = Self::scheme(i);
         write(&s.join("action"), "stat")?;
         let p = s.join("access_pattern");
-        for (what, max) in [
-            ("sz", u64::MAX.to_string()),
-            ("nr_accesses", u32::MAX.to_string()),
-            ("age", u32::MAX.to_string()),
+        // Only regions found accessed are listed: the rule needs no others,
+        // and each listed region costs a directory and four reads.
+        for (what, min, max) in [
+            ("sz", 0, u64::MAX),
+            ("nr_accesses", 1, u64::from(u32::MAX)),
+            ("age", 0, u64::from(u32::MAX)),
         ] {
-            write(&p.join(format!("{what}/max")), &max)?;
-            write(&p.join(format!("{what}/min")), "0")?;
+            write(&p.join(format!("{what}/max")), &max.to_string())?;
+            write(&p.join(format!("{what}/min")), &min.to_string())?;
         }
         Ok(())
     }

@@ -442,8 +442,9 @@ impl DamonState {
         start: Instant,
         stop: &mpsc::Receiver<()>,
     ) -> Option<WssSample> {
-        use super::damon::{ATTRS, Kdamonds};
-        let aggr = Duration::from_micros(ATTRS.aggr_us);
+        use super::damon::Kdamonds;
+        let (attrs, settle) = super::damon::attrs();
+        let aggr = Duration::from_micros(attrs.aggr_us);
         loop {
             let t0 = Instant::now();
             let cpu0 = thread_cpu();
@@ -453,7 +454,7 @@ impl DamonState {
                 // The old ones off first: nr_kdamonds must be 0 to start.
                 self.kdamonds = None;
                 if !pids.is_empty() {
-                    match Kdamonds::start(&pids, ATTRS) {
+                    match Kdamonds::start(&pids, attrs) {
                         Ok(k) => self.kdamonds = Some(k),
                         Err(e) => {
                             if !std::mem::replace(&mut self.warned, true) {
@@ -465,7 +466,7 @@ impl DamonState {
             }
             if started && self.kdamonds.is_some() {
                 // The regions settle first; nothing is counted before.
-                match stop.recv_timeout(super::damon::SETTLE) {
+                match stop.recv_timeout(settle) {
                     Err(mpsc::RecvTimeoutError::Timeout) => {}
                     _ => return None,
                 }

@@ -1121,7 +1121,9 @@ fn working_set_damon_check(c: &Console, doctor: &Value) -> Check {
         let err = c.text("wssd.stderr").unwrap_or_default().trim();
         return check(
             NAME,
-            rc == Some(2) && err.starts_with("--wss-method damon: ") && err.lines().count() == 1,
+            rc == Some(2)
+                && err.starts_with("vmscope: --wss-method damon: ")
+                && err.lines().count() == 1,
             format!("unavailable: {detail}; record exited {rc:?}: {err}"),
         );
     }
