@@ -37,19 +37,19 @@ pub struct Attrs {
     pub max_regions: u64,
 }
 
-/// Sampling every 50 ms, aggregating every 500 ms, regions no larger than
+/// Sampling every 100 ms, aggregating every second, regions no larger than
 /// a hundredth of the watched address space: vmscope reads the regions
-/// once per aggregation interval. In the 6.12 guest (a hot set touched
-/// every 200 ms), sampling every 5 ms found hot regions accessed 0 to 3
-/// times in 20 checks, too few to tell from idle ones, so DAMON kept
-/// merging them (12 to 21 regions, 0 to 218 MiB marked for a 64 MiB hot
-/// set); every 100 ms it found them accessed 6 or 7 times in 10 and its
-/// regions settled on the hot set's 2 MiB pieces, but slowly (64.0 MiB
-/// marked after a minute; the union of a 5 s window's reads was 98 to 110
-/// MiB in the first 45 s).
+/// once per aggregation interval. In the 6.12 guest (a 64 MiB hot set
+/// touched every 200 ms in 256 MiB), sampling every 5 ms found hot regions
+/// accessed 0 to 3 times in 20 checks, too few to tell from idle ones, so
+/// DAMON kept merging them (0 to 218 MiB marked); every 100 ms it found
+/// them accessed 6 or 7 times in 10. Of the settings then compared on one
+/// running hot set (5 s windows, 30 s to settle), this one came closest:
+/// 65.1, 75.2 and 68.7 MiB, against 74 to 77 MiB with at least 10 regions
+/// and 78 to 91 MiB sampling every 50 ms (docs/working-set.md).
 pub const ATTRS: Attrs = Attrs {
-    sample_us: 50_000,
-    aggr_us: 500_000,
+    sample_us: 100_000,
+    aggr_us: 1_000_000,
     update_us: 1_000_000,
     min_regions: 100,
     max_regions: 1_000,

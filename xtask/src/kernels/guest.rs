@@ -149,10 +149,10 @@ rec wssm --working-set --cgroup /w -- sh -c "echo \$\$ > /sys/fs/cgroup/w/cgroup
 section labwss vmscope lab wss --size {m_size}M --hot {m_hot}M --grow {m_grow}M --window 5s --json
 settle
 # DAMON, named: a kdamond watches the workload where the kernel has vaddr
-# (refused with exit 2 and the reason where not), the first window 20 s
+# (refused with exit 2 and the reason where not), the first window 30 s
 # after it starts; nr_kdamonds afterwards
 # says whether vmscope put DAMON's sysfs back as it found it.
-rec wssd --working-set --wss-method damon --wss-window 5s -- vmscope workload hotset --size {m_size}M --hot {m_hot}M --seconds 40
+rec wssd --working-set --wss-method damon --wss-window 5s -- vmscope workload hotset --size {m_size}M --hot {m_hot}M --seconds 50
 section damon.after cat /sys/kernel/mm/damon/admin/kdamonds/nr_kdamonds
 # The whole system (nothing followed): every memory cgroup, two hot sets
 # in two of them.
