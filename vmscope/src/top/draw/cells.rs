@@ -66,6 +66,7 @@ pub(super) fn proc_cells(r: &ProcRow) -> Vec<String> {
     [r.pid.to_string(), r.comm.clone()]
         .into_iter()
         .chain(rate_cells(&r.rates))
+        .chain([fmt_size(r.wss_bytes)])
         .collect()
 }
 
@@ -78,6 +79,7 @@ pub(super) fn cgroup_cells(r: &CgroupRow) -> Vec<String> {
             fmt_size(r.usage_bytes),
             fmt_limit(r.limit),
             r.psi_some.map_or("n/a".into(), |p| format!("{p:.2}")),
+            fmt_size(r.wss_bytes),
         ])
         .collect()
 }
