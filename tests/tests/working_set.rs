@@ -296,6 +296,8 @@ fn working_set_per_cgroup_splits_two_hot_sets() {
 /// its own child.
 #[test]
 fn lab_wss_checks_the_scan_against_a_hot_set_that_grows() {
+    // A system-wide scan in another test would clear its bits too.
+    let _x = pressure::exclusive();
     let o = vmscope_within(
         &[
             "lab", "wss", "--size", "256M", "--hot", "64M", "--grow", "128M", "--window", "2s",
@@ -334,6 +336,8 @@ fn top_shows_the_working_set_of_the_followed_process() {
     if !root_or_skip("top_shows_the_working_set_of_the_followed_process") {
         return;
     }
+    // Another scan of the same process clears its bits too.
+    let _x = pressure::exclusive();
     let hot = Hotset::start(Command::new(vmscope_bin()), "256M", "64M");
     let pid = hot.pid.to_string();
     let o = vmscope_within(
@@ -468,6 +472,8 @@ fn compare_and_report_carry_the_working_set() {
     if !root_or_skip("compare_and_report_carry_the_working_set") {
         return;
     }
+    // Another scan of the same process clears its bits too.
+    let _x = pressure::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let run = |name: &str, hot: &str| {
         let path = dir.path().join(name);
