@@ -390,7 +390,7 @@ fn tracefs_group_access_adds_the_syscall_events() {
     // The syscall events in place of the raw hooks; the BTF ones stay BTF.
     for (name, method) in [
         ("syscalls:sys_exit_madvise", "tracepoint"),
-        ("syscalls:sys_enter_munmap", "tracepoint"),
+        ("syscalls:sys_enter_process_madvise", "tracepoint"),
         ("vmscan:mm_vmscan_lru_shrink_inactive", "tp_btf"),
         ("tlb:tlb_flush", "tp_btf"),
     ] {
@@ -423,7 +423,7 @@ fn raw_syscall_hooks_count_madvise_and_munmap_exactly_without_tracefs() {
     let rec_of = |name: &str, args: &[&str]| {
         let out = u.out().join(format!("{name}.json"));
         let mut c = u.as_nobody(&u.capped);
-        c.args(["record", "-o"])
+        c.args(["record", "--syscall-latency", "-o"])
             .arg(&out)
             .arg("--")
             .arg(&u.testchild)

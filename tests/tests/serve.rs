@@ -964,7 +964,8 @@ fn the_first_scrape_has_every_attached_histogram_with_its_buckets() {
     if !root_or_skip(TEST) {
         return;
     }
-    let serve = Serve::start(&["--listen", "127.0.0.1:0"]);
+    // With the opt-in syscall timing, so that its histograms are checked too.
+    let serve = Serve::start(&["--listen", "127.0.0.1:0", "--syscall-latency"]);
     let samples = samples_or_panic(&scrape(serve.addr));
     let available = |probe: &str| {
         named(&samples, "vmscope_probe_available")

@@ -199,6 +199,12 @@ pub struct SamplingArgs {
     #[arg(long)]
     pub mmap_lock: bool,
 
+    /// Time munmap and mprotect calls (their latency histograms). Off by
+    /// default: two syscall events per call cost programs that map and
+    /// unmap in a loop (see docs/cost.md). madvise is always timed.
+    #[arg(long)]
+    pub syscall_latency: bool,
+
     /// Measure the working set: the bytes each followed process (every
     /// process, when none is followed) touched within --wss-window, and
     /// how long the rest lay idle. Clears the processes' referenced bits
@@ -385,6 +391,11 @@ pub struct BenchArgs {
     /// Record each run with the mmap_lock probes (`record --mmap-lock`).
     #[arg(long)]
     pub mmap_lock: bool,
+
+    /// Record each run with munmap and mprotect timed (`record
+    /// --syscall-latency`).
+    #[arg(long)]
+    pub syscall_latency: bool,
 
     /// The command to benchmark (after `--`).
     #[arg(last = true, value_name = "CMD")]
@@ -732,6 +743,12 @@ pub struct OverheadArgs {
     /// vmscope's default probes, interleaved; prints the medians and ratios.
     #[arg(long, conflicts_with_all = ["sampling", "mmap_lock"])]
     pub page_cache: bool,
+    /// Measure what vmscope costs memory syscalls instead: a map, touch
+    /// and unmap loop, an mprotect loop, a madvise loop and a getppid loop
+    /// (CPU per iteration) with nothing attached, vmscope's default probes
+    /// and --syscall-latency, interleaved; prints the medians and ratios.
+    #[arg(long, conflicts_with_all = ["sampling", "mmap_lock", "page_cache"])]
+    pub syscalls: bool,
     /// With --sampling: samples per second per CPU.
     #[arg(long, value_name = "HZ", default_value_t = crate::model::rmap::DEFAULT_HZ,
           value_parser = clap::value_parser!(u32).range(1..=10000))]

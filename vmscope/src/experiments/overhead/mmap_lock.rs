@@ -71,6 +71,7 @@ fn once(mode: LockConfig, work: &MmapLockWork) -> anyhow::Result<(f64, Outcome)>
             sample_hz: 0,
             mmap_lock,
             rmap_maintenance: false,
+            syscall_latency: false,
         })
     };
     let run = || Ok((mprotect_loop(200_000)?, measure(work, Storm::Mprotect)?));

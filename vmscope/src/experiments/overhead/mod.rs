@@ -11,6 +11,7 @@
 pub mod mmap_lock;
 pub mod pagecache;
 pub mod sampling;
+pub mod syscalls;
 
 use anyhow::Context as _;
 use aya::{
@@ -116,6 +117,7 @@ fn attached_hooks(swap: SwapAttach) -> anyhow::Result<Vec<AttachedHook>> {
         sample_hz: 0,
         mmap_lock: false,
         rmap_maintenance: false,
+        syscall_latency: false,
     })?;
     Ok(probes
         .probes
@@ -253,6 +255,7 @@ fn measure(mode: Mode, hooks: &[Vec<AttachedHook>; 3], args: &OverheadArgs) -> a
                 sample_hz: 0,
                 mmap_lock: false,
                 rmap_maintenance: false,
+                syscall_latency: false,
             })?;
             run()
         }
@@ -263,6 +266,7 @@ fn measure(mode: Mode, hooks: &[Vec<AttachedHook>; 3], args: &OverheadArgs) -> a
                 sample_hz: 0,
                 mmap_lock: false,
                 rmap_maintenance: false,
+                syscall_latency: false,
             })?;
             run()
         }
@@ -280,6 +284,9 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
     }
     if args.page_cache {
         return pagecache::run(args);
+    }
+    if args.syscalls {
+        return syscalls::run(args);
     }
     crate::source::kernel::tracefs::tracefs().map_err(|e| anyhow::anyhow!(e))?;
     let hooks = SWAP_CHOICES.map(attached_hooks);

@@ -68,6 +68,7 @@ fn once(mode: Config, file: &mut std::fs::File, pages: usize) -> anyhow::Result<
                 sample_hz: 0,
                 mmap_lock: false,
                 rmap_maintenance: false,
+                syscall_latency: false,
             })?;
             write_pass(file, pages)
         }
