@@ -13,7 +13,6 @@
 use crate::{
     cli::{MmapLockWork, OverheadArgs, Storm},
     experiments::workload::mmap_lock::{Outcome, measure},
-    source::loader::{self, LoadOptions, SwapAttach},
     stats,
 };
 
@@ -64,16 +63,7 @@ fn mprotect_loop(calls: u32) -> anyhow::Result<f64> {
 
 /// One mode's two figures: ns per mprotect call, µs per fault.
 fn once(mode: LockConfig, work: &MmapLockWork) -> anyhow::Result<(f64, Outcome)> {
-    let load = |mmap_lock| {
-        loader::load(&LoadOptions {
-            filtered: false,
-            swap: SwapAttach::Auto,
-            sample_hz: 0,
-            mmap_lock,
-            rmap_maintenance: false,
-            syscall_latency: false,
-        })
-    };
+    let load = |mmap_lock| super::load_system_wide(mmap_lock, false);
     let run = || Ok((mprotect_loop(200_000)?, measure(work, Storm::Mprotect)?));
     match mode {
         LockConfig::Nothing => run(),

@@ -68,6 +68,22 @@ pub fn touch_pass(pages: usize, chunk: usize) -> anyhow::Result<f64> {
     Ok(cpu_ns as f64 / pages as f64)
 }
 
+/// vmscope as `record --all` loads it (swap probe when a device is
+/// active), with the opt-in mmap_lock probes and syscall timing as asked.
+pub(super) fn load_system_wide(
+    mmap_lock: bool,
+    syscall_latency: bool,
+) -> anyhow::Result<loader::Loaded> {
+    loader::load(&LoadOptions {
+        filtered: false,
+        swap: SwapAttach::Auto,
+        sample_hz: 0,
+        mmap_lock,
+        rmap_maintenance: false,
+        syscall_latency,
+    })
+}
+
 /// A hook vmscope attached, and how.
 struct AttachedHook {
     category: String,

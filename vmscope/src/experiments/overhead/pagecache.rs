@@ -11,11 +11,7 @@ use std::io::{Seek as _, Write as _};
 
 use anyhow::Context as _;
 
-use crate::{
-    cli::OverheadArgs,
-    source::loader::{self, LoadOptions, SwapAttach},
-    stats,
-};
+use crate::{cli::OverheadArgs, stats};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Config {
@@ -62,14 +58,7 @@ fn once(mode: Config, file: &mut std::fs::File, pages: usize) -> anyhow::Result<
     match mode {
         Config::Nothing => write_pass(file, pages),
         Config::Vmscope => {
-            let _probes = loader::load(&LoadOptions {
-                filtered: false,
-                swap: SwapAttach::Auto,
-                sample_hz: 0,
-                mmap_lock: false,
-                rmap_maintenance: false,
-                syscall_latency: false,
-            })?;
+            let _probes = super::load_system_wide(false, false)?;
             write_pass(file, pages)
         }
         Config::Bpftrace => super::with_bpftrace(BPFTRACE_PROGRAM, || write_pass(file, pages)),

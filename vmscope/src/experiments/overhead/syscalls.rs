@@ -15,12 +15,7 @@
 //! installed, the peer's one-liner counting the loop's three syscalls per
 //! process (bpftrace).
 
-use crate::{
-    cli::OverheadArgs,
-    experiments::workload::AnonMap,
-    source::loader::{self, LoadOptions, SwapAttach},
-    stats,
-};
+use crate::{cli::OverheadArgs, experiments::workload::AnonMap, source::loader, stats};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum SyscallMode {
@@ -109,16 +104,7 @@ fn loops(scale: u32) -> anyhow::Result<[f64; 4]> {
 }
 
 fn once(mode: SyscallMode, scale: u32) -> anyhow::Result<[f64; 4]> {
-    let load = |syscall_latency| {
-        loader::load(&LoadOptions {
-            filtered: false,
-            swap: SwapAttach::Auto,
-            sample_hz: 0,
-            mmap_lock: false,
-            rmap_maintenance: false,
-            syscall_latency,
-        })
-    };
+    let load = |syscall_latency| super::load_system_wide(false, syscall_latency);
     match mode {
         SyscallMode::Nothing => loops(scale),
         SyscallMode::Default => {
@@ -189,14 +175,7 @@ fn per_program(scale: u32) -> anyhow::Result<()> {
             return Ok(());
         }
     };
-    let _probes = loader::load(&LoadOptions {
-        filtered: false,
-        swap: SwapAttach::Auto,
-        sample_hz: 0,
-        mmap_lock: false,
-        rmap_maintenance: false,
-        syscall_latency: true,
-    })?;
+    let _probes = super::load_system_wide(false, true)?;
     loops(scale / 2)?;
     let mut rows: Vec<(String, u64, f64)> = loaded_programs()
         .filter_map(Result::ok)
