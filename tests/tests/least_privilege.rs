@@ -420,10 +420,12 @@ fn raw_syscall_hooks_count_madvise_and_munmap_exactly_without_tracefs() {
         return;
     }
     let u = Unprivileged::new();
-    let rec_of = |name: &str, args: &[&str]| {
+    let rec_with = |name: &str, options: &[&str], args: &[&str]| {
         let out = u.out().join(format!("{name}.json"));
         let mut c = u.as_nobody(&u.capped);
-        c.args(["record", "--syscall-latency", "-o"])
+        c.arg("record")
+            .args(options)
+            .arg("-o")
             .arg(&out)
             .arg("--")
             .arg(&u.testchild)
@@ -432,6 +434,7 @@ fn raw_syscall_hooks_count_madvise_and_munmap_exactly_without_tracefs() {
         ok(&o, &format!("record {args:?} as uid 65534"));
         read_json(&out)
     };
+    let rec_of = |name: &str, args: &[&str]| rec_with(name, &["--syscall-latency"], args);
     // N against 0 cancels whatever the runtime does.
     let base = rec_of("m0", &["madvise", "0"]);
     let rec = rec_of("m300", &["madvise", "300"]);
@@ -474,4 +477,20 @@ fn raw_syscall_hooks_count_madvise_and_munmap_exactly_without_tracefs() {
         "{:#}",
         rec["totals"]["histograms"]
     );
+    // Without --syscall-latency munmap is not followed raw either: off,
+    // with the reason, and no histogram.
+    let untimed = rec_with("d200", &[], &["munmap", "200"]);
+    let p = untimed["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["probe"] == "syscalls:sys_exit_munmap")
+        .unwrap()
+        .clone();
+    assert_eq!(p["attached"], false, "{p:#}");
+    assert!(
+        p["reason"].as_str().unwrap().contains("--syscall-latency"),
+        "{p:#}"
+    );
+    assert!(untimed["totals"]["histograms"]["munmap"].is_null());
 }
