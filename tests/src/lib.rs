@@ -181,6 +181,14 @@ pub fn pages(bytes: u64) -> String {
     (bytes / ps).to_string()
 }
 
+/// A recording's entry for `probe` in its `probes` list.
+pub fn probe<'a>(rec: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    rec["probes"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["probe"] == name))
+        .unwrap_or_else(|| panic!("no probe {name} in {:#}", rec["probes"]))
+}
+
 pub fn read_json(path: &Path) -> serde_json::Value {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));

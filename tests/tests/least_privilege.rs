@@ -438,13 +438,7 @@ fn raw_syscall_hooks_count_madvise_and_munmap_exactly_without_tracefs() {
     // N against 0 cancels whatever the runtime does.
     let base = rec_of("m0", &["madvise", "0"]);
     let rec = rec_of("m300", &["madvise", "300"]);
-    let p = rec["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["probe"] == "syscalls:sys_exit_madvise")
-        .unwrap()
-        .clone();
+    let p = probe(&rec, "syscalls:sys_exit_madvise");
     assert_eq!(p["attached"], true, "{p:#}");
     assert_eq!(p["method"], "tp_btf", "{p:#}");
     assert!(
@@ -480,13 +474,7 @@ fn raw_syscall_hooks_count_madvise_and_munmap_exactly_without_tracefs() {
     // Without --syscall-latency munmap is not followed raw either: off,
     // with the reason, and no histogram.
     let untimed = rec_with("d200", &[], &["munmap", "200"]);
-    let p = untimed["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["probe"] == "syscalls:sys_exit_munmap")
-        .unwrap()
-        .clone();
+    let p = probe(&untimed, "syscalls:sys_exit_munmap");
     assert_eq!(p["attached"], false, "{p:#}");
     assert!(
         p["reason"].as_str().unwrap().contains("--syscall-latency"),

@@ -120,12 +120,8 @@ fn munmap_histogram_counts_exactly_the_childs_calls() {
     let untimed = record(dir.path(), "d50", &child(&["munmap", "50"]));
     let hist = &untimed["totals"]["histograms"]["munmap"];
     assert!(hist.is_null(), "munmap timed by default: {hist}");
-    let probes = untimed["probes"].as_array().unwrap();
     for name in ["syscalls:sys_enter_munmap", "syscalls:sys_exit_munmap"] {
-        let p = probes
-            .iter()
-            .find(|p| p["probe"] == name)
-            .unwrap_or_else(|| panic!("no probe {name}"));
+        let p = probe(&untimed, name);
         assert_eq!(p["attached"], false, "{p:#}");
         let why = p["reason"].as_str().unwrap_or("");
         assert!(why.contains("--syscall-latency"), "{p:#}");
