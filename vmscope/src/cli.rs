@@ -749,6 +749,15 @@ pub struct OverheadArgs {
     /// and --syscall-latency, interleaved; prints the medians and ratios.
     #[arg(long, conflicts_with_all = ["sampling", "mmap_lock", "page_cache"])]
     pub syscalls: bool,
+    /// Measure vmscope on four workloads instead, with a zram swap device
+    /// on: the fault loop, the map/touch/unmap and mprotect loops, redis
+    /// (redis-server driven by redis-benchmark, where installed) and a
+    /// swap-heavy loop in a memory cgroup; nothing attached, `vmscope
+    /// record` and `vmscope serve` (each its own process, default options)
+    /// and the peer's one-liner for each, interleaved; prints the medians,
+    /// the ratios against nothing and the goals.
+    #[arg(long, conflicts_with_all = ["sampling", "mmap_lock", "page_cache", "syscalls"])]
+    pub workloads: bool,
     /// With --sampling: samples per second per CPU.
     #[arg(long, value_name = "HZ", default_value_t = crate::model::rmap::DEFAULT_HZ,
           value_parser = clap::value_parser!(u32).range(1..=10000))]

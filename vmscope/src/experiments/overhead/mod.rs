@@ -12,6 +12,7 @@ pub mod mmap_lock;
 pub mod pagecache;
 pub mod sampling;
 pub mod syscalls;
+pub mod workloads;
 
 use anyhow::Context as _;
 use aya::{
@@ -304,6 +305,9 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
     if args.syscalls {
         return syscalls::run(args);
     }
+    if args.workloads {
+        return workloads::run(args);
+    }
     crate::source::kernel::tracefs::tracefs().map_err(|e| anyhow::anyhow!(e))?;
     let hooks = SWAP_CHOICES.map(attached_hooks);
     let [never, always, classic] = hooks;
@@ -343,24 +347,51 @@ fn measure_rounds(
     hooks: &[Vec<AttachedHook>; 3],
     args: &OverheadArgs,
 ) -> anyhow::Result<Vec<f64>> {
-    let mut times: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     touch_pass(args.pages, args.chunk)?; // warm-up
-    for round in 0..args.rounds as usize {
-        // Rotate the order each round: whichever mode runs first after a
-        // load or unload pays for it, and rotation spreads that evenly.
+    let mut times = interleaved(
+        modes,
+        args.rounds,
+        |mode| measure(mode, hooks, args),
+        |ns| format!("{ns:.0} ns per fault"),
+    )?;
+    Ok(times.iter_mut().map(|t| stats::median(t)).collect())
+}
+
+/// Runs `once` for every mode in each of `rounds` rounds and returns each
+/// mode's results, round by round. The order rotates each round: whichever
+/// mode runs first after a load or unload pays for it, and rotation spreads
+/// that evenly; machine noise hits every mode alike. A line per round on
+/// stderr shows each mode's result as `show` writes it.
+pub(super) fn interleaved<M: Copy, R>(
+    modes: &[M],
+    rounds: u32,
+    mut once: impl FnMut(M) -> anyhow::Result<R>,
+    show: impl Fn(&R) -> String,
+) -> anyhow::Result<Vec<Vec<R>>> {
+    let mut results: Vec<Vec<R>> = (0..modes.len()).map(|_| Vec::new()).collect();
+    for round in 0..rounds as usize {
         for k in 0..modes.len() {
             let i = (round + k) % modes.len();
-            times[i].push(measure(modes[i], hooks, args)?);
+            results[i].push(once(modes[i])?);
         }
-        let line: Vec<String> = times.iter().map(|t| format!("{:.0}", t[round])).collect();
-        eprintln!(
-            "round {}/{}: {} ns per fault",
-            round + 1,
-            args.rounds,
-            line.join(" / ")
-        );
+        let line: Vec<String> = results.iter().map(|r| show(&r[round])).collect();
+        eprintln!("round {}/{rounds}: {}", round + 1, line.join(" | "));
     }
-    Ok(times.iter_mut().map(|t| stats::median(t)).collect())
+    Ok(results)
+}
+
+/// Each mode's median of each of its `N` figures, from
+/// [`interleaved`]'s results.
+pub(super) fn medians<const N: usize>(rounds: &[Vec<[f64; N]>]) -> Vec<[f64; N]> {
+    rounds
+        .iter()
+        .map(|r| {
+            std::array::from_fn(|l| {
+                let mut v: Vec<f64> = r.iter().map(|x| x[l]).collect();
+                stats::median(&mut v)
+            })
+        })
+        .collect()
 }
 
 /// The cost per fault of every mode, then vmscope's against nothing and

@@ -15,7 +15,7 @@
 //! installed, the peer's one-liner counting the loop's three syscalls per
 //! process (bpftrace).
 
-use crate::{cli::OverheadArgs, experiments::workload::AnonMap, source::loader, stats};
+use crate::{cli::OverheadArgs, experiments::workload::AnonMap, source::loader};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum SyscallMode {
@@ -65,7 +65,7 @@ fn check(rc: libc::c_int, what: &str) -> anyhow::Result<()> {
 }
 
 /// One pass of every loop; `scale` sizes them (iterations per loop).
-fn loops(scale: u32) -> anyhow::Result<[f64; 4]> {
+pub(super) fn loops(scale: u32) -> anyhow::Result<[f64; 4]> {
     let page = rustix::param::page_size();
     let map_touch_unmap = per_call(scale / 10, || {
         let m = AnonMap::new(16 * page)?;
@@ -133,26 +133,14 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
     } else {
         eprintln!("bpftrace is not installed: no peer column (apt-get install bpftrace)");
     }
-    let mut t: Vec<[Vec<f64>; 4]> = vec![Default::default(); modes.len()];
     loops(scale / 10)?; // warm-up
-    for round in 0..args.rounds as usize {
-        for k in 0..modes.len() {
-            let i = (round + k) % modes.len();
-            let r = once(modes[i], scale)?;
-            for (l, v) in r.into_iter().enumerate() {
-                t[i][l].push(v);
-            }
-        }
-        let line: Vec<String> = t
-            .iter()
-            .map(|m| format!("{:.0}/{:.0} ns", m[0][round], m[1][round]))
-            .collect();
-        eprintln!("round {}/{}: {}", round + 1, args.rounds, line.join(" | "));
-    }
-    let med: Vec<[f64; 4]> = t
-        .iter_mut()
-        .map(|m| [0, 1, 2, 3].map(|l| stats::median(&mut m[l])))
-        .collect();
+    let rounds = super::interleaved(
+        &modes,
+        args.rounds,
+        |mode| once(mode, scale),
+        |r| format!("{:.0}/{:.0} ns", r[0], r[1]),
+    )?;
+    let med = super::medians(&rounds);
     print(&modes, &med, args.rounds);
     per_program(scale)?;
     Ok(0)
