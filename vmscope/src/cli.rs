@@ -758,6 +758,11 @@ pub struct OverheadArgs {
     /// the ratios against nothing and the goals.
     #[arg(long, conflicts_with_all = ["sampling", "mmap_lock", "page_cache", "syscalls"])]
     pub workloads: bool,
+    /// With --workloads: the vmscope executable whose `record` and `serve`
+    /// are measured (default: this one), e.g. an earlier build to set
+    /// beside this one.
+    #[arg(long, value_name = "PATH", requires = "workloads")]
+    pub binary: Option<std::path::PathBuf>,
     /// With --sampling: samples per second per CPU.
     #[arg(long, value_name = "HZ", default_value_t = crate::model::rmap::DEFAULT_HZ,
           value_parser = clap::value_parser!(u32).range(1..=10000))]
