@@ -222,7 +222,10 @@ pub(super) fn with_bpftrace<T>(
     f: impl FnOnce() -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     use std::io::{BufRead as _, Read as _};
-    let mut child = std::process::Command::new("bpftrace")
+    let mut cmd = std::process::Command::new("bpftrace");
+    // Started while `overhead --workloads` holds Ctrl-C: SIGINT must still
+    // stop it.
+    let mut child = crate::experiments::workload::unheld(&mut cmd)
         .args(["-e", program])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())

@@ -29,7 +29,13 @@ use std::{
 
 use anyhow::Context as _;
 
-use crate::{cli::OverheadArgs, experiments::pressure};
+use crate::{
+    cli::OverheadArgs,
+    experiments::{
+        pressure,
+        workload::{HeldSignals, unheld},
+    },
+};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Watching {
@@ -115,6 +121,9 @@ struct Bench {
     pages: usize,
     /// The vmscope whose record and serve are measured.
     exe: PathBuf,
+    /// Last, so dropped last: a held signal takes effect once everything
+    /// above is undone.
+    held: HeldSignals,
 }
 
 pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
@@ -128,6 +137,10 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
         ));
     }
     crate::source::kernel::tracefs::tracefs().map_err(|e| anyhow::anyhow!(e))?;
+    // Ctrl-C (or SIGTERM, SIGHUP) is held while the swap device, the
+    // cgroup and redis-server exist: the bench stops before its next
+    // figure, removes them, and then the signal takes effect.
+    let held = HeldSignals::hold()?;
     let dir = tempfile::Builder::new()
         .prefix("vmscope-overhead-")
         .tempdir()
@@ -154,6 +167,7 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
             Some(p) => p.clone(),
             None => std::env::current_exe().context("finding vmscope's own executable")?,
         },
+        held,
     };
     let mut modes = vec![Watching::Nothing, Watching::Record, Watching::Serve];
     if super::bpftrace_installed() {
@@ -182,6 +196,10 @@ impl Bench {
         };
         let mut r = [f64::NAN; 5];
         for (i, fig) in FIGURES.iter().enumerate() {
+            anyhow::ensure!(
+                !self.held.pending(),
+                "interrupted: stopped, swap device and cgroup removed"
+            );
             let one = || self.one(i);
             r[i] = if mode == Watching::Bpftrace && self.available(i).is_ok() {
                 super::with_bpftrace(fig.peer, one)?
@@ -227,7 +245,8 @@ struct Watcher {
 impl Watcher {
     fn vmscope(exe: &Path) -> Command {
         let mut cmd = Command::new(exe);
-        cmd.stdin(Stdio::null())
+        unheld(&mut cmd)
+            .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         cmd
@@ -331,7 +350,7 @@ impl Redis {
         which("redis-benchmark")?;
         let socket = dir.join("redis.sock");
         let mut server = Command::new("redis-server");
-        let server = on_cpu(&mut server, 0)
+        let server = on_cpu(unheld(&mut server), 0)
             .args([
                 "--port",
                 "0",
@@ -363,7 +382,7 @@ impl Redis {
     /// both (all requests over the time both took).
     fn benchmark(&self) -> anyhow::Result<f64> {
         let mut bench = Command::new("redis-benchmark");
-        let out = on_cpu(&mut bench, 1)
+        let out = on_cpu(unheld(&mut bench), 1)
             .arg("-s")
             .arg(&self.socket)
             .args(["-n", &REDIS_REQUESTS.to_string(), "-t", "set,get", "--csv"])
