@@ -33,7 +33,7 @@ use crate::{
     cli::OverheadArgs,
     experiments::{
         pressure,
-        workload::{HeldSignals, unheld},
+        workload::{AnonMap, HeldSignals, unheld},
     },
 };
 
@@ -462,7 +462,8 @@ fn swap_loop(cg: &pressure::MemCgroup) -> anyhow::Result<f64> {
         .context("the cgroup's path")?;
     let page = rustix::param::page_size();
     let pages = 2 * SWAP_LIMIT as usize / page;
-    // SAFETY: the child makes only syscalls (no allocation, no locks) and
+    // SAFETY: this process runs one thread (nothing else holds the
+    // allocator's lock); the child makes syscalls on its own memory and
     // leaves with _exit.
     let pid = unsafe { libc::fork() };
     anyhow::ensure!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
@@ -496,19 +497,12 @@ unsafe fn swap_child(procs: &CString, pages: usize, page: usize) -> ! {
         }
         libc::close(fd);
         let len = pages * page;
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        if p == libc::MAP_FAILED {
+        // Single-threaded here, so even the error path's allocation is safe.
+        let Ok(map) = AnonMap::new(len) else {
             libc::_exit(2);
-        }
-        libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
-        let base = p.cast::<u8>();
+        };
+        libc::madvise(map.ptr.cast(), len, libc::MADV_NOHUGEPAGE);
+        let base = map.ptr;
         for pass in 0..=SWAP_PASSES {
             for i in 0..pages {
                 std::ptr::write_volatile(base.add(i * page), pass as u8 + 1);
