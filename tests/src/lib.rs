@@ -256,3 +256,18 @@ pub fn assert_valid(v: &jsonschema::Validator, doc: &serde_json::Value, what: &s
         "{what} does not match the schema: {errors:#?}"
     );
 }
+
+/// Starts the command with SIGINT's disposition set to `how` (SIG_DFL or
+/// SIG_IGN), whatever the test itself inherited.
+pub fn with_sigint(c: &mut Command, how: libc::sighandler_t) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: signal(2) is async-signal-safe; nothing else runs in pre_exec.
+    unsafe {
+        c.pre_exec(move || {
+            if libc::signal(libc::SIGINT, how) == libc::SIG_ERR {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}

@@ -287,6 +287,10 @@ fn sigint_mid_run_leaves_a_complete_document() {
         "sleep",
         "30",
     ]);
+    // SIGINT's default disposition for the command, whatever the suite
+    // inherited (a background job of a shell ignores it: that case is in
+    // documents.rs).
+    with_sigint(&mut c, libc::SIG_DFL);
     let child = c.stderr(std::process::Stdio::piped()).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     // SAFETY: signalling our own child.
