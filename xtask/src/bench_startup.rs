@@ -39,7 +39,7 @@ pub fn bench_startup(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
     std::fs::create_dir_all(&dir)?;
     let mut figures = vec![
         Figure::new("record -- true: total", 0.3),
-        Figure::new("record -- true: start to exec", 0.15),
+        Figure::new("record -- true: start to exec", 0.10),
         Figure::new("bench -r 10 -- true: total", 4.0),
         Figure::new("top --batch -n 1 -i 100ms", 0.5),
         Figure::new("serve: start to /healthz", 0.3),

@@ -284,6 +284,9 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         log::debug!("could not raise RLIMIT_MEMLOCK ({e}); fine on kernels >= 5.11");
     }
     let disabled = disabled();
+    if opts.sample_hz > 0 && !disabled.iter().any(|d| d == crate::source::rmap::PROBE) {
+        crate::source::rmap::kallsyms::Symbols::prefetch();
+    }
     let mut offsets: [Option<u32>; off::COUNT] = [None; off::COUNT];
     let faults = FaultPlans::new(&mut offsets, &disabled);
     let plans = plan_specs(opts, &mut offsets, &disabled);
