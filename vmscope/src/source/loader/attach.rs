@@ -19,8 +19,8 @@ use crate::source::kernel::tracefs;
 use super::btf::{BtfVariants, TaskOffsets, attach_btf, load_btf};
 use super::specs::{FaultPlans, HookPlan, Spec};
 use super::{
-    ACCOUNT_PROBE, DISABLE_ENV, FAULT_TIMING_PROBE, MAJOR_FAULTS_PROBE, SWAP_PROBE,
-    SYSCALL_LATENCY_OFF, SwapAttach, swap_active, swap_prog,
+    ACCOUNT_PROBE, DISABLE_ENV, FAULT_TIMING_PROBE, MAJOR_FAULTS_PROBE, SWAP_PROBE, SwapAttach,
+    swap_active, swap_prog,
 };
 
 /// Attaches one planned tracepoint program.
@@ -424,8 +424,7 @@ pub(super) fn raw_syscalls(
     for (s, p) in plans.iter().filter(|(s, _)| s.category == "syscalls") {
         let name = s.names[0];
         // Off unless asked for (`--syscall-latency`): not followed raw either.
-        let opted_out = p.event.as_ref().is_err_and(|e| e == SYSCALL_LATENCY_OFF);
-        if opted_out || disabled.contains(&format!("syscalls:{name}")) {
+        if p.opted_out || disabled.contains(&format!("syscalls:{name}")) {
             continue;
         }
         let call = name

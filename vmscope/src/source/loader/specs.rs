@@ -410,6 +410,9 @@ pub(super) struct HookPlan {
     /// Why the classic tracepoint cannot be attached although the event
     /// exists (tracefs unreadable): only a BTF variant can be.
     pub(super) classic: Result<(), String>,
+    /// Off because the user did not ask for it (an opt-in hook), rather
+    /// than because the kernel lacks it.
+    pub(super) opted_out: bool,
 }
 
 pub(super) fn plan(
@@ -424,6 +427,7 @@ pub(super) fn plan(
         probe: probe.clone(),
         event: Err(why.clone()),
         classic: Err(why),
+        opted_out: false,
     };
     if names
         .iter()
@@ -465,6 +469,7 @@ pub(super) fn plan(
             probe,
             event: Ok((name, Vec::new())),
             classic: Err(why),
+            opted_out: false,
         };
     }
     let event = (|| {
@@ -488,6 +493,7 @@ pub(super) fn plan(
         probe,
         event,
         classic,
+        opted_out: false,
     }
 }
 
@@ -559,6 +565,7 @@ pub(super) fn plan_specs(
                     probe: format!("{}:{}", s.category, s.names[0]),
                     event: Err(why.clone()),
                     classic: Err(why),
+                    opted_out: true,
                 };
                 return (s, off);
             }
