@@ -56,9 +56,20 @@ impl Watching {
     }
 }
 
-/// The figures, in table order: name, unit, whether more is better, the
-/// goal against nothing, and the peer's one-liner.
+/// What a figure measures.
+#[derive(Clone, Copy)]
+enum Work {
+    Faults,
+    MapTouchUnmap,
+    Mprotect,
+    Redis,
+    Swap,
+}
+
+/// The figures, in table order: what is measured, its name, unit, whether
+/// more is better, the goal against nothing, and the peer's one-liner.
 struct Figure {
+    work: Work,
     name: &'static str,
     unit: &'static str,
     throughput: bool,
@@ -77,6 +88,7 @@ const SWAP: &str = "BEGIN { printf(\"ready\\n\"); } \
 
 const FIGURES: [Figure; 5] = [
     Figure {
+        work: Work::Faults,
         name: "fault loop",
         unit: "ns/fault",
         throughput: false,
@@ -84,6 +96,7 @@ const FIGURES: [Figure; 5] = [
         peer: FAULTS,
     },
     Figure {
+        work: Work::MapTouchUnmap,
         name: "mmap+touch+munmap 64K",
         unit: "ns/iter",
         throughput: false,
@@ -91,6 +104,7 @@ const FIGURES: [Figure; 5] = [
         peer: SYSCALLS,
     },
     Figure {
+        work: Work::Mprotect,
         name: "mprotect loop",
         unit: "ns/call",
         throughput: false,
@@ -98,6 +112,7 @@ const FIGURES: [Figure; 5] = [
         peer: SYSCALLS,
     },
     Figure {
+        work: Work::Redis,
         name: "redis set+get",
         unit: "req/s",
         throughput: true,
@@ -105,6 +120,7 @@ const FIGURES: [Figure; 5] = [
         peer: FAULTS,
     },
     Figure {
+        work: Work::Swap,
         name: "swap loop (zram)",
         unit: "ns/page",
         throughput: false,
@@ -200,8 +216,8 @@ impl Bench {
                 !self.held.pending(),
                 "interrupted: stopped, swap device and cgroup removed"
             );
-            let one = || self.one(i);
-            r[i] = if mode == Watching::Bpftrace && self.available(i).is_ok() {
+            let one = || self.one(fig.work);
+            r[i] = if mode == Watching::Bpftrace && self.available(fig.work).is_ok() {
                 super::with_bpftrace(fig.peer, one)?
             } else {
                 one()?
@@ -210,24 +226,27 @@ impl Bench {
         Ok(r)
     }
 
-    /// Why figure `i` cannot be measured here, if it cannot.
-    fn available(&self, i: usize) -> Result<(), String> {
-        match i {
-            3 if self.redis.is_none() => Err("redis-server or redis-benchmark missing".into()),
-            4 => self.swap.as_ref().map(|_| ()).map_err(Clone::clone),
+    /// Why `work` cannot be measured here, if it cannot.
+    fn available(&self, work: Work) -> Result<(), String> {
+        match work {
+            Work::Redis if self.redis.is_none() => {
+                Err("redis-server or redis-benchmark missing".into())
+            }
+            Work::Swap => self.swap.as_ref().map(|_| ()).map_err(Clone::clone),
             _ => Ok(()),
         }
     }
 
-    fn one(&self, i: usize) -> anyhow::Result<f64> {
-        if self.available(i).is_err() {
+    fn one(&self, work: Work) -> anyhow::Result<f64> {
+        if self.available(work).is_err() {
             return Ok(f64::NAN);
         }
-        match i {
-            0 => super::touch_pass(self.pages, 1 << 14),
-            1 | 2 => Ok(super::syscalls::loops(100_000)?[i - 1]),
-            3 => self.redis.as_ref().map_or(Ok(f64::NAN), Redis::benchmark),
-            _ => match &self.swap {
+        match work {
+            Work::Faults => super::touch_pass(self.pages, 1 << 14),
+            Work::MapTouchUnmap => Ok(super::syscalls::loops(100_000)?[0]),
+            Work::Mprotect => Ok(super::syscalls::loops(100_000)?[1]),
+            Work::Redis => self.redis.as_ref().map_or(Ok(f64::NAN), Redis::benchmark),
+            Work::Swap => match &self.swap {
                 Ok((_, cg)) => swap_loop(cg),
                 Err(_) => Ok(f64::NAN),
             },
@@ -302,9 +321,19 @@ impl Watcher {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+        // Its first two samples taken (the first at once, the second an
+        // interval later, which symbolizes the stacks sampled meanwhile)
+        // and the start-up's memory given back: the figures are what it
+        // costs from then on, all the time. What starting costs is
+        // `cargo xtask bench startup`'s.
+        std::thread::sleep(SETTLE);
         Ok(())
     }
 }
+
+/// How long a watcher runs before its figures are taken: two of its
+/// default intervals and a half.
+const SETTLE: Duration = Duration::from_millis(2500);
 
 impl Drop for Watcher {
     fn drop(&mut self) {
@@ -347,7 +376,7 @@ const REDIS_REQUESTS: u32 = 100_000;
 
 impl Redis {
     fn start(dir: &Path) -> anyhow::Result<Redis> {
-        which("redis-benchmark")?;
+        crate::child::resolve("redis-benchmark")?;
         let socket = dir.join("redis.sock");
         let mut server = Command::new("redis-server");
         let server = on_cpu(unheld(&mut server), 0)
@@ -443,13 +472,6 @@ fn redis_rps(csv: &str) -> Option<[f64; 2]> {
     Some([rate("SET")?, rate("GET")?])
 }
 
-fn which(name: &str) -> anyhow::Result<()> {
-    let found = std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()));
-    anyhow::ensure!(found, "{name} is not installed");
-    Ok(())
-}
-
 /// The swap loop's memory cgroup limit; the child writes twice this.
 const SWAP_LIMIT: u64 = 32 << 20;
 const SWAP_PASSES: usize = 4;
@@ -520,7 +542,7 @@ fn print(modes: &[Watching], med: &[[f64; 5]], rounds: u32, bench: &Bench) {
     let head: String = modes.iter().map(|m| format!("{:>12}", m.name())).collect();
     println!("  {:<24}{:>9}{head}", "workload", "unit");
     for (i, f) in FIGURES.iter().enumerate() {
-        if let Err(why) = bench.available(i) {
+        if let Err(why) = bench.available(f.work) {
             println!("  {:<24}{:>9}  unavailable: {why}", f.name, f.unit);
             continue;
         }
@@ -538,7 +560,7 @@ fn print(modes: &[Watching], med: &[[f64; 5]], rounds: u32, bench: &Bench) {
     );
     let peer = modes.iter().position(|&m| m == Watching::Bpftrace);
     for (i, f) in FIGURES.iter().enumerate() {
-        if bench.available(i).is_err() {
+        if bench.available(f.work).is_err() {
             continue;
         }
         let ratio = |m: &[f64; 5]| m[i] / med[0][i];
