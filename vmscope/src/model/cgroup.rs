@@ -91,4 +91,8 @@ pub struct CgroupTotal {
     /// Its books at the first and last sample that listed it.
     pub books_first: Option<CgroupBooks>,
     pub books_last: Option<CgroupBooks>,
+    /// The unit, container and pod its path names (absent when it follows
+    /// no known layout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<crate::model::identity::Workload>,
 }

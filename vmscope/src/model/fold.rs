@@ -145,6 +145,10 @@ impl Fold {
                     totals,
                     books_first: self.books_first.get(&id).cloned(),
                     books_last: c.books.clone(),
+                    workload: c
+                        .path
+                        .as_deref()
+                        .and_then(crate::model::identity::Workload::from_path),
                 }
             })
             .collect();

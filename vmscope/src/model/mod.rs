@@ -8,6 +8,7 @@ pub mod cgroup;
 pub mod fold;
 pub mod hist;
 pub mod hugepages;
+pub mod identity;
 pub mod live;
 pub mod metrics;
 pub mod oom;

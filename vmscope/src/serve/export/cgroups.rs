@@ -33,6 +33,7 @@ use super::{Series, State, Writer, secs};
 use crate::model::{
     catalogue::{self, Family, ProcField, Scope, probe, reclaim},
     cgroup::{CgroupSample, CgroupState},
+    identity::Workload,
     oom::OomKill,
     snapshot::Snapshot,
 };
@@ -85,6 +86,18 @@ pub const RECLAIM_STALL: Family = counter(
 pub const PROCESSES: Family = gauge(
     "vmscope_cgroup_processes",
     "The cgroup's processes vmscope has seen that are alive.",
+);
+/// The workload each exported cgroup is, from its path: join it on
+/// `cgroup` (`* on(cgroup) group_left(container, pod_uid)
+/// vmscope_cgroup_info`) to name any per-cgroup series by container, pod or
+/// unit. One series per exported cgroup whose path names one.
+pub const INFO: Family = Family::gauge(
+    Scope::Cgroup,
+    "vmscope_cgroup_info",
+    &["cgroup", "unit", "runtime", "container", "pod_uid", "qos"],
+    "Always 1: the systemd unit, container runtime and id, and Kubernetes pod UID and QoS \
+     class the cgroup's path names (empty where it names none); only for cgroups whose \
+     path follows a known layout.",
 );
 pub const MEMORY_USAGE: Family = gauge(
     "vmscope_cgroup_memory_usage_bytes",
@@ -168,6 +181,7 @@ pub const FAMILIES: &[Family] = &[
     MADVISE_CALLS,
     RECLAIM_STALL,
     PROCESSES,
+    INFO,
     MEMORY_USAGE,
     MEMORY_LIMIT,
     UNDER_OOM,
@@ -363,7 +377,30 @@ pub(super) fn render(w: &mut Writer, state: &State) {
         return;
     }
     counts(w, state, &rows);
+    info(w, &rows);
     books(w, &rows);
+}
+
+fn info(w: &mut Writer, rows: &[(String, &CgroupState)]) {
+    let series = rows
+        .iter()
+        .filter_map(|(n, c)| {
+            let id = Workload::from_path(c.path.as_deref()?)?;
+            let v = |f: &Option<String>| f.clone().unwrap_or_default();
+            Some((
+                vec![
+                    ("cgroup", n.clone()),
+                    ("unit", v(&id.unit)),
+                    ("runtime", v(&id.runtime)),
+                    ("container", v(&id.container)),
+                    ("pod_uid", v(&id.pod_uid)),
+                    ("qos", v(&id.qos)),
+                ],
+                "1".to_string(),
+            ))
+        })
+        .collect();
+    w.write(&INFO, series);
 }
 
 fn oom_kills(w: &mut Writer, state: &State) {

@@ -355,9 +355,16 @@ fn representative() -> State {
         live: 1,
         ..Default::default()
     };
+    // A container's, whose path names its workload.
+    let container = CgroupState {
+        path: Some(format!("/system.slice/docker-{}.scope", "ab".repeat(32))),
+        live: 1,
+        ..Default::default()
+    };
     state.now.cgroups.insert(7, cgroup);
+    state.now.cgroups.insert(8, container);
     state.cgroups.top = 5;
-    state.cgroups.exported = vec![7];
+    state.cgroups.exported = vec![7, 8];
     let kill = crate::model::oom::OomKill {
         cgroup: Some("/work".into()),
         ..Default::default()

@@ -170,6 +170,12 @@ impl Collector {
         let mut cgroups_gone = self.cgroup_upkeep(probes, c(counter::CGROUP_EVENTS_LOST));
         let cgroups = self.cgroups(&procs, &mut cgroups_gone);
         self.blame_limits(&mut oom_kills, &cgroups, &mut probes.kernel_log);
+        for k in &mut oom_kills {
+            k.workload = k
+                .cgroup
+                .as_deref()
+                .and_then(crate::model::identity::Workload::from_path);
+        }
         Ok(Sample {
             oom_kills,
             cgroups,
