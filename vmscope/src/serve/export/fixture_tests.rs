@@ -289,21 +289,7 @@ fn representative() -> State {
     for (k, v) in [("zswpout", 30), ("zswpin", 20), ("zswpwb", 5)] {
         state.now.vmstat.0.insert(k.to_string(), v);
     }
-    state.now.tiers = Some(crate::model::tiers::TierSample {
-        zswap: Some(crate::model::tiers::ZswapPool {
-            enabled: true,
-            pool_bytes: Some(1 << 20),
-            stored_bytes: Some(3 << 20),
-            ..Default::default()
-        }),
-        devices: vec![crate::model::tiers::TierDevice {
-            name: "/dev/zram0".into(),
-            kind: "partition".into(),
-            medium: "zram".into(),
-            zram: Some(crate::model::tiers::ZramStat::default()),
-            ..Default::default()
-        }],
-    });
+    state.now.tiers = Some(tiers());
     state.wss_edges_ns = Some(vec![1_000_000_000, 10_000_000_000]);
     state.now.wss = Some(crate::model::wss::WssSample {
         procs: vec![crate::model::wss::WssProc {
@@ -355,14 +341,8 @@ fn representative() -> State {
         live: 1,
         ..Default::default()
     };
-    // A container's, whose path names its workload.
-    let container = CgroupState {
-        path: Some(format!("/system.slice/docker-{}.scope", "ab".repeat(32))),
-        live: 1,
-        ..Default::default()
-    };
     state.now.cgroups.insert(7, cgroup);
-    state.now.cgroups.insert(8, container);
+    state.now.cgroups.insert(8, container_cgroup());
     state.cgroups.top = 5;
     state.cgroups.exported = vec![7, 8];
     let kill = crate::model::oom::OomKill {
@@ -371,6 +351,34 @@ fn representative() -> State {
     };
     state.cgroups.count_kills(&[kill], 1);
     state
+}
+
+/// A zswap pool and a zram device.
+fn tiers() -> crate::model::tiers::TierSample {
+    crate::model::tiers::TierSample {
+        zswap: Some(crate::model::tiers::ZswapPool {
+            enabled: true,
+            pool_bytes: Some(1 << 20),
+            stored_bytes: Some(3 << 20),
+            ..Default::default()
+        }),
+        devices: vec![crate::model::tiers::TierDevice {
+            name: "/dev/zram0".into(),
+            kind: "partition".into(),
+            medium: "zram".into(),
+            zram: Some(crate::model::tiers::ZramStat::default()),
+            ..Default::default()
+        }],
+    }
+}
+
+/// A container's cgroup, whose path names its workload.
+fn container_cgroup() -> crate::model::cgroup::CgroupState {
+    crate::model::cgroup::CgroupState {
+        path: Some(format!("/system.slice/docker-{}.scope", "ab".repeat(32))),
+        live: 1,
+        ..Default::default()
+    }
 }
 
 /// Every family the exporter writes is in `docs/metrics.md`, with the
