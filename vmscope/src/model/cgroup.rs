@@ -94,5 +94,5 @@ pub struct CgroupTotal {
     /// The unit, container and pod its path names (absent when it follows
     /// no known layout).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workload: Option<crate::model::identity::Workload>,
+    pub workload: Option<crate::model::identity::Identity>,
 }

@@ -148,7 +148,7 @@ impl Fold {
                     workload: c
                         .path
                         .as_deref()
-                        .and_then(crate::model::identity::Workload::from_path),
+                        .and_then(crate::model::identity::Identity::from_path),
                 }
             })
             .collect();

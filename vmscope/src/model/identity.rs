@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 /// What a cgroup's path says about the workload in it. Every field is
 /// absent where the path does not say.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Workload {
+pub struct Identity {
     /// The innermost systemd unit (`nginx.service`, `session-3.scope`),
     /// not counting a container's own scope.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -39,12 +39,12 @@ const SCOPES: &[(&str, &str)] = &[
     ("crio-", "cri-o"),
 ];
 
-impl Workload {
+impl Identity {
     /// The workload `path` (below the hierarchy's mount, `/` for the root)
     /// belongs to; `None` when the path follows none of the known layouts.
-    pub fn from_path(path: &str) -> Option<Workload> {
+    pub fn from_path(path: &str) -> Option<Identity> {
         let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-        let mut w = Workload::default();
+        let mut w = Identity::default();
         let mut kube = false;
         for (i, &part) in parts.iter().enumerate() {
             let parent = i.checked_sub(1).map(|j| parts[j]);
@@ -76,7 +76,7 @@ impl Workload {
                 w.unit = Some(part.into());
             }
         }
-        (w != Workload::default()).then_some(w)
+        (w != Identity::default()).then_some(w)
     }
 
     /// Takes one component below `kubepods`: a QoS slice or directory, or
@@ -156,8 +156,8 @@ mod tests {
     const ID: &str = "9a3b5c7d9e1f2a4b6c8d0e2f4a6b8c0d2e4f6a8b0c2d4e6f8a0b2c4d6e8f0a2b";
     const UID: &str = "1f0e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
 
-    fn w(path: &str) -> Workload {
-        Workload::from_path(path).unwrap_or_else(|| panic!("{path}: nothing recognized"))
+    fn w(path: &str) -> Identity {
+        Identity::from_path(path).unwrap_or_else(|| panic!("{path}: nothing recognized"))
     }
 
     fn some(s: &str) -> Option<String> {
@@ -210,7 +210,7 @@ mod tests {
         );
         // Conmon, which watches the container, is not it.
         assert_eq!(
-            Workload::from_path(&format!("/machine.slice/libpod-conmon-{ID}.scope")),
+            Identity::from_path(&format!("/machine.slice/libpod-conmon-{ID}.scope")),
             None
         );
         let cgroupfs = w(&format!("/libpod_parent/libpod-{ID}"));
@@ -291,7 +291,7 @@ mod tests {
             // A pod-like name outside kubepods.
             &format!("/pod{UID}"),
         ] {
-            assert_eq!(Workload::from_path(p), None, "{p}");
+            assert_eq!(Identity::from_path(p), None, "{p}");
         }
     }
 

@@ -40,7 +40,7 @@ pub struct OomKill {
     /// The unit, container and pod `cgroup`'s path names (absent when it
     /// follows no known layout, or is unknown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workload: Option<crate::model::identity::Workload>,
+    pub workload: Option<crate::model::identity::Identity>,
     /// The cgroup of the task whose allocation invoked the OOM killer: in
     /// a memcg OOM, one inside the memcg that hit its limit. Null when
     /// unknown.

@@ -33,7 +33,7 @@ use super::{Series, State, Writer, secs};
 use crate::model::{
     catalogue::{self, Family, ProcField, Scope, probe, reclaim},
     cgroup::{CgroupSample, CgroupState},
-    identity::Workload,
+    identity::Identity,
     oom::OomKill,
     snapshot::Snapshot,
 };
@@ -385,7 +385,7 @@ fn info(w: &mut Writer, rows: &[(String, &CgroupState)]) {
     let series = rows
         .iter()
         .filter_map(|(n, c)| {
-            let id = Workload::from_path(c.path.as_deref()?)?;
+            let id = Identity::from_path(c.path.as_deref()?)?;
             let v = |f: &Option<String>| f.clone().unwrap_or_default();
             Some((
                 vec![

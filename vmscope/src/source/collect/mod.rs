@@ -174,7 +174,7 @@ impl Collector {
             k.workload = k
                 .cgroup
                 .as_deref()
-                .and_then(crate::model::identity::Workload::from_path);
+                .and_then(crate::model::identity::Identity::from_path);
         }
         Ok(Sample {
             oom_kills,
