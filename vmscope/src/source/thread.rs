@@ -108,6 +108,9 @@ impl Source {
                         return;
                     }
                 };
+                // The programs are loaded: the session needs the kernel's
+                // BTF again only for a deferred attach, which parses it anew.
+                crate::source::kernel::btf::release();
                 let scheme = probes.cgroups.as_ref().ok().map(|h| h.scheme());
                 let _ = ready_tx.send(Ok((probes.probes.clone(), probes.fault_source, scheme)));
                 Worker::new(probes, tx).run(&cmd_rx);
@@ -241,12 +244,6 @@ struct Worker {
     /// The working-set scan asked for, started with the reads.
     wss_setup: Option<WssSetup>,
     wss: Option<Scanner>,
-    /// The kernel's BTF parses, still held. The programs are loaded, and
-    /// the session needs the BTF again only for a deferred attach, which
-    /// parses it anew; they are given back after the first read (tens of
-    /// milliseconds of freeing, while a wrapped command starts, rather
-    /// than before).
-    btf_held: bool,
 }
 
 /// A followed cgroup subtree. The kernel side follows a task moved into
@@ -308,13 +305,6 @@ impl Worker {
             roots: Default::default(),
             wss_setup: None,
             wss: None,
-            btf_held: true,
-        }
-    }
-
-    fn release_btf(&mut self) {
-        if std::mem::take(&mut self.btf_held) {
-            crate::source::kernel::btf::release();
         }
     }
 
@@ -336,7 +326,6 @@ impl Worker {
                 break;
             }
         }
-        self.release_btf();
         crate::source::teardown::release(self.probes);
     }
 
@@ -399,9 +388,7 @@ impl Worker {
     /// (the views have gone).
     fn tick(&mut self) {
         let r = self.read();
-        let sent = self.out.send(Out::Read(r)).is_ok();
-        self.release_btf();
-        if !sent {
+        if self.out.send(Out::Read(r)).is_err() {
             self.next = None;
             return;
         }
