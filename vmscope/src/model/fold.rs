@@ -145,10 +145,7 @@ impl Fold {
                     totals,
                     books_first: self.books_first.get(&id).cloned(),
                     books_last: c.books.clone(),
-                    workload: c
-                        .path
-                        .as_deref()
-                        .and_then(crate::model::identity::Identity::from_path),
+                    workload: c.identity(),
                 }
             })
             .collect();

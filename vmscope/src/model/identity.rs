@@ -5,6 +5,8 @@
 //! both of their cgroup drivers (systemd's `.slice`/`.scope` names and the
 //! plain directories of the `cgroupfs` driver), on cgroup v1 and v2 alike.
 //! A path none of them made gives nothing, and the path stays the name.
+//! The container's *name* is not in the path: the collector adds it from
+//! the runtime's own state on the host (`source::containers`).
 
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +30,11 @@ pub struct Identity {
     /// The pod's QoS class: `guaranteed`, `burstable` or `besteffort`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qos: Option<String>,
+    /// The container's name, as its runtime keeps it on the host (Docker's
+    /// and Podman's or CRI-O's state files); absent where the runtime keeps
+    /// none there (containerd) or its files could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 /// Container scopes by the runtime that makes them: `<prefix><id>.scope`
@@ -77,6 +84,42 @@ impl Identity {
             }
         }
         (w != Identity::default()).then_some(w)
+    }
+
+    /// The same, with the container's name where one is known.
+    pub fn named(mut self, name: Option<&str>) -> Identity {
+        if self.container.is_some() {
+            self.name = name.map(str::to_string);
+        }
+        self
+    }
+
+    /// A short label without spaces, for a table cell: `podman:web`,
+    /// `docker:9a3b5c7d9e1f` (the id's first 12 digits, as the runtimes
+    /// print it), `pod:1f0e2d3c/containerd:web` for a pod's container; a
+    /// unit alone is its name.
+    pub fn label(&self) -> String {
+        let pod = self
+            .pod_uid
+            .as_ref()
+            .map(|uid| format!("pod:{}", uid.get(..8).unwrap_or(uid)));
+        let container = self.container.as_ref().map(|id| {
+            format!(
+                "{}:{}",
+                self.runtime.as_deref().unwrap_or("container"),
+                self.name.as_deref().unwrap_or(id.get(..12).unwrap_or(id))
+            )
+        });
+        match (pod, container) {
+            (Some(p), Some(c)) => format!("{p}/{c}"),
+            (Some(p), None) => p,
+            (None, Some(c)) => c,
+            (None, None) => match (&self.unit, &self.qos) {
+                (Some(unit), _) => unit.clone(),
+                (None, Some(qos)) => format!("kubepods:{qos}"),
+                (None, None) => String::new(),
+            },
+        }
     }
 
     /// Takes one component below `kubepods`: a QoS slice or directory, or
@@ -293,6 +336,25 @@ mod tests {
         ] {
             assert_eq!(Identity::from_path(p), None, "{p}");
         }
+    }
+
+    #[test]
+    fn labels_are_short_and_name_the_container_when_known() {
+        let docker = w(&format!("/system.slice/docker-{ID}.scope"));
+        assert_eq!(docker.label(), "docker:9a3b5c7d9e1f");
+        assert_eq!(docker.clone().named(Some("web")).label(), "docker:web");
+        let uid_ = UID.replace('-', "_");
+        let pod = w(&format!(
+            "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid_}.slice/\
+             cri-containerd-{ID}.scope"
+        ));
+        assert_eq!(pod.label(), "pod:1f0e2d3c/containerd:9a3b5c7d9e1f");
+        let pod_only = w(&format!("/kubepods/burstable/pod{UID}"));
+        assert_eq!(pod_only.label(), "pod:1f0e2d3c");
+        assert_eq!(w("/system.slice/nginx.service").label(), "nginx.service");
+        assert_eq!(w("/kubepods/besteffort").label(), "kubepods:besteffort");
+        // A name is only a container's.
+        assert_eq!(w("/system.slice/nginx.service").named(Some("x")).name, None);
     }
 
     #[test]

@@ -112,6 +112,10 @@ pub struct CgroupRow {
     /// Below the hierarchy's mount (`/` the root); `cgroup#ID` when never
     /// resolved.
     pub path: String,
+    /// The workload its path names, short (`podman:web`,
+    /// `pod:1f0e2d3c/containerd:9a3b5c7d9e1f`, `nginx.service`); `None`
+    /// for a layout no runtime or unit made.
+    pub workload: Option<String>,
     /// Its processes alive now (those vmscope has seen).
     pub live: u32,
     pub rates: RowRates,
@@ -397,6 +401,7 @@ impl<'a> Interval<'a> {
                 Some(CgroupRow {
                     id,
                     path: c.name(id),
+                    workload: c.identity().map(|w| w.label()),
                     live: c.live,
                     rates,
                     usage_bytes: books.and_then(|b| b.usage_bytes),
@@ -743,6 +748,7 @@ mod tests {
             id,
             path: Some(path.into()),
             books,
+            container_name: None,
         }
     }
 

@@ -406,7 +406,7 @@ impl App {
         rows
     }
 
-    /// The cgroup rows to show: filtered by path, sorted.
+    /// The cgroup rows to show: filtered by path or workload, sorted.
     pub fn cgroup_rows(&self) -> Vec<CgroupRow> {
         let Some(v) = &self.view else {
             return Vec::new();
@@ -415,7 +415,13 @@ impl App {
         let mut rows: Vec<CgroupRow> = v
             .cgroups
             .iter()
-            .filter(|r| f.is_empty() || r.path.to_lowercase().contains(&f))
+            .filter(|r| {
+                f.is_empty()
+                    || r.path.to_lowercase().contains(&f)
+                    || r.workload
+                        .as_ref()
+                        .is_some_and(|w| w.to_lowercase().contains(&f))
+            })
             .cloned()
             .collect();
         let sort = self.cgroups.sort;

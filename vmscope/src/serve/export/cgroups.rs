@@ -33,7 +33,6 @@ use super::{Series, State, Writer, secs};
 use crate::model::{
     catalogue::{self, Family, ProcField, Scope, probe, reclaim},
     cgroup::{CgroupSample, CgroupState},
-    identity::Identity,
     oom::OomKill,
     snapshot::Snapshot,
 };
@@ -94,10 +93,19 @@ pub const PROCESSES: Family = gauge(
 pub const INFO: Family = Family::gauge(
     Scope::Cgroup,
     "vmscope_cgroup_info",
-    &["cgroup", "unit", "runtime", "container", "pod_uid", "qos"],
+    &[
+        "cgroup",
+        "unit",
+        "runtime",
+        "container",
+        "pod_uid",
+        "qos",
+        "container_name",
+    ],
     "Always 1: the systemd unit, container runtime and id, and Kubernetes pod UID and QoS \
-     class the cgroup's path names (empty where it names none); only for cgroups whose \
-     path follows a known layout.",
+     class the cgroup's path names, and the container's name from its runtime's state on \
+     the host (empty where there is none); only for cgroups whose path follows a known \
+     layout.",
 );
 pub const MEMORY_USAGE: Family = gauge(
     "vmscope_cgroup_memory_usage_bytes",
@@ -385,7 +393,7 @@ fn info(w: &mut Writer, rows: &[(String, &CgroupState)]) {
     let series = rows
         .iter()
         .filter_map(|(n, c)| {
-            let id = Identity::from_path(c.path.as_deref()?)?;
+            let id = c.identity()?;
             let v = |f: &Option<String>| f.clone().unwrap_or_default();
             Some((
                 vec![
@@ -395,6 +403,7 @@ fn info(w: &mut Writer, rows: &[(String, &CgroupState)]) {
                     ("container", v(&id.container)),
                     ("pod_uid", v(&id.pod_uid)),
                     ("qos", v(&id.qos)),
+                    ("container_name", v(&id.name)),
                 ],
                 "1".to_string(),
             ))
@@ -626,6 +635,7 @@ mod tests {
                 events: [("oom_kill".to_string(), id)].into(),
                 ..Default::default()
             }),
+            container_name: None,
         }
     }
 

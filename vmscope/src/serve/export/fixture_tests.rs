@@ -376,9 +376,30 @@ fn tiers() -> crate::model::tiers::TierSample {
 fn container_cgroup() -> crate::model::cgroup::CgroupState {
     crate::model::cgroup::CgroupState {
         path: Some(format!("/system.slice/docker-{}.scope", "ab".repeat(32))),
+        container_name: Some("web".into()),
         live: 1,
         ..Default::default()
     }
+}
+
+/// A container's cgroup is named by its info series, the name from its
+/// runtime included; a cgroup whose path names nothing has none.
+#[test]
+fn the_info_series_names_the_container_and_its_name() {
+    let text = render(&representative(), Format::Prometheus, 5);
+    let info: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("vmscope_cgroup_info{"))
+        .collect();
+    let id = "ab".repeat(32);
+    assert_eq!(
+        info,
+        [format!(
+            "vmscope_cgroup_info{{cgroup=\"/system.slice/docker-{id}.scope\",unit=\"\",\
+             runtime=\"docker\",container=\"{id}\",pod_uid=\"\",qos=\"\",container_name=\"web\"}} 1"
+        )],
+        "{text}"
+    );
 }
 
 /// Every family the exporter writes is in `docs/metrics.md`, with the

@@ -105,6 +105,7 @@ fn app() -> App {
             CgroupRow {
                 id: 7,
                 path: "/vmscope-test-1-0".into(),
+                workload: None,
                 live: 1,
                 rates: RowRates::default()
                     .with(&faults::PROC_FAULTS, Some(70_000.0))
@@ -119,6 +120,7 @@ fn app() -> App {
             CgroupRow {
                 id: 1,
                 path: "/".into(),
+                workload: None,
                 live: 2,
                 rates: RowRates::default().with(&faults::PROC_FAULTS, Some(50_010.0)),
                 usage_bytes: None,
@@ -404,6 +406,39 @@ fn c_shows_the_cgroup_table_with_rates_books_and_psi() {
         assert!(small.contains(c), "{c}:\n{small}");
     }
     assert!(small.contains("3 columns need a wider terminal"), "{small}");
+}
+
+#[test]
+fn a_containers_row_is_named_by_its_workload_and_found_by_it() {
+    use crossterm::event::KeyCode;
+    let mut a = app();
+    let id = "c73584913b701cdb7875faed41649b9bdd0c1297795308f51b771636935f12ce";
+    if let Some(v) = a.view.as_mut() {
+        v.cgroups[0].path = format!("/machine.slice/libpod-{id}.scope");
+        v.cgroups[0].workload = Some("podman:web".into());
+    }
+    press(&mut a, KeyCode::Char('c'));
+    let s = render(&a, 120, 40);
+    let (_, l) = line_of(&s, "podman:web").expect("the container's row, by name");
+    assert!(l.contains("70000"), "{l}");
+    // Found by its name and by its path's id alike.
+    for needle in ["web", "c7358491"] {
+        press(&mut a, KeyCode::Char('/'));
+        for c in needle.chars() {
+            press(&mut a, KeyCode::Char(c));
+        }
+        press(&mut a, KeyCode::Enter);
+        let rows = a.cgroup_rows();
+        assert_eq!(rows.len(), 1, "{needle}: {rows:?}");
+        assert_eq!(rows[0].workload.as_deref(), Some("podman:web"));
+    }
+    // The batch table keeps one word per cell.
+    let t = snapshot_text(&a, true);
+    assert!(
+        t.lines()
+            .any(|l| l.split_whitespace().next() == Some("podman:web")),
+        "{t}"
+    );
 }
 
 #[test]
