@@ -7,6 +7,7 @@
 //! `busybox-static`; `.ci/run` installs them). runc is asked for because it
 //! runs on every cgroup layout, the hybrid v1/v2 one included. The test
 //! removes its container and image whatever happens.
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -44,7 +45,9 @@ fn tools_or_skip(test: &str) -> bool {
         "{test}: {missing:?} not on PATH, and VMSCOPE_REQUIRE_BPF=1 forbids skipping; \
          apt-get install podman runc busybox-static"
     );
-    eprintln!("skipped {test}: {missing:?} not on PATH; apt-get install podman runc busybox-static");
+    eprintln!(
+        "skipped {test}: {missing:?} not on PATH; apt-get install podman runc busybox-static"
+    );
     false
 }
 
@@ -185,7 +188,10 @@ fn a_podman_container_is_named_and_charged_its_own_faults() {
     assert!(path.contains(&format!("libpod-{id}")), "{path}");
     let faults = row["totals"]["faults"]["total"].as_u64().unwrap();
     eprintln!("container {path}: vmscope {faults} faults, its process's rusage {kernel}");
-    assert!(kernel >= PAGES, "the child touched {PAGES} pages: rusage {kernel}");
+    assert!(
+        kernel >= PAGES,
+        "the child touched {PAGES} pages: rusage {kernel}"
+    );
     assert_within_pct(
         "the container's faults vs its process's rusage",
         faults,
