@@ -57,6 +57,9 @@ pub enum Command {
     /// Print the JSON Schema of recordings (or of `--format jsonl` lines,
     /// bench files, or `compare --format json` documents).
     Schema(SchemaArgs),
+    /// Convert a recording into Parquet tables (samples, series, processes,
+    /// cgroups, OOM kills, histograms) for DuckDB, pandas or Polars.
+    Export(ExportArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -700,6 +703,18 @@ pub struct LatArgs {
     /// Where the temporary files go [default: the temporary directory].
     #[arg(long)]
     pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// A recording (JSON document or jsonl stream).
+    #[arg(value_name = "RECORDING")]
+    pub file: PathBuf,
+
+    /// Write one Parquet file per table, and the rest of the recording as
+    /// recording.json, into this new (or empty) directory.
+    #[arg(long, value_name = "DIR", required = true)]
+    pub parquet: PathBuf,
 }
 
 #[derive(Debug, Args)]
