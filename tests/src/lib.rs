@@ -65,6 +65,38 @@ pub fn root_or_skip(test: &str) -> bool {
     false
 }
 
+/// The first of `names` found on PATH as an executable file.
+pub fn on_path(names: &[&str]) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = std::env::var_os("PATH")?;
+    names.iter().find_map(|name| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(name))
+            .find(|p| {
+                p.metadata()
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+    })
+}
+
+/// Whether a test (or a part of it) that needs a tool can run: `present`
+/// says whether the tool is here. When not, one line says what is missing
+/// (`missing`) and how to get it (`install`), and the test skips it;
+/// with VMSCOPE_REQUIRE_BPF=1 (CI, which installs every tool) that is a
+/// failure.
+pub fn skip_unless(test: &str, present: bool, missing: &str, install: &str) -> bool {
+    if present {
+        return true;
+    }
+    let required = std::env::var("VMSCOPE_REQUIRE_BPF").is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "{test}: {missing}, and VMSCOPE_REQUIRE_BPF=1 forbids skipping; {install}"
+    );
+    eprintln!("skipped {test}: {missing}; {install}");
+    false
+}
+
 /// Runs `cmd`, killing it after `limit`, and returns its output.
 pub fn run_with_timeout(mut cmd: Command, limit: Duration) -> Output {
     cmd.stdin(Stdio::null())

@@ -15,40 +15,24 @@ use std::time::Duration;
 
 use serde_json::Value;
 use vmscope_tests::{
-    assert_within_pct, path_str, read_json, record_to, root_or_skip, testchild, text,
+    assert_within_pct, on_path, path_str, read_json, record_to, root_or_skip, skip_unless,
+    testchild, text,
 };
 
 const PAGES: u64 = 20_000;
 
-/// The first of `names` on PATH.
-fn on_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join(name))
-            .find(|f| f.is_file())
-    })
-}
-
-/// Whether the tools are here; when not, skips (or, with
-/// VMSCOPE_REQUIRE_BPF=1, fails) with the package to install.
+/// Whether Podman, runc and busybox are here (or the test skips).
 fn tools_or_skip(test: &str) -> bool {
     let missing: Vec<&str> = ["podman", "runc", "busybox"]
         .into_iter()
-        .filter(|t| on_path(t).is_none())
+        .filter(|t| on_path(&[t]).is_none())
         .collect();
-    if missing.is_empty() {
-        return true;
-    }
-    let required = std::env::var("VMSCOPE_REQUIRE_BPF").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "{test}: {missing:?} not on PATH, and VMSCOPE_REQUIRE_BPF=1 forbids skipping; \
-         apt-get install podman runc busybox-static"
-    );
-    eprintln!(
-        "skipped {test}: {missing:?} not on PATH; apt-get install podman runc busybox-static"
-    );
-    false
+    skip_unless(
+        test,
+        missing.is_empty(),
+        &format!("{missing:?} not on PATH"),
+        "apt-get install podman runc busybox-static",
+    )
 }
 
 fn podman(args: &[&str]) -> std::process::Output {
@@ -77,7 +61,7 @@ fn busybox_rootfs(dir: &Path) -> PathBuf {
     for d in ["bin", "out", "t", "usr", "tmp", "proc", "sys", "dev"] {
         std::fs::create_dir_all(root.join(d)).unwrap();
     }
-    let busybox = on_path("busybox").unwrap();
+    let busybox = on_path(&["busybox"]).unwrap();
     std::fs::copy(&busybox, root.join("bin/busybox")).unwrap();
     for applet in ["sh", "ls", "cat", "sleep"] {
         std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).unwrap();

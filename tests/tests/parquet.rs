@@ -17,17 +17,12 @@ fn duckdb_or_skip(test: &str) -> bool {
         .args(["-c", "import duckdb"])
         .output()
         .is_ok_and(|o| o.status.success());
-    if ok {
-        return true;
-    }
-    let required = std::env::var("VMSCOPE_REQUIRE_BPF").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "{test}: python3 cannot import duckdb (python3 -m pip install duckdb), and \
-         VMSCOPE_REQUIRE_BPF=1 forbids skipping"
-    );
-    eprintln!("skipped {test}: python3 cannot import duckdb; python3 -m pip install duckdb");
-    false
+    skip_unless(
+        test,
+        ok,
+        "python3 cannot import duckdb",
+        "python3 -m pip install duckdb",
+    )
 }
 
 /// One value DuckDB gives for `sql`, as text.

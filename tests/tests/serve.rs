@@ -550,17 +550,12 @@ fn tool_or_skip(test: &str, tool: &str) -> bool {
         .stdin(Stdio::null())
         .output()
         .is_ok_and(|o| o.status.success());
-    if found {
-        return true;
-    }
-    let required = std::env::var("VMSCOPE_REQUIRE_BPF").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "{test}: {tool} is not installed (Debian package `prometheus`), \
-         and VMSCOPE_REQUIRE_BPF=1 forbids skipping"
-    );
-    eprintln!("skipped {test}: {tool} is not installed (Debian package `prometheus`)");
-    false
+    vmscope_tests::skip_unless(
+        test,
+        found,
+        &format!("{tool} is not installed"),
+        "apt-get install prometheus",
+    )
 }
 
 /// The version `vmscope --version` prints (its last word).
