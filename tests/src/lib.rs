@@ -303,3 +303,25 @@ pub fn with_sigint(c: &mut Command, how: libc::sighandler_t) {
         });
     }
 }
+
+/// The `expr` of every target of every panel of a Grafana dashboard, rows'
+/// nested panels too.
+pub fn dashboard_exprs(d: &serde_json::Value) -> Vec<String> {
+    fn walk(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    match (k.as_str(), x) {
+                        ("expr", serde_json::Value::String(s)) => out.push(s.clone()),
+                        _ => walk(x, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(&d["panels"], &mut out);
+    out
+}
