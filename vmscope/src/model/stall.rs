@@ -16,7 +16,7 @@
 //! A task that moves between CPUs stalls a little on each, and each of
 //! those CPUs is busy only part of the time, so PSI counts well under its
 //! stall. So the share is taken of the causes weighed the same way
-//! (`named_weighted_ms`): per period of at least 2 s (PSI's own), each
+//! (`named_weighted_ms`): per period of at least 2 s, each
 //! CPU's stall (the time of the stalls that ended on it) times that CPU's
 //! busy time (`/proc/stat`), over all CPUs' busy time; where the per-CPU figures are missing, of the plain
 //! sum. It is capped at 100%. Under `record
@@ -126,18 +126,22 @@ pub fn weigh_interval(
     })
 }
 
-/// How often the kernel folds each CPU's stall into PSI's totals, weighing
-/// it by that CPU's non-idle time over the period (`PSI_FREQ`).
+/// The shortest period the causes are weighed over: PSI's own averaging
+/// period (`PSI_FREQ`).
 pub const PSI_PERIOD_NS: u64 = 2_000_000_000;
 
 /// The memory stall over `samples` weighed period by period
 /// ([`weigh_interval`]), in ms, and the average number of busy CPUs over
 /// the span; `None` when a sample lacks the per-CPU figures (older
 /// recordings) or there is no interval. The periods are runs of intervals
-/// at least [`PSI_PERIOD_NS`] long, as the kernel's are: weighed over one
-/// short interval, a burst of work on another CPU (a process starting
-/// beside a short stall) would count against the stall many times more
-/// than PSI counts it.
+/// at least [`PSI_PERIOD_NS`] long. The kernel weighs each CPU by its time
+/// in PSI's states, measured exactly; here a CPU's busy time comes from
+/// `/proc/stat` ticks (10 ms) and a stall is put on the CPU it ended on,
+/// both coarse over one 250 ms interval. Weighed interval by interval, a
+/// burst on another CPU beside a short stall (vmscope's own start-up
+/// beside a one-second child) counted against the stall several times
+/// more than PSI did (15 ms of 101, PSI 81); over 2 s the estimate holds
+/// (76-99% of PSI explained in `tests/tests/stall.rs` beside a busy CPU).
 pub fn weighted(samples: &[crate::model::sample::Sample]) -> Option<(f64, f64)> {
     if samples.len() < 2 {
         return None;
