@@ -16,9 +16,9 @@
 //! A task that moves between CPUs stalls a little on each, and each of
 //! those CPUs is busy only part of the time, so PSI counts well under its
 //! stall. So the share is taken of the causes weighed the same way
-//! (`named_weighted_ms`): per period of at least 2 s, each
-//! CPU's stall (the time of the stalls that ended on it) times that CPU's
-//! busy time (`/proc/stat`), over all CPUs' busy time; where the per-CPU figures are missing, of the plain
+//! (`named_weighted_ms`): per interval, each CPU's stall (the time of the
+//! stalls that ended on it) times that CPU's busy time (`/proc/stat`), over
+//! all CPUs' busy time; where the per-CPU figures are missing, of the plain
 //! sum. It is capped at 100%. Under `record
 //! --pid`/a wrapped command, the causes are the followed processes' and PSI
 //! is the whole system's.
@@ -50,9 +50,9 @@ pub struct StallAccount {
     pub causes_ms: BTreeMap<String, f64>,
     /// Their sum.
     pub named_ms: f64,
-    /// Their sum weighed per CPU as PSI weighs stall time, over periods of
-    /// at least PSI's 2 s ([`weighted`]); null without the per-CPU figures
-    /// (older recordings).
+    /// Their sum weighed per interval and CPU as PSI weighs stall time
+    /// ([`weigh_interval`]); null without the per-CPU figures (older
+    /// recordings).
     #[serde(default)]
     pub named_weighted_ms: Option<f64>,
     /// The average number of busy CPUs over the span; null likewise.
@@ -126,39 +126,18 @@ pub fn weigh_interval(
     })
 }
 
-/// The shortest period the causes are weighed over: PSI's own averaging
-/// period (`PSI_FREQ`).
-pub const PSI_PERIOD_NS: u64 = 2_000_000_000;
-
-/// The memory stall over `samples` weighed period by period
+/// The memory stall over `samples` weighed interval by interval
 /// ([`weigh_interval`]), in ms, and the average number of busy CPUs over
 /// the span; `None` when a sample lacks the per-CPU figures (older
-/// recordings) or there is no interval. The periods are runs of intervals
-/// at least [`PSI_PERIOD_NS`] long. The kernel weighs each CPU by its time
-/// in PSI's states, measured exactly; here a CPU's busy time comes from
-/// `/proc/stat` ticks (10 ms) and a stall is put on the CPU it ended on,
-/// both coarse over one 250 ms interval. Weighed interval by interval, a
-/// burst on another CPU beside a short stall (vmscope's own start-up
-/// beside a one-second child) counted against the stall several times
-/// more than PSI did (15 ms of 101, PSI 81); over 2 s the estimate holds
-/// (76-99% of PSI explained in `tests/tests/stall.rs` beside a busy CPU).
+/// recordings) or there is no interval.
 pub fn weighted(samples: &[crate::model::sample::Sample]) -> Option<(f64, f64)> {
-    if samples.len() < 2 {
-        return None;
-    }
     let (first, last) = (samples.first()?, samples.last()?);
     let mut ns = 0.0;
-    let mut start = first;
-    for (i, s) in samples.iter().enumerate().skip(1) {
-        let end = i + 1 == samples.len();
-        if s.elapsed_ns.saturating_sub(start.elapsed_ns) < PSI_PERIOD_NS && !end {
-            continue;
-        }
+    for w in samples.windows(2) {
         ns += weigh_interval(
-            (start.cpu.as_ref(), s.cpu.as_ref()),
-            (&start.stall_ns_by_cpu, &s.stall_ns_by_cpu),
+            (w[0].cpu.as_ref(), w[1].cpu.as_ref()),
+            (&w[0].stall_ns_by_cpu, &w[1].stall_ns_by_cpu),
         )?;
-        start = s;
     }
     let busy = first.cpu.as_ref()?.busy_cpus(last.cpu.as_ref()?)?;
     Some((ns / 1e6, busy))
@@ -294,51 +273,6 @@ mod tests {
         assert_eq!(a.named_ms, 100.0);
         assert_eq!(a.named_weighted_ms, Some(30.0));
         assert_eq!((a.coverage_pct, a.other_ms), (Some(75.0), Some(10.0)));
-    }
-
-    #[test]
-    fn a_burst_beside_a_short_stall_is_weighed_over_psis_period_not_one_interval() {
-        // Over 1 s in 250 ms intervals, CPU 0 is busy throughout and stalls
-        // 100 ms in the third interval, while CPU 1 works only then.
-        let at = |ms: u64, cpu0: u64, cpu1: u64, stall: u64| crate::model::sample::Sample {
-            elapsed_ns: ms * 1_000_000,
-            cpu: Some(CpuTimes {
-                total_ticks: 2 * ms * 1_000_000,
-                ..times(&[cpu0 * 1_000_000, cpu1 * 1_000_000])
-            }),
-            stall_ns_by_cpu: vec![stall * 1_000_000, 0],
-            ..Default::default()
-        };
-        let run = [
-            at(0, 0, 0, 0),
-            at(250, 250, 0, 0),
-            at(500, 500, 0, 0),
-            at(750, 750, 250, 100),
-            at(1000, 1000, 250, 100),
-        ];
-        // One period (shorter than PSI's): 100 × 1000 / 1250, where the
-        // third interval alone would give 100 × 250 / 500 = 50.
-        let (ms, _) = weighted(&run).expect("weighed");
-        assert!((ms - 80.0).abs() < 1e-9, "{ms}");
-        // Intervals as long as PSI's period are weighed apart: the same run
-        // stretched eightfold (2 s intervals) weighs the stall with the
-        // burst beside it, 800 × 2000 / 4000.
-        let long: Vec<_> = run
-            .iter()
-            .map(|s| {
-                let mut s = s.clone();
-                s.elapsed_ns *= 8;
-                if let Some(c) = s.cpu.as_mut() {
-                    c.per_cpu_busy.iter_mut().for_each(|b| *b *= 8);
-                    c.total_ticks *= 8;
-                }
-                s.stall_ns_by_cpu.iter_mut().for_each(|x| *x *= 8);
-                s
-            })
-            .collect();
-        let (ms, _) = weighted(&long).expect("weighed");
-        assert!((ms - 400.0).abs() < 1e-6, "{ms}");
-        assert_eq!(weighted(&run[..1]), None);
     }
 
     #[test]
