@@ -53,16 +53,12 @@ pub fn is_root() -> bool {
 /// one-line reason and the test returns early; with VMSCOPE_REQUIRE_BPF=1 a
 /// skip is a failure.
 pub fn root_or_skip(test: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    let required = std::env::var("VMSCOPE_REQUIRE_BPF").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "{test}: needs root to load eBPF programs, and VMSCOPE_REQUIRE_BPF=1 forbids skipping"
-    );
-    eprintln!("skipped {test}: needs root (eBPF); run the suite with sudo to include it");
-    false
+    skip_unless(
+        test,
+        is_root(),
+        "needs root to load eBPF programs",
+        "run the suite with sudo to include it",
+    )
 }
 
 /// The first of `names` found on PATH as an executable file.
@@ -141,9 +137,14 @@ pub fn text(b: &[u8]) -> String {
 pub fn ok(o: &Output, what: &str) {
     assert!(
         o.status.success(),
-        "{what}: {:?}: {}",
+        "{what}: {:?}: {}{}",
         o.status,
-        text(&o.stderr)
+        text(&o.stderr),
+        if o.stdout.is_empty() {
+            String::new()
+        } else {
+            format!("\nstdout:\n{}", text(&o.stdout))
+        }
     );
 }
 

@@ -78,23 +78,13 @@ fn promtool(args: &[&str], dir: &Path) -> Output {
     run_with_timeout(c, Duration::from_secs(60))
 }
 
-fn assert_ok(o: &Output, what: &str) {
-    assert!(
-        o.status.success(),
-        "{what}: {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
 #[test]
 fn promtool_checks_the_shipped_rules() {
     if !promtool_or_skip("promtool_checks_the_shipped_rules") {
         return;
     }
     let o = promtool(&["check", "rules", RULES], &dist());
-    assert_ok(&o, "promtool check rules");
+    vmscope_tests::ok(&o, "promtool check rules");
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("SUCCESS"), "{out}");
 }
@@ -109,7 +99,7 @@ fn the_shipped_rules_pass_their_unit_tests() {
         &["test", "rules", dist().join(RULE_TESTS).to_str().unwrap()],
         &std::env::temp_dir(),
     );
-    assert_ok(&o, "promtool test rules");
+    vmscope_tests::ok(&o, "promtool test rules");
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("SUCCESS"), "{out}");
 }
@@ -141,7 +131,7 @@ fn the_dashboard_queries_are_promql_prometheus_accepts() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("dashboard.yaml"), rules).unwrap();
     let o = promtool(&["check", "rules", "dashboard.yaml"], dir.path());
-    assert_ok(&o, "promtool check rules on the dashboard's queries");
+    vmscope_tests::ok(&o, "promtool check rules on the dashboard's queries");
 }
 
 /// The rules of `text`, each (`record` or `alert` name, its expression).
