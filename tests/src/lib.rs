@@ -53,15 +53,43 @@ pub fn is_root() -> bool {
 /// one-line reason and the test returns early; with VMSCOPE_REQUIRE_BPF=1 a
 /// skip is a failure.
 pub fn root_or_skip(test: &str) -> bool {
-    if is_root() {
+    skip_unless(
+        test,
+        is_root(),
+        "needs root to load eBPF programs",
+        "run the suite with sudo to include it",
+    )
+}
+
+/// The first of `names` found on PATH as an executable file.
+pub fn on_path(names: &[&str]) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = std::env::var_os("PATH")?;
+    names.iter().find_map(|name| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(name))
+            .find(|p| {
+                p.metadata()
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+    })
+}
+
+/// Whether a test (or a part of it) that needs a tool can run: `present`
+/// says whether the tool is here. When not, one line says what is missing
+/// (`missing`) and how to get it (`install`), and the test skips it;
+/// with VMSCOPE_REQUIRE_BPF=1 (CI, which installs every tool) that is a
+/// failure.
+pub fn skip_unless(test: &str, present: bool, missing: &str, install: &str) -> bool {
+    if present {
         return true;
     }
     let required = std::env::var("VMSCOPE_REQUIRE_BPF").is_ok_and(|v| v == "1");
     assert!(
         !required,
-        "{test}: needs root to load eBPF programs, and VMSCOPE_REQUIRE_BPF=1 forbids skipping"
+        "{test}: {missing}, and VMSCOPE_REQUIRE_BPF=1 forbids skipping; {install}"
     );
-    eprintln!("skipped {test}: needs root (eBPF); run the suite with sudo to include it");
+    eprintln!("skipped {test}: {missing}; {install}");
     false
 }
 
@@ -109,9 +137,14 @@ pub fn text(b: &[u8]) -> String {
 pub fn ok(o: &Output, what: &str) {
     assert!(
         o.status.success(),
-        "{what}: {:?}: {}",
+        "{what}: {:?}: {}{}",
         o.status,
-        text(&o.stderr)
+        text(&o.stderr),
+        if o.stdout.is_empty() {
+            String::new()
+        } else {
+            format!("\nstdout:\n{}", text(&o.stdout))
+        }
     );
 }
 
@@ -181,6 +214,14 @@ pub fn pages(bytes: u64) -> String {
     (bytes / ps).to_string()
 }
 
+/// A recording's entry for `probe` in its `probes` list.
+pub fn probe<'a>(rec: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    rec["probes"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["probe"] == name))
+        .unwrap_or_else(|| panic!("no probe {name} in {:#}", rec["probes"]))
+}
+
 pub fn read_json(path: &Path) -> serde_json::Value {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
@@ -247,4 +288,41 @@ pub fn assert_valid(v: &jsonschema::Validator, doc: &serde_json::Value, what: &s
         errors.is_empty(),
         "{what} does not match the schema: {errors:#?}"
     );
+}
+
+/// Starts the command with SIGINT's disposition set to `how` (SIG_DFL or
+/// SIG_IGN), whatever the test itself inherited.
+pub fn with_sigint(c: &mut Command, how: libc::sighandler_t) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: signal(2) is async-signal-safe; nothing else runs in pre_exec.
+    unsafe {
+        c.pre_exec(move || {
+            if libc::signal(libc::SIGINT, how) == libc::SIG_ERR {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The `expr` of every target of every panel of a Grafana dashboard, rows'
+/// nested panels too.
+pub fn dashboard_exprs(d: &serde_json::Value) -> Vec<String> {
+    fn walk(v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    match (k.as_str(), x) {
+                        ("expr", serde_json::Value::String(s)) => out.push(s.clone()),
+                        _ => walk(x, out),
+                    }
+                }
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(&d["panels"], &mut out);
+    out
 }

@@ -144,17 +144,12 @@ pub fn tool_or_skip(test: &str, tool: &str) -> bool {
         .stdin(Stdio::null())
         .output()
         .is_ok_and(|o| o.status.success());
-    if found {
-        return true;
-    }
-    let required = std::env::var("VMSCOPE_REQUIRE_BPF").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "{test}: {tool} is not installed (Debian package `{tool}`), \
-         and VMSCOPE_REQUIRE_BPF=1 forbids skipping"
-    );
-    eprintln!("skipped {test}: {tool} is not installed (Debian package `{tool}`)");
-    false
+    crate::skip_unless(
+        test,
+        found,
+        &format!("{tool} is not installed"),
+        &format!("apt-get install {tool}"),
+    )
 }
 
 /// A TCP connection to `to` from `from` (port chosen by the kernel), with

@@ -451,3 +451,80 @@ fn a_swapping_cgroups_swap_matches_the_kernels_books() {
     let reclaim = u64_at(row, "/totals/memcg_reclaims");
     assert!(reclaim > 0, "no memcg reclaim charged to the cgroup: {row}");
 }
+
+/// Cgroups laid out as a container runtime, the kubelet and systemd lay
+/// them out: each row of the recording names its workload from its path,
+/// and the container's faults are its process's own (within 2% of its
+/// rusage).
+#[test]
+fn containers_pods_and_units_are_named_from_their_cgroup_paths() {
+    if !root_or_skip("containers_pods_and_units_are_named_from_their_cgroup_paths") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let id = "4c2e".repeat(16);
+    let uid = "1f0e2d3c-4b5a-6978-8796-a5b4c3d2e1f0";
+    let top = pressure::MemCgroup::new(NO_LIMIT);
+    let docker = top.nested(&format!("docker-{id}.scope"));
+    let kubepods = top.nested("kubepods.slice");
+    let qos = kubepods.nested("kubepods-burstable.slice");
+    let pod = qos.nested(&format!(
+        "kubepods-burstable-pod{}.slice",
+        uid.replace('-', "_")
+    ));
+    let pod_container = pod.nested(&format!("cri-containerd-{id}.scope"));
+    let unit = top.nested("vmscope-identity.service");
+    let (rd, rk, ru) = (
+        dir.path().join("d.ru"),
+        dir.path().join("k.ru"),
+        dir.path().join("u.ru"),
+    );
+    let script = format!(
+        "{} & {} & {} & wait",
+        in_cg(&docker, &rd, "touch 20000"),
+        in_cg(&pod_container, &rk, "touch 10000"),
+        in_cg(&unit, &ru, "touch 5000"),
+    );
+    let rec = record_ok(dir.path(), "ids", &["sh".into(), "-c".into(), script], &[]);
+    let row = |cg: &pressure::MemCgroup| {
+        let path = rel(&rec, cg);
+        cgroup_row(&rec, &path)
+            .unwrap_or_else(|| panic!("no row for {path}: {:#}", rec["cgroups"]))
+            .clone()
+    };
+    let d = row(&docker);
+    assert_eq!(
+        d["workload"],
+        serde_json::json!({"runtime": "docker", "container": id}),
+        "{d}"
+    );
+    assert_within_pct(
+        "the container's faults vs its process's rusage",
+        u64_at(&d, "/totals/faults/total"),
+        rusage_faults(&rd),
+        2.0,
+    );
+    let k = row(&pod_container);
+    assert_eq!(
+        k["workload"],
+        serde_json::json!({
+            "runtime": "containerd",
+            "container": id,
+            "pod_uid": uid,
+            "qos": "burstable",
+        }),
+        "{k}"
+    );
+    let u = row(&unit);
+    assert_eq!(
+        u["workload"],
+        serde_json::json!({"unit": "vmscope-identity.service"}),
+        "{u}"
+    );
+    // The cgroup above them all follows no layout: it has no workload.
+    if let Some(t) = cgroup_row(&rec, &rel(&rec, &top)) {
+        assert!(t.get("workload").is_none(), "{t}");
+    }
+    drop((docker, pod_container, unit));
+    drop((pod, qos, kubepods));
+}

@@ -304,21 +304,6 @@ fn jsonl_stream_interrupted_by_sigint_still_ends_with_the_summary() {
     assert_eq!(last["child"]["signal"], 2);
 }
 
-/// Starts the command with SIGINT's disposition set to `how` (SIG_DFL or
-/// SIG_IGN), whatever the test itself inherited.
-fn with_sigint(c: &mut Command, how: libc::sighandler_t) {
-    use std::os::unix::process::CommandExt as _;
-    // SAFETY: signal(2) is async-signal-safe; nothing else runs in pre_exec.
-    unsafe {
-        c.pre_exec(move || {
-            if libc::signal(libc::SIGINT, how) == libc::SIG_ERR {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
 /// Started with SIGINT ignored (a background job of a non-interactive
 /// shell), `record` still takes SIGINT itself and forwards it, but the
 /// command keeps the disposition it inherited: it ignores the SIGINT and

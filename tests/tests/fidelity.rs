@@ -1,8 +1,10 @@
 //! Every fault and every swapped page counted once, the way other people's
 //! programs behave: faults taken through get_user_pages (MADV_POPULATE_WRITE,
 //! MAP_POPULATE from a second thread, mlock) against the child's rusage, and
-//! a process that swaps out and then forks children that exit, munmap or
-//! mremap the swapped range, against /proc/vmstat's pswpout and pswpin.
+//! a process that swaps out and then forks children that exit, munmap,
+//! mremap, MADV_DONTNEED or mmap(MAP_FIXED) over the swapped range, then
+//! swaps it back in by writing it, MADV_POPULATE_WRITE or mlock, against
+//! /proc/vmstat's pswpout and pswpin.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
 use std::time::Duration;
@@ -174,10 +176,13 @@ fn without_the_context_switch_probe_gup_faults_are_unavailable_not_zero() {
 }
 
 /// A parent swaps out under a memcg limit, forks children that exit (or
-/// munmap or mremap half the swapped range) without touching it, then
-/// writes everything again. Fork copies swap entries and the children drop
-/// them, all without I/O: per-process swap-out and swap-in must still add up
-/// to pswpout and pswpin.
+/// munmap, mremap, MADV_DONTNEED or mmap(MAP_FIXED) over half the swapped
+/// range) without touching it, then writes everything again (or, after
+/// children that just exit, populates it with MADV_POPULATE_WRITE or
+/// mlock). Fork copies swap entries and the children drop them, all without
+/// I/O (some of it inside madvise and mmap, as the parent's populate and
+/// mlock swap-ins are inside syscalls): per-process swap-out and swap-in
+/// must still add up to pswpout and pswpin.
 #[test]
 fn fork_after_swap_counts_only_swap_traffic() {
     if !root_or_skip("fork_after_swap_counts_only_swap_traffic") {
@@ -190,7 +195,9 @@ fn fork_after_swap_counts_only_swap_traffic() {
     // The swap probe as a BTF tracepoint (the default here), then forced
     // back to the classic event: both must count the same.
     for (method, env) in [("tp_btf", None), ("tracepoint", Some("tp_btf"))] {
-        for mode in ["exit", "munmap", "mremap"] {
+        for mode in [
+            "exit", "munmap", "mremap", "dontneed", "mapfixed", "populate", "mlock",
+        ] {
             let env: Vec<(&str, &str)> = env
                 .map(|v| ("VMSCOPE_DISABLE_PROBES", v))
                 .into_iter()
@@ -233,6 +240,13 @@ fn fork_after_swap(
                 .map(|p| p[k].as_u64().unwrap_or(0))
                 .sum::<u64>()
         };
+        eprintln!(
+            "{mode}: swap-out vmscope {} vmstat {}; swap-in vmscope {} vmstat {}",
+            sum("swap_out_pages"),
+            books("pswpout"),
+            sum("swap_in_pages"),
+            books("pswpin"),
+        );
         assert!(books("pswpout") > 20_000, "{mode}: too little swapped out");
         assert!(books("pswpin") > 20_000, "{mode}: too little swapped in");
         assert_within_pct(

@@ -287,8 +287,36 @@ fn sigint_mid_run_leaves_a_complete_document() {
         "sleep",
         "30",
     ]);
+    // SIGINT's default disposition for the command, whatever the suite
+    // inherited (a background job of a shell ignores it: that case is in
+    // documents.rs).
+    with_sigint(&mut c, libc::SIG_DFL);
     let child = c.stderr(std::process::Stdio::piped()).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // Once the command runs (vmscope releases it after its first sample,
+    // with its signal handlers in place), then long enough for 5 samples:
+    // a fixed sleep was too short on a loaded machine.
+    let sleeping = || {
+        std::fs::read_dir(format!("/proc/{}/task", child.id()))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+            .any(|pids| {
+                pids.split_whitespace().any(|pid| {
+                    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                        .is_ok_and(|c| c.trim() == "sleep")
+                })
+            })
+    };
+    let t = std::time::Instant::now();
+    while !sleeping() {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the command never ran"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(700));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let o = child.wait_with_output().unwrap();

@@ -390,7 +390,7 @@ fn tracefs_group_access_adds_the_syscall_events() {
     // The syscall events in place of the raw hooks; the BTF ones stay BTF.
     for (name, method) in [
         ("syscalls:sys_exit_madvise", "tracepoint"),
-        ("syscalls:sys_enter_munmap", "tracepoint"),
+        ("syscalls:sys_enter_process_madvise", "tracepoint"),
         ("vmscan:mm_vmscan_lru_shrink_inactive", "tp_btf"),
         ("tlb:tlb_flush", "tp_btf"),
     ] {
@@ -420,10 +420,12 @@ fn raw_syscall_hooks_count_madvise_and_munmap_exactly_without_tracefs() {
         return;
     }
     let u = Unprivileged::new();
-    let rec_of = |name: &str, args: &[&str]| {
+    let rec_with = |name: &str, options: &[&str], args: &[&str]| {
         let out = u.out().join(format!("{name}.json"));
         let mut c = u.as_nobody(&u.capped);
-        c.args(["record", "-o"])
+        c.arg("record")
+            .args(options)
+            .arg("-o")
             .arg(&out)
             .arg("--")
             .arg(&u.testchild)
@@ -432,16 +434,11 @@ fn raw_syscall_hooks_count_madvise_and_munmap_exactly_without_tracefs() {
         ok(&o, &format!("record {args:?} as uid 65534"));
         read_json(&out)
     };
+    let rec_of = |name: &str, args: &[&str]| rec_with(name, &["--syscall-latency"], args);
     // N against 0 cancels whatever the runtime does.
     let base = rec_of("m0", &["madvise", "0"]);
     let rec = rec_of("m300", &["madvise", "300"]);
-    let p = rec["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["probe"] == "syscalls:sys_exit_madvise")
-        .unwrap()
-        .clone();
+    let p = probe(&rec, "syscalls:sys_exit_madvise");
     assert_eq!(p["attached"], true, "{p:#}");
     assert_eq!(p["method"], "tp_btf", "{p:#}");
     assert!(
@@ -474,4 +471,14 @@ fn raw_syscall_hooks_count_madvise_and_munmap_exactly_without_tracefs() {
         "{:#}",
         rec["totals"]["histograms"]
     );
+    // Without --syscall-latency munmap is not followed raw either: off,
+    // with the reason, and no histogram.
+    let untimed = rec_with("d200", &[], &["munmap", "200"]);
+    let p = probe(&untimed, "syscalls:sys_exit_munmap");
+    assert_eq!(p["attached"], false, "{p:#}");
+    assert!(
+        p["reason"].as_str().unwrap().contains("--syscall-latency"),
+        "{p:#}"
+    );
+    assert!(untimed["totals"]["histograms"]["munmap"].is_null());
 }

@@ -25,8 +25,8 @@ use std::{
 
 use serde_json::Value;
 use vmscope_tests::{
-    pages, path_str, pressure, record_to, root_or_skip, run_with_timeout, serve_fixture, testchild,
-    text, vmscope_bin,
+    pages, path_str, pressure, probe, record_to, root_or_skip, run_with_timeout, serve_fixture,
+    testchild, text, vmscope_bin,
 };
 
 const LIMIT: u64 = 64 << 20;
@@ -63,15 +63,6 @@ fn touch_in(cg: &pressure::MemCgroup, bytes: u64) -> Vec<String> {
     let child = testchild();
     let n = pages(bytes);
     cg.in_cgroup_argv(&[path_str(&child), "touch", n.as_str()])
-}
-
-fn probe<'a>(rec: &'a Value, name: &str) -> &'a Value {
-    rec["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["probe"] == name)
-        .unwrap_or_else(|| panic!("no probe {name} in {:#}", rec["probes"]))
 }
 
 /// The recording's `oom_kills` list.

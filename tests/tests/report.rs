@@ -17,7 +17,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use vmscope_tests::{read_json, root_or_skip, run_with_timeout, testchild, vmscope_bin};
+use vmscope_tests::{
+    on_path, read_json, root_or_skip, run_with_timeout, skip_unless, testchild, vmscope_bin,
+};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -63,20 +65,6 @@ fn data_plots(html: &str) -> usize {
     let n = &rest[..rest.find('"').unwrap()];
     n.parse()
         .unwrap_or_else(|e| panic!("data-plots=\"{n}\" is not a number: {e}"))
-}
-
-/// The first of `names` found as an executable on PATH.
-fn on_path(names: &[&str]) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let path = std::env::var_os("PATH")?;
-    names.iter().find_map(|name| {
-        std::env::split_paths(&path)
-            .map(|dir| dir.join(name))
-            .find(|p| {
-                p.metadata()
-                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            })
-    })
 }
 
 /// Runs `cmd` with stdout and stderr going to files, killing it after
@@ -153,13 +141,11 @@ fn png_size(png: &[u8]) -> (u32, u32) {
 /// skipped, unless VMSCOPE_REQUIRE_BPF=1.
 fn renders_in_chromium(test: &str, html_path: &Path, artifact: &str, plots: usize) {
     let Some(bin) = on_path(&["chromium", "chromium-browser"]) else {
-        let required = std::env::var("VMSCOPE_REQUIRE_BPF").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "{test}: no chromium or chromium-browser on PATH, and VMSCOPE_REQUIRE_BPF=1 forbids skipping; install Debian's chromium package"
-        );
-        eprintln!(
-            "skipped {test} (Chromium part): no chromium or chromium-browser on PATH; apt-get install chromium"
+        skip_unless(
+            &format!("{test} (Chromium part)"),
+            false,
+            "no chromium or chromium-browser on PATH",
+            "apt-get install chromium",
         );
         return;
     };

@@ -3,7 +3,7 @@
 //! concurrent scrapes, a clean exit on SIGTERM, `promtool check metrics` on
 //! what it serves, a real Prometheus scraping swap and reclaim figures from a
 //! swapping child in a memory cgroup, and the Grafana dashboard in
-//! `vmscope/dashboards/` asking only for metrics that `serve` exports.
+//! `vmscope/dist/grafana-host.json` asking only for metrics that `serve` exports.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
 use std::{
@@ -550,17 +550,12 @@ fn tool_or_skip(test: &str, tool: &str) -> bool {
         .stdin(Stdio::null())
         .output()
         .is_ok_and(|o| o.status.success());
-    if found {
-        return true;
-    }
-    let required = std::env::var("VMSCOPE_REQUIRE_BPF").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "{test}: {tool} is not installed (Debian package `prometheus`), \
-         and VMSCOPE_REQUIRE_BPF=1 forbids skipping"
-    );
-    eprintln!("skipped {test}: {tool} is not installed (Debian package `prometheus`)");
-    false
+    vmscope_tests::skip_unless(
+        test,
+        found,
+        &format!("{tool} is not installed"),
+        "apt-get install prometheus",
+    )
 }
 
 /// The version `vmscope --version` prints (its last word).
@@ -964,7 +959,8 @@ fn the_first_scrape_has_every_attached_histogram_with_its_buckets() {
     if !root_or_skip(TEST) {
         return;
     }
-    let serve = Serve::start(&["--listen", "127.0.0.1:0"]);
+    // With the opt-in syscall timing, so that its histograms are checked too.
+    let serve = Serve::start(&["--listen", "127.0.0.1:0", "--syscall-latency"]);
     let samples = samples_or_panic(&scrape(serve.addr));
     let available = |probe: &str| {
         named(&samples, "vmscope_probe_available")
@@ -1338,7 +1334,7 @@ fn real_prometheus_scrapes_swap_and_reclaim() {
     // Every query of the dashboard is PromQL this Prometheus accepts, with
     // Grafana's variables filled in.
     let mut rejected = Vec::new();
-    for expr in dashboard_exprs(&dashboard()) {
+    for expr in vmscope_tests::dashboard_exprs(&dashboard()) {
         let q = grafana_vars(&expr);
         if let Err(e) = prom_query(prom_addr, &q) {
             rejected.push(format!("{q}: {e}"));
@@ -1355,32 +1351,11 @@ fn real_prometheus_scrapes_swap_and_reclaim() {
 // The Grafana dashboard.
 
 fn dashboard_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../vmscope/dashboards/vmscope.json")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../vmscope/dist/grafana-host.json")
 }
 
 fn dashboard() -> serde_json::Value {
     vmscope_tests::read_json(&dashboard_path())
-}
-
-/// The `expr` of every target of every panel (rows' nested panels too).
-fn dashboard_exprs(d: &serde_json::Value) -> Vec<String> {
-    fn walk(v: &serde_json::Value, out: &mut Vec<String>) {
-        match v {
-            serde_json::Value::Object(m) => {
-                for (k, x) in m {
-                    match (k.as_str(), x) {
-                        ("expr", serde_json::Value::String(s)) => out.push(s.clone()),
-                        _ => walk(x, out),
-                    }
-                }
-            }
-            serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
-            _ => {}
-        }
-    }
-    let mut out = Vec::new();
-    walk(&d["panels"], &mut out);
-    out
 }
 
 /// Every string anywhere in `v`.
@@ -1430,7 +1405,7 @@ fn dashboard_queries_use_only_exported_metrics() {
         "{} is not a Grafana dashboard (title, uid, schemaVersion)",
         dashboard_path().display()
     );
-    let exprs = dashboard_exprs(&d);
+    let exprs = vmscope_tests::dashboard_exprs(&d);
     assert!(
         exprs.len() >= 10,
         "only {} queries: {exprs:#?}",

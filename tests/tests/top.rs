@@ -305,16 +305,7 @@ fn tmux_or_skip(test: &str) -> bool {
         .stdin(Stdio::null())
         .output()
         .is_ok_and(|o| o.status.success());
-    if found {
-        return true;
-    }
-    let required = std::env::var("VMSCOPE_REQUIRE_BPF").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "{test}: tmux is not installed, and VMSCOPE_REQUIRE_BPF=1 forbids skipping"
-    );
-    eprintln!("skipped {test}: tmux is not installed");
-    false
+    vmscope_tests::skip_unless(test, found, "tmux is not installed", "apt-get install tmux")
 }
 
 /// `s` as one single-quoted shell word.

@@ -1,4 +1,5 @@
 //! Every VM hook against ground truth: exact madvise and munmap call counts
+//! (munmap timed with `--syscall-latency`)
 //! made by a known workload, TLB shootdowns from a two-thread unmapper, and
 //! reclaim, swap and lazy-free figures against /proc/vmstat under a memcg
 //! limit with zram swap.
@@ -9,10 +10,21 @@ use std::{process::Command, time::Duration};
 use vmscope_tests::{pressure, *};
 
 fn record(dir: &std::path::Path, name: &str, argv: &[String]) -> serde_json::Value {
+    record_with(dir, name, &[], argv)
+}
+
+/// `record` with `options` before the command.
+fn record_with(
+    dir: &std::path::Path,
+    name: &str,
+    options: &[&str],
+    argv: &[String],
+) -> serde_json::Value {
     let out = dir.join(format!("{name}.json"));
     let mut c = Command::new(vmscope_bin());
     c.args(["record", "-i", "250ms", "-o"])
         .arg(&out)
+        .args(options)
         .arg("--")
         .args(argv);
     let o = run_with_timeout(c, Duration::from_secs(300));
@@ -91,15 +103,29 @@ fn madvise_calls_bytes_and_histograms_are_exact() {
     );
 }
 
+/// With `--syscall-latency`, the munmap histogram counts the child's calls
+/// exactly; without it (the default) munmap is not timed, and the
+/// recording says so: no histogram, and the probe off with its reason.
 #[test]
 fn munmap_histogram_counts_exactly_the_childs_calls() {
     if !root_or_skip("munmap_histogram_counts_exactly_the_childs_calls") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let base = record(dir.path(), "u0", &child(&["munmap", "0"]));
-    let rec = record(dir.path(), "u50", &child(&["munmap", "50"]));
+    let timed = ["--syscall-latency"];
+    let base = record_with(dir.path(), "u0", &timed, &child(&["munmap", "0"]));
+    let rec = record_with(dir.path(), "u50", &timed, &child(&["munmap", "50"]));
     assert_eq!(hist_count(&rec, "munmap") - hist_count(&base, "munmap"), 50);
+
+    let untimed = record(dir.path(), "d50", &child(&["munmap", "50"]));
+    let hist = &untimed["totals"]["histograms"]["munmap"];
+    assert!(hist.is_null(), "munmap timed by default: {hist}");
+    for name in ["syscalls:sys_enter_munmap", "syscalls:sys_exit_munmap"] {
+        let p = probe(&untimed, name);
+        assert_eq!(p["attached"], false, "{p:#}");
+        let why = p["reason"].as_str().unwrap_or("");
+        assert!(why.contains("--syscall-latency"), "{p:#}");
+    }
 }
 
 #[test]
@@ -108,7 +134,12 @@ fn two_thread_unmapper_sends_tlb_shootdowns() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let rec = record(dir.path(), "tlb", &child(&["shootdown", "2000"]));
+    let rec = record_with(
+        dir.path(),
+        "tlb",
+        &["--syscall-latency"],
+        &child(&["shootdown", "2000"]),
+    );
     let c = &rec["totals"]["counters"];
     let sent = c["tlb_remote_send_ipi"].as_u64().unwrap();
     let received = c["tlb_remote_shootdown"].as_u64().unwrap();

@@ -296,6 +296,8 @@ fn working_set_per_cgroup_splits_two_hot_sets() {
 /// its own child.
 #[test]
 fn lab_wss_checks_the_scan_against_a_hot_set_that_grows() {
+    // A system-wide scan in another test would clear its bits too.
+    let _x = pressure::exclusive();
     let o = vmscope_within(
         &[
             "lab", "wss", "--size", "256M", "--hot", "64M", "--grow", "128M", "--window", "2s",
@@ -334,6 +336,8 @@ fn top_shows_the_working_set_of_the_followed_process() {
     if !root_or_skip("top_shows_the_working_set_of_the_followed_process") {
         return;
     }
+    // Another scan of the same process clears its bits too.
+    let _x = pressure::exclusive();
     let hot = Hotset::start(Command::new(vmscope_bin()), "256M", "64M");
     let pid = hot.pid.to_string();
     let o = vmscope_within(
@@ -370,6 +374,96 @@ fn top_shows_the_working_set_of_the_followed_process() {
     );
 }
 
+/// A size as `top` prints it (`64M`, `1.5G`, `512K`), in bytes.
+fn size_cell(cell: &str) -> Option<u64> {
+    let (n, unit) = cell.split_at(cell.len().checked_sub(1)?);
+    let scale = match unit {
+        "K" => 1 << 10,
+        "M" => MIB,
+        "G" => 1 << 30,
+        _ => return None,
+    };
+    Some((n.parse::<f64>().ok()? * scale as f64) as u64)
+}
+
+/// `top --working-set` ends both tables in a WSS column. Two hot sets of
+/// 64 and 128 MiB start in two memory cgroups while a system-wide `top`
+/// runs: each process's WSS and each cgroup's are its hot set within 10%,
+/// in the last snapshot, although neither process faults once its hot set
+/// is resident (an idle process with a working set is still listed).
+#[test]
+fn top_has_a_wss_column_per_process_and_per_cgroup() {
+    if !root_or_skip("top_has_a_wss_column_per_process_and_per_cgroup") {
+        return;
+    }
+    let _x = pressure::exclusive();
+    let (cg_a, cg_b) = (
+        pressure::MemCgroup::new(1 << 30),
+        pressure::MemCgroup::new(1 << 30),
+    );
+    let mut top = Command::new(vmscope_bin());
+    top.args([
+        "top",
+        "--batch",
+        "--cgroups",
+        "-n",
+        "10",
+        "-i",
+        "1s",
+        "--working-set",
+        "--wss-window",
+        "1s",
+    ]);
+    let top = std::thread::spawn(move || run_with_timeout(top, Duration::from_secs(90)));
+    // Started after `top`, so the probes see their first faults and their
+    // cgroups are listed.
+    std::thread::sleep(Duration::from_secs(2));
+    let a = Hotset::start(cg_a.command(vmscope_bin()), "256M", "64M");
+    let b = Hotset::start(cg_b.command(vmscope_bin()), "256M", "128M");
+    let o = top.join().unwrap();
+    ok(&o, "top --batch --cgroups --working-set");
+    let out = text(&o.stdout);
+    let last = &out[out.rfind("vmscope top").unwrap_or(0)..];
+    let wss_of = |first: &str| -> u64 {
+        let line = last
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(first))
+            .unwrap_or_else(|| panic!("no row {first} in the last snapshot:\n{last}"));
+        let cell = line.split_whitespace().last().unwrap();
+        size_cell(cell).unwrap_or_else(|| panic!("WSS {cell:?} in {line:?}"))
+    };
+    let cgroup_row = |cg: &pressure::MemCgroup| {
+        let name = cg.path().file_name().unwrap().to_str().unwrap().to_string();
+        last.lines()
+            .find_map(|l| {
+                let first = l.split_whitespace().next()?;
+                first
+                    .ends_with(&format!("/{name}"))
+                    .then(|| first.to_string())
+            })
+            .unwrap_or_else(|| panic!("no cgroup {name} in the last snapshot:\n{last}"))
+    };
+    for (who, got, want) in [
+        ("process, 64 MiB hot", wss_of(&a.pid.to_string()), 64 * MIB),
+        (
+            "process, 128 MiB hot",
+            wss_of(&b.pid.to_string()),
+            128 * MIB,
+        ),
+        ("cgroup, 64 MiB hot", wss_of(&cgroup_row(&cg_a)), 64 * MIB),
+        ("cgroup, 128 MiB hot", wss_of(&cgroup_row(&cg_b)), 128 * MIB),
+    ] {
+        assert!(
+            within(got, want, 10.0),
+            "{who}: WSS {} MiB\n{last}",
+            got / MIB
+        );
+    }
+    let header = last.lines().find(|l| l.contains("COMM")).unwrap();
+    assert_eq!(header.split_whitespace().last(), Some("WSS"), "{header}");
+    drop((a, b));
+}
+
 /// Two recordings of hot sets of 64 and 128 MiB: compare's rows are their
 /// working sets (the mean over each run's windows), and the report plots
 /// each run's working set over time.
@@ -378,6 +472,8 @@ fn compare_and_report_carry_the_working_set() {
     if !root_or_skip("compare_and_report_carry_the_working_set") {
         return;
     }
+    // Another scan of the same process clears its bits too.
+    let _x = pressure::exclusive();
     let dir = tempfile::tempdir().unwrap();
     let run = |name: &str, hot: &str| {
         let path = dir.path().join(name);

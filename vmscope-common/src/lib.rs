@@ -103,11 +103,8 @@ pub mod kind {
     pub const SHRINK_SLAB: u64 = 9;
     /// Keyed by node id, not task: kswapd is woken by one task and sleeps in another.
     pub const KSWAPD: u64 = 10;
-    /// Syscalls that zap a task's own mappings (their swap entries are
-    /// freed, not swapped in): marked while in flight.
-    pub const MREMAP: u64 = 11;
-    pub const BRK: u64 = 12;
-    pub const MMAP: u64 = 13;
+    // 11 to 13 marked the syscalls that zap a task's own mappings, which
+    // the swap probe now reads from the task's registers.
     /// Inside an allocation's direct compaction (`try_to_compact_pages`):
     /// `arg0` the order, `arg1` the start of the compaction run under way.
     pub const COMPACT_DIRECT: u64 = 14;
@@ -284,7 +281,23 @@ pub mod off {
     /// `cgroup:cgroup_attach_task` `dst_id`: the destination's id, which
     /// is the moved process's new cgroup key.
     pub const ATTACH_DST_ID: usize = 92;
-    pub const COUNT: usize = 93;
+    /// Byte offsets in the saved user registers (`struct pt_regs`) of the
+    /// syscall number (x86-64's `orig_ax`) and of the third argument
+    /// (`dx`): set on x86-64 only, where the swap probe reads them.
+    pub const PT_REGS_SYSCALL_NR: usize = 93;
+    pub const PT_REGS_ARG3: usize = 94;
+    pub const COUNT: usize = 95;
+}
+
+/// x86-64 syscall numbers (a user-space ABI) of the calls vmscope follows.
+pub mod syscall {
+    pub const MMAP: u64 = 9;
+    pub const MPROTECT: u64 = 10;
+    pub const MUNMAP: u64 = 11;
+    pub const BRK: u64 = 12;
+    pub const MREMAP: u64 = 25;
+    pub const MADVISE: u64 = 28;
+    pub const PROCESS_MADVISE: u64 = 440;
 }
 
 /// The syscalls followed through the raw `sys_enter`/`sys_exit` BTF
@@ -294,10 +307,7 @@ pub mod raw_syscall {
     pub const MADVISE: u32 = 1 << 0;
     pub const PROCESS_MADVISE: u32 = 1 << 1;
     pub const MUNMAP: u32 = 1 << 2;
-    pub const MREMAP: u32 = 1 << 3;
-    pub const BRK: u32 = 1 << 4;
-    pub const MMAP: u32 = 1 << 5;
-    pub const MPROTECT: u32 = 1 << 6;
+    pub const MPROTECT: u32 = 1 << 3;
 
     /// The bit of the call a syscall event is named for (`sys_enter_NAME`
     /// or `sys_exit_NAME`), if it is one of these.
@@ -306,9 +316,6 @@ pub mod raw_syscall {
             "madvise" => MADVISE,
             "process_madvise" => PROCESS_MADVISE,
             "munmap" => MUNMAP,
-            "mremap" => MREMAP,
-            "brk" => BRK,
-            "mmap" => MMAP,
             "mprotect" => MPROTECT,
             _ => return None,
         })

@@ -229,28 +229,6 @@ pub fn sys_exit_raw_btf(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-// Syscalls that zap the caller's own mappings: their swap-entry drops are
-// entries freed, not swap-in (see `swap.rs`).
-macro_rules! zapping_syscall {
-    ($enter:ident, $exit:ident, $kind:ident) => {
-        #[tracepoint]
-        pub fn $enter(_ctx: TracePointContext) -> u32 {
-            crate::syscalls::mark_enter(vmscope_common::kind::$kind);
-            0
-        }
-
-        #[tracepoint]
-        pub fn $exit(_ctx: TracePointContext) -> u32 {
-            crate::syscalls::mark_exit(vmscope_common::kind::$kind);
-            0
-        }
-    };
-}
-
-zapping_syscall!(sys_enter_mremap, sys_exit_mremap, MREMAP);
-zapping_syscall!(sys_enter_brk, sys_exit_brk, BRK);
-zapping_syscall!(sys_enter_mmap, sys_exit_mmap, MMAP);
-
 #[tracepoint]
 pub fn sys_enter_mprotect(_ctx: TracePointContext) -> u32 {
     crate::syscalls::timed_enter(vmscope_common::kind::MPROTECT);

@@ -24,7 +24,7 @@ use aya_ebpf::{
     programs::TracePointContext,
 };
 use vmscope_common::{
-    MAX_CPUS, MAX_MMS, MM_SWAPENTS, MmSwap, PF_MEMALLOC, counter, kind, madvise, off,
+    MAX_CPUS, MAX_MMS, MM_SWAPENTS, MmSwap, PF_MEMALLOC, counter, madvise, off, syscall,
 };
 
 use crate::maps;
@@ -268,19 +268,31 @@ pub fn on_rss_stat_btf(mm: u64, member: i32) {
 /// mremap, brk, mmap (MAP_FIXED over a mapping), or a freeing madvise. A
 /// populating madvise (POPULATE_READ/WRITE) faults swapped pages back in,
 /// which is swap-in.
+///
+/// Read from the task's saved user registers (`bpf_task_pt_regs`), where
+/// the entry code keeps the syscall's number and arguments for as long as
+/// it runs, so no syscall hook has to mark it. A fault from user space
+/// saves its error code in the same slot; those codes always have the
+/// user bit (4), which the numbers of munmap, mremap and mmap lack; brk's
+/// (12) and madvise's (28) would be a user fault on a reserved bit, which
+/// the kernel never sets in a user mapping. Without the slot's offset (a
+/// machine other than x86-64) no drop is taken for a zap.
 #[inline(always)]
 fn unmapping() -> bool {
-    let tid = u64::from(maps::current_tid()) << 8;
-    if [kind::MUNMAP, kind::MREMAP, kind::BRK, kind::MMAP]
-        .iter()
-        .any(|&k| maps::INFLIGHT.get_ptr(tid | k).is_some())
-    {
-        return true;
+    let at = maps::offset(off::PT_REGS_SYSCALL_NR);
+    if at == 0 {
+        return false;
     }
-    match maps::INFLIGHT.get_ptr(tid | kind::MADVISE) {
-        // SAFETY: a live map value.
-        Some(rec) => !madvise::populates(unsafe { (*rec).arg0 }),
-        None => false,
+    // SAFETY: the current task, as the helper's BTF-typed argument.
+    let regs = unsafe { raw::bpf_task_pt_regs(raw::bpf_get_current_task_btf()) } as usize;
+    let read = |at: usize| {
+        // SAFETY: a saved register; the helper checks the read.
+        unsafe { bpf_probe_read_kernel((regs + at) as *const u64) }.unwrap_or(u64::MAX)
+    };
+    match read(at) {
+        syscall::MUNMAP | syscall::MREMAP | syscall::BRK | syscall::MMAP => true,
+        syscall::MADVISE => !madvise::populates(read(maps::offset(off::PT_REGS_ARG3))),
+        _ => false,
     }
 }
 

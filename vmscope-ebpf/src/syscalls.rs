@@ -1,9 +1,10 @@
-//! madvise, process_madvise, munmap and mprotect: calls, bytes, errors and
-//! latency, from the syscall enter/exit tracepoints. Attributed to the
-//! calling task, so under a filter only the followed tree counts.
+//! madvise and process_madvise (calls, bytes, errors and latency), munmap
+//! and mprotect (latency, opt-in), from the syscall enter/exit tracepoints.
+//! Attributed to the calling task, so under a filter only the followed tree
+//! counts.
 
 use aya_ebpf::{helpers::bpf_probe_read_kernel, programs::TracePointContext};
-use vmscope_common::{counter, hist, kind, madvise, off, raw_syscall};
+use vmscope_common::{counter, hist, kind, madvise, off, raw_syscall, syscall};
 
 use crate::maps;
 
@@ -98,32 +99,11 @@ pub fn timed_exit(k: u64, histogram: u32) {
     }
 }
 
-/// Marks the current task as inside a syscall of kind `k` (no timing).
-pub fn mark_enter(k: u64) {
-    if maps::in_scope() {
-        maps::begin(k, 0, 0);
-    }
-}
-
-pub fn mark_exit(k: u64) {
-    let _ = maps::end(k);
-}
-
 // The same calls through the raw `sys_enter(struct pt_regs *regs, long id)`
 // and `sys_exit(struct pt_regs *regs, long ret)` BTF tracepoints, where the
 // syscall events cannot be used (tracefs unreadable). They run on every
 // syscall, so anything not followed returns at once. x86-64 only: its
 // syscall numbers and its `struct pt_regs` (a user-space ABI) below.
-
-mod nr {
-    pub const MMAP: u64 = 9;
-    pub const MPROTECT: u64 = 10;
-    pub const MUNMAP: u64 = 11;
-    pub const BRK: u64 = 12;
-    pub const MREMAP: u64 = 25;
-    pub const MADVISE: u64 = 28;
-    pub const PROCESS_MADVISE: u64 = 440;
-}
 
 /// Byte offsets in x86-64's `struct pt_regs`.
 mod regs {
@@ -142,13 +122,10 @@ fn reg(regs: u64, at: usize) -> u64 {
 #[inline(always)]
 fn followed(id: u64) -> u32 {
     let bit = match id {
-        nr::MADVISE => raw_syscall::MADVISE,
-        nr::PROCESS_MADVISE => raw_syscall::PROCESS_MADVISE,
-        nr::MUNMAP => raw_syscall::MUNMAP,
-        nr::MREMAP => raw_syscall::MREMAP,
-        nr::BRK => raw_syscall::BRK,
-        nr::MMAP => raw_syscall::MMAP,
-        nr::MPROTECT => raw_syscall::MPROTECT,
+        syscall::MADVISE => raw_syscall::MADVISE,
+        syscall::PROCESS_MADVISE => raw_syscall::PROCESS_MADVISE,
+        syscall::MUNMAP => raw_syscall::MUNMAP,
+        syscall::MPROTECT => raw_syscall::MPROTECT,
         _ => return 0,
     };
     bit & maps::offset(off::RAW_SYSCALLS) as u32
@@ -161,9 +138,6 @@ pub fn raw_enter(regs: u64, id: i64) {
         raw_syscall::PROCESS_MADVISE => process_madvise_begin(reg(regs, regs::R10)),
         raw_syscall::MUNMAP => timed_enter(kind::MUNMAP),
         raw_syscall::MPROTECT => timed_enter(kind::MPROTECT),
-        raw_syscall::MREMAP => mark_enter(kind::MREMAP),
-        raw_syscall::BRK => mark_enter(kind::BRK),
-        raw_syscall::MMAP => mark_enter(kind::MMAP),
         _ => {}
     }
 }
@@ -178,9 +152,6 @@ pub fn raw_exit(regs: u64, ret: i64) {
         raw_syscall::PROCESS_MADVISE => process_madvise_end(ret),
         raw_syscall::MUNMAP => timed_exit(kind::MUNMAP, hist::MUNMAP),
         raw_syscall::MPROTECT => timed_exit(kind::MPROTECT, hist::MPROTECT),
-        raw_syscall::MREMAP => mark_exit(kind::MREMAP),
-        raw_syscall::BRK => mark_exit(kind::BRK),
-        raw_syscall::MMAP => mark_exit(kind::MMAP),
         _ => {}
     }
 }

@@ -57,6 +57,9 @@ pub enum Command {
     /// Print the JSON Schema of recordings (or of `--format jsonl` lines,
     /// bench files, or `compare --format json` documents).
     Schema(SchemaArgs),
+    /// Convert a recording into Parquet tables (samples, series, processes,
+    /// cgroups, OOM kills, histograms) for DuckDB, pandas or Polars.
+    Export(ExportArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -198,6 +201,12 @@ pub struct SamplingArgs {
     /// default: they run on every lock operation (see docs/cost.md).
     #[arg(long)]
     pub mmap_lock: bool,
+
+    /// Time munmap and mprotect calls (their latency histograms). Off by
+    /// default: two syscall events per call cost programs that map and
+    /// unmap in a loop (see docs/cost.md). madvise is always timed.
+    #[arg(long)]
+    pub syscall_latency: bool,
 
     /// Measure the working set: the bytes each followed process (every
     /// process, when none is followed) touched within --wss-window, and
@@ -387,6 +396,11 @@ pub struct BenchArgs {
     /// Record each run with the mmap_lock probes (`record --mmap-lock`).
     #[arg(long)]
     pub mmap_lock: bool,
+
+    /// Record each run with munmap and mprotect timed (`record
+    /// --syscall-latency`).
+    #[arg(long)]
+    pub syscall_latency: bool,
 
     /// The command to benchmark (after `--`).
     #[arg(last = true, value_name = "CMD")]
@@ -694,6 +708,18 @@ pub struct LatArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// A recording (JSON document or jsonl stream).
+    #[arg(value_name = "RECORDING")]
+    pub file: PathBuf,
+
+    /// Write one Parquet file per table, and the rest of the recording as
+    /// recording.json, into this new (or empty) directory.
+    #[arg(long, value_name = "DIR", required = true)]
+    pub parquet: PathBuf,
+}
+
+#[derive(Debug, Args)]
 pub struct SchemaArgs {
     /// The schema of one `--format jsonl` line instead of a whole recording.
     #[arg(long, group = "document")]
@@ -734,6 +760,26 @@ pub struct OverheadArgs {
     /// vmscope's default probes, interleaved; prints the medians and ratios.
     #[arg(long, conflicts_with_all = ["sampling", "mmap_lock"])]
     pub page_cache: bool,
+    /// Measure what vmscope costs memory syscalls instead: a map, touch
+    /// and unmap loop, an mprotect loop, a madvise loop and a getppid loop
+    /// (CPU per iteration) with nothing attached, vmscope's default probes
+    /// and --syscall-latency, interleaved; prints the medians and ratios.
+    #[arg(long, conflicts_with_all = ["sampling", "mmap_lock", "page_cache"])]
+    pub syscalls: bool,
+    /// Measure vmscope on four workloads instead, with a zram swap device
+    /// on: the fault loop, the map/touch/unmap and mprotect loops, redis
+    /// (redis-server driven by redis-benchmark, where installed) and a
+    /// swap-heavy loop in a memory cgroup; nothing attached, `vmscope
+    /// record` and `vmscope serve` (each its own process, default options)
+    /// and the peer's one-liner for each, interleaved; prints the medians,
+    /// the ratios against nothing and the goals.
+    #[arg(long, conflicts_with_all = ["sampling", "mmap_lock", "page_cache", "syscalls"])]
+    pub workloads: bool,
+    /// With --workloads: the vmscope executable whose `record` and `serve`
+    /// are measured (default: this one), e.g. an earlier build to set
+    /// beside this one.
+    #[arg(long, value_name = "PATH", requires = "workloads")]
+    pub binary: Option<std::path::PathBuf>,
     /// With --sampling: samples per second per CPU.
     #[arg(long, value_name = "HZ", default_value_t = crate::model::rmap::DEFAULT_HZ,
           value_parser = clap::value_parser!(u32).range(1..=10000))]

@@ -21,6 +21,7 @@ pub fn run(cli: Cli) -> u8 {
         Command::Serve(args) => (crate::serve::run(args), exit::FAILURE),
         Command::Top(args) => (crate::top::run(args), exit::FAILURE),
         Command::Schema(args) => (crate::schema::print(&args), exit::FAILURE),
+        Command::Export(args) => (crate::export::run(&args), exit::FAILURE),
         Command::Record(args) => {
             let wraps = !args.command.is_empty();
             let code = if wraps {

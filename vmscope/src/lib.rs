@@ -18,6 +18,7 @@ pub mod document;
 pub mod driver;
 pub mod exit;
 pub mod experiments;
+pub mod export;
 pub mod flight;
 pub mod model;
 pub mod procstat;

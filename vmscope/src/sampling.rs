@@ -94,6 +94,7 @@ impl SamplingArgs {
             sample_hz: 0,
             mmap_lock: self.mmap_lock,
             rmap_maintenance: false,
+            syscall_latency: self.syscall_latency,
         }
     }
 }
@@ -144,6 +145,11 @@ mod tests {
         assert_eq!(o.sample_hz, 0);
         assert!(o.mmap_lock);
         assert!(!o.rmap_maintenance);
+        assert!(!o.syscall_latency);
+        let Command::Serve(s) = parse(&["serve", "--syscall-latency"]) else {
+            panic!("not serve")
+        };
+        assert!(s.sampling.load_options().syscall_latency);
     }
 
     #[test]

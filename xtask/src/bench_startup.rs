@@ -23,6 +23,16 @@ use crate::{
 const DEFAULT_ROUNDS: usize = 5;
 const SERVE_ADDR: &str = "127.0.0.1:19465";
 
+// Each figure: its name and its goal in seconds.
+const RECORD_TOTAL: (&str, f64) = ("record -- true: total", 0.3);
+const RECORD_EXEC: (&str, f64) = ("record -- true: start to exec", 0.10);
+const BENCH_TOTAL: (&str, f64) = ("bench -r 10 -- true: total", 4.0);
+const TOP_BATCH: (&str, f64) = ("top --batch -n 1 -i 100ms", 0.5);
+const SERVE_UP: (&str, f64) = ("serve: start to /healthz", 0.3);
+const SERVE_DOWN: (&str, f64) = ("serve: SIGTERM to exit", 0.3);
+const TOP_SIGTERM: (&str, f64) = ("top --batch: SIGTERM to exit", 0.3);
+const TOP_QUIT: (&str, f64) = ("top (tmux): q to exit", 0.2);
+
 /// One figure: its name, goal in seconds, and one value per round.
 struct Figure {
     name: &'static str,
@@ -37,24 +47,13 @@ pub fn bench_startup(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
     let bin = ws.vmscope_bin()?;
     let dir = std::env::temp_dir().join(format!("vmscope-bench-startup-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    let mut figures = vec![
-        Figure::new("record -- true: total", 0.3),
-        Figure::new("record -- true: start to exec", 0.15),
-        Figure::new("bench -r 10 -- true: total", 4.0),
-        Figure::new("top --batch -n 1 -i 100ms", 0.5),
-        Figure::new("serve: start to /healthz", 0.3),
-        Figure::new("serve: SIGTERM to exit", 0.3),
-        Figure::new("top --batch: SIGTERM to exit", 0.3),
-    ];
+    let mut figures = Figures::default();
     let tmux = process::find_in_path("tmux").is_some();
-    if tmux {
-        figures.push(Figure::new("top (tmux): q to exit", 0.2));
-    }
     for round in 0..rounds {
         let (total, exec) = record_true(&bin, &dir)?;
-        figures[0].values.push(total);
-        figures[1].values.push(exec);
-        figures[2].values.push(timed(Command::new(&bin).args([
+        figures.push(RECORD_TOTAL, total);
+        figures.push(RECORD_EXEC, exec);
+        let bench = timed(Command::new(&bin).args([
             "bench",
             "-r",
             "10",
@@ -62,18 +61,19 @@ pub fn bench_startup(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
             path(&dir.join("bench.json"))?,
             "--",
             "true",
-        ]))?);
-        figures[3].values.push(timed(
-            Command::new(&bin).args(["top", "--batch", "-n", "1", "-i", "100ms"]),
-        )?);
+        ]))?;
+        figures.push(BENCH_TOTAL, bench);
+        let top = timed(Command::new(&bin).args(["top", "--batch", "-n", "1", "-i", "100ms"]))?;
+        figures.push(TOP_BATCH, top);
         let (up, down) = serve(&bin)?;
-        figures[4].values.push(up);
-        figures[5].values.push(down);
-        figures[6].values.push(sigterm_after_start(
+        figures.push(SERVE_UP, up);
+        figures.push(SERVE_DOWN, down);
+        let top_down = sigterm_after_start(
             Command::new(&bin).args(["top", "--batch", "-n", "1000", "-i", "1s"]),
-        )?);
+        )?;
+        figures.push(TOP_SIGTERM, top_down);
         if tmux {
-            figures[7].values.push(top_quit(&bin)?);
+            figures.push(TOP_QUIT, top_quit(&bin)?);
         }
         say!("bench startup: round {}/{rounds} done", round + 1);
     }
@@ -83,7 +83,7 @@ pub fn bench_startup(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
         "  {:<32} {:>8} {:>8} {:>8} {:>8}",
         "figure", "median", "min", "max", "goal"
     );
-    for f in &figures {
+    for f in &figures.0 {
         let mut v = f.values.clone();
         v.sort_by(f64::total_cmp);
         let median = if v.len() % 2 == 1 {
@@ -103,12 +103,20 @@ pub fn bench_startup(ws: &mut Workspace, args: &[OsString]) -> Result<()> {
     Ok(())
 }
 
-impl Figure {
-    fn new(name: &'static str, goal: f64) -> Figure {
-        Figure {
-            name,
-            goal,
-            values: Vec::new(),
+/// The figures in the order they were first measured, each found by its
+/// name (no index to keep in step with a list).
+#[derive(Default)]
+struct Figures(Vec<Figure>);
+
+impl Figures {
+    fn push(&mut self, (name, goal): (&'static str, f64), value: f64) {
+        match self.0.iter_mut().find(|f| f.name == name) {
+            Some(f) => f.values.push(value),
+            None => self.0.push(Figure {
+                name,
+                goal,
+                values: vec![value],
+            }),
         }
     }
 }

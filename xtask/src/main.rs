@@ -58,7 +58,9 @@ enum Cmd {
     },
     /// Bootstrap, build, then run a benchmark (through sudo when not root):
     /// `overhead` prints the probes' cost per page fault against nothing
-    /// attached and against empty programs on the same tracepoints; `top`
+    /// attached and against empty programs on the same tracepoints (`--
+    /// --workloads`: record's, serve's and the peer's cost on the fault
+    /// loop, the syscall loops, redis and a zram swap loop); `top`
     /// (as root) prints the CPU share `vmscope top` takes with 500 faulting
     /// processes; `startup` (as root) prints how long record, bench, top
     /// and serve take to start and to stop, against their goals; `soak`

@@ -140,7 +140,9 @@ pub fn test(ws: &mut Workspace, extra: &[OsString]) -> Result<()> {
     )?;
     if step("build", ws.cargo(["build", "--release", "-p", "vmscope"]))? {
         let bin = ws.vmscope_bin()?;
-        let mut cmd = ws.cargo(["test", "--release"]);
+        // Every test binary runs even after one fails, so that one CI run
+        // shows every failure.
+        let mut cmd = ws.cargo(["test", "--release", "--no-fail-fast"]);
         cmd.args(extra).env("VMSCOPE_BIN", &bin);
         step("test", cmd)?;
     }

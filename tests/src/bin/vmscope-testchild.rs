@@ -43,10 +43,22 @@
 //!                                         then PAGES more by touching them
 //!        vmscope-testchild forkswap PAGES K MODE  write PAGES (under a memcg limit
 //!                                         below PAGES: some go out to swap), fork K
-//!                                         children that do MODE (exit, munmap or
-//!                                         mremap half the range) without touching
-//!                                         the memory and exit, then write all PAGES
-//!                                         again (swap-in)
+//!                                         children that, without touching the
+//!                                         memory, do MODE and exit, then bring all
+//!                                         PAGES back (swap-in). MODE:
+//!                                           exit      the children just exit
+//!                                           munmap    munmap half the range
+//!                                           mremap    mremap the range to half
+//!                                           dontneed  MADV_DONTNEED half the range
+//!                                           mapfixed  mmap MAP_FIXED anonymous
+//!                                                     memory over half the range
+//!                                         then the parent writes every page, but:
+//!                                           populate  children exit; the parent
+//!                                                     MADV_POPULATE_WRITEs the range
+//!                                           mlock     children exit; the parent
+//!                                                     mlocks (and munlocks) the range
+//!                                         (both 1024 pages a call, each chunk then
+//!                                         MADV_COLD, else the memcg OOM-kills it)
 #![allow(clippy::unwrap_used, reason = "a test workload fails loudly")]
 
 use std::{io::Write as _, time::Duration};
@@ -591,8 +603,15 @@ fn populate(pages: usize) {
     write_pages(d, pages);
 }
 
+/// The modes of `forkswap`: what its children do to the swapped range (the
+/// first five), or how the parent brings it back (the last two).
+const FORKSWAP_MODES: [&str; 7] = [
+    "exit", "munmap", "mremap", "dontneed", "mapfixed", "populate", "mlock",
+];
+
 /// Swap entries that change without swap traffic: fork copies them, and
-/// the children drop them by exiting, munmap or mremap.
+/// the children drop them by exiting, munmap, mremap, MADV_DONTNEED or an
+/// mmap(MAP_FIXED) over them; then the parent swaps the range back in.
 fn forkswap(pages: usize, children: usize, mode: &str) {
     let len = pages * page_size();
     let p = map(len);
@@ -614,6 +633,19 @@ fn forkswap(pages: usize, children: usize, mode: &str) {
                     "mremap" => {
                         libc::mremap(p.cast(), len, len / 2, 0);
                     }
+                    "dontneed" => {
+                        libc::madvise(p.cast(), len / 2, libc::MADV_DONTNEED);
+                    }
+                    "mapfixed" => {
+                        libc::mmap(
+                            p.cast(),
+                            len / 2,
+                            libc::PROT_READ | libc::PROT_WRITE,
+                            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                            -1,
+                            0,
+                        );
+                    }
                     _ => {}
                 }
                 libc::usleep(200_000);
@@ -627,7 +659,63 @@ fn forkswap(pages: usize, children: usize, mode: &str) {
         // SAFETY: our own child.
         unsafe { libc::waitpid(pid, &mut status, 0) };
     }
-    write_pages(p, pages);
+    swap_in(p, pages, mode);
+}
+
+/// Brings all `pages` at `p` back: through MADV_POPULATE_WRITE (`populate`),
+/// through mlock and munlock (`mlock`), else by writing each page. The
+/// syscalls go 1024 pages at a time, each chunk then marked MADV_COLD (its
+/// place on the LRU only; no swap entry changes). Without that, under a
+/// memcg limit below the range, the memcg OOM-kills the process once it is
+/// full of pages get_user_pages swapped in (all on the active list), in one
+/// call or in chunks. Locked memory stays within RLIMIT_MEMLOCK (its soft
+/// limit raised to the hard one, usually 8 MiB).
+fn swap_in(p: *mut u8, pages: usize, mode: &str) {
+    const MADV_POPULATE_WRITE: libc::c_int = 23;
+    const CHUNK: usize = 1024;
+    let ps = page_size();
+    if mode == "mlock" {
+        // SAFETY: zeroed rlimit is valid; our own limit, read and set.
+        unsafe {
+            let mut rl: libc::rlimit = std::mem::zeroed();
+            assert_eq!(libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut rl), 0);
+            rl.rlim_cur = rl.rlim_max;
+            assert_eq!(libc::setrlimit(libc::RLIMIT_MEMLOCK, &rl), 0);
+        }
+    }
+    for start in (0..pages).step_by(CHUNK) {
+        let n = CHUNK.min(pages - start);
+        // SAFETY: `start..start + n` pages lie within the mapping.
+        let c = unsafe { p.add(start * ps) };
+        match mode {
+            "populate" => {
+                // SAFETY: a chunk within the mapping.
+                let r = unsafe { libc::madvise(c.cast(), n * ps, MADV_POPULATE_WRITE) };
+                let e = std::io::Error::last_os_error();
+                assert!(
+                    !(r != 0 && e.raw_os_error() == Some(libc::EINVAL)),
+                    "madvise(MADV_POPULATE_WRITE): EINVAL: this kernel lacks it (Linux 5.14+)"
+                );
+                assert_eq!(r, 0, "madvise(MADV_POPULATE_WRITE): {e}");
+            }
+            "mlock" => {
+                // SAFETY: a chunk within the mapping, locked then unlocked.
+                unsafe {
+                    let r = libc::mlock(c.cast(), n * ps);
+                    let e = std::io::Error::last_os_error();
+                    assert_eq!(r, 0, "mlock of {n} pages (RLIMIT_MEMLOCK?): {e}");
+                    assert_eq!(libc::munlock(c.cast(), n * ps), 0, "munlock");
+                }
+            }
+            _ => {
+                write_pages(c, n);
+                continue;
+            }
+        }
+        // SAFETY: a chunk within the mapping; only its LRU place changes.
+        let r = unsafe { libc::madvise(c.cast(), n * ps, libc::MADV_COLD) };
+        assert_eq!(r, 0, "MADV_COLD: {}", std::io::Error::last_os_error());
+    }
 }
 
 /// Faults on from one CPU across a move of its own to another cgroup:
@@ -726,9 +814,10 @@ fn main() {
         "collapse" => collapse(n as usize),
         "hugefault" => hugefault(n as usize),
         "forkswap" => {
-            let (Some(k), Some(mode)) = (args.get(2).and_then(|s| s.parse().ok()), args.get(3))
-            else {
-                eprintln!("usage: vmscope-testchild forkswap PAGES K exit|munmap|mremap");
+            let mode = args.get(3).filter(|m| FORKSWAP_MODES.contains(&m.as_str()));
+            let (Some(k), Some(mode)) = (args.get(2).and_then(|s| s.parse().ok()), mode) else {
+                let modes = FORKSWAP_MODES.join("|");
+                eprintln!("usage: vmscope-testchild forkswap PAGES K {modes}");
                 std::process::exit(2)
             };
             forkswap(n as usize, k, mode)

@@ -62,6 +62,9 @@ pub fn record_run(args: &BenchArgs, path: &Path) -> anyhow::Result<(i32, Recordi
     if args.mmap_lock {
         c.arg("--mmap-lock");
     }
+    if args.syscall_latency {
+        c.arg("--syscall-latency");
+    }
     // The command's output is kept in the recording (workload figures,
     // --metric) and shown only when asked.
     c.arg("--keep-output");

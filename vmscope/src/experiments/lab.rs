@@ -516,6 +516,7 @@ fn bench_args(c: &LabCommon, me: &Path, dir: &Path, needs: Needs, v: &Variant) -
         interval: Duration::from_secs(1),
         as_root: needs.root,
         mmap_lock: needs.mmap_lock,
+        syscall_latency: false,
         command: std::iter::once(me.display().to_string())
             .chain(v.args.iter().cloned())
             .collect(),

@@ -135,6 +135,7 @@ impl Flight {
                 id,
                 path: c.path.clone(),
                 books: c.books.clone(),
+                container_name: c.container_name.clone(),
             })
             .collect();
         s
@@ -234,6 +235,7 @@ mod tests {
                         usage_bytes: Some(t),
                         ..Default::default()
                     }),
+                    container_name: None,
                 });
             }
             match t {

@@ -57,12 +57,19 @@ pub struct CgroupSample {
     pub path: Option<String>,
     /// Null when its files could not be read (e.g. removed).
     pub books: Option<CgroupBooks>,
+    /// The name of the container the cgroup is, from its runtime's state on
+    /// the host; absent where the path names no container or the runtime
+    /// keeps no name there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_name: Option<String>,
 }
 
 /// One cgroup, cumulative, in a [`Snapshot`](crate::model::snapshot::Snapshot).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CgroupState {
     pub path: Option<String>,
+    /// The container's name, as the last sample that had one said.
+    pub container_name: Option<String>,
     pub books: Option<CgroupBooks>,
     /// vmscope's counts for it: the growth of its processes' counters while
     /// they were in it (`pid` 0, `comm` empty).
@@ -79,6 +86,12 @@ impl CgroupState {
     pub fn name(&self, id: u64) -> String {
         self.path.clone().unwrap_or_else(|| format!("cgroup#{id}"))
     }
+
+    /// The workload its path names, with the container's name.
+    pub fn identity(&self) -> Option<crate::model::identity::Identity> {
+        crate::model::identity::Identity::from_path(self.path.as_deref()?)
+            .map(|w| w.named(self.container_name.as_deref()))
+    }
 }
 
 /// The per-cgroup figures of a whole recording.
@@ -91,4 +104,8 @@ pub struct CgroupTotal {
     /// Its books at the first and last sample that listed it.
     pub books_first: Option<CgroupBooks>,
     pub books_last: Option<CgroupBooks>,
+    /// The unit, container and pod its path names (absent when it follows
+    /// no known layout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<crate::model::identity::Identity>,
 }

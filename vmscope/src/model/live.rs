@@ -59,6 +59,7 @@ impl Live {
         let mut model = Model::new(now, Some(last), self.baseline.as_ref(), &self.unavailable);
         if let Some(edges) = &self.wss_edges_ns {
             model.rates.push(working_set_line(now, edges));
+            model.working_set = true;
         }
         for r in &mut model.rates {
             let h = self.history.entry(r.name).or_default();

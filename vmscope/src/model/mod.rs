@@ -9,6 +9,7 @@ pub mod damon;
 pub mod fold;
 pub mod hist;
 pub mod hugepages;
+pub mod identity;
 pub mod live;
 pub mod metrics;
 pub mod oom;

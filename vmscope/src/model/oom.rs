@@ -37,6 +37,10 @@ pub struct OomKill {
     /// there), when the record was read; failing that, the kernel log's
     /// `task_memcg` (the memory cgroup). Null when none knew it.
     pub cgroup: Option<String>,
+    /// The unit, container and pod `cgroup`'s path names (absent when it
+    /// follows no known layout, or is unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<crate::model::identity::Identity>,
     /// The cgroup of the task whose allocation invoked the OOM killer: in
     /// a memcg OOM, one inside the memcg that hit its limit. Null when
     /// unknown.

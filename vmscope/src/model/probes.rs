@@ -110,6 +110,11 @@ pub fn probe_usable(probes: &[ProbeStatus], probe: &str) -> bool {
 pub const MMAP_LOCK_OFF: &str =
     "off by default (it costs lock-heavy programs; docs/cost.md): --mmap-lock turns it on";
 
+/// Why the munmap and mprotect latency probes are not attached unless asked
+/// for.
+pub const SYSCALL_LATENCY_OFF: &str = "off by default (two syscall events per call cost \
+     allocator-heavy programs; docs/cost.md): --syscall-latency turns it on";
+
 /// `syscalls:sys_enter_x, syscalls:sys_exit_x, ...` as one
 /// `syscalls (x, ...)` entry, the other probes as they are.
 pub fn group_syscalls(probes: &[String]) -> String {
@@ -140,7 +145,11 @@ pub fn group_syscalls(probes: &[String]) -> String {
 pub fn unusable_by_reason(probes: &[ProbeStatus]) -> Vec<(String, String)> {
     let mut by_reason: Vec<(&str, Vec<String>)> = Vec::new();
     // Opt-in probes left off are not "unavailable".
-    let opted_out = |p: &ProbeStatus| p.reason.as_deref() == Some(MMAP_LOCK_OFF);
+    let opted_out = |p: &ProbeStatus| {
+        p.reason
+            .as_deref()
+            .is_some_and(|r| r == MMAP_LOCK_OFF || r == SYSCALL_LATENCY_OFF)
+    };
     for p in probes.iter().filter(|p| !p.usable() && !opted_out(p)) {
         let why = p.reason.as_deref().unwrap_or("not attached");
         match by_reason.iter_mut().find(|(r, _)| *r == why) {

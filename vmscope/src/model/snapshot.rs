@@ -118,6 +118,9 @@ impl Snapshot {
             if c.books.is_some() {
                 state.books.clone_from(&c.books);
             }
+            if c.container_name.is_some() {
+                state.container_name.clone_from(&c.container_name);
+            }
         }
         gone
     }

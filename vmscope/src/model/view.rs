@@ -88,6 +88,9 @@ pub struct ProcRow {
     /// Its cgroup's id (0: unknown).
     pub cgroup: u64,
     pub rates: RowRates,
+    /// Its working set in the last window that finished (`--working-set`);
+    /// `None` when not measured for it (not scanned, or no window yet).
+    pub wss_bytes: Option<u64>,
 }
 
 /// A cgroup's memory limit as its books give it.
@@ -109,6 +112,10 @@ pub struct CgroupRow {
     /// Below the hierarchy's mount (`/` the root); `cgroup#ID` when never
     /// resolved.
     pub path: String,
+    /// The workload its path names, short (`podman:web`,
+    /// `pod:1f0e2d3c/containerd:9a3b5c7d9e1f`, `nginx.service`); `None`
+    /// for a layout no runtime or unit made.
+    pub workload: Option<String>,
     /// Its processes alive now (those vmscope has seen).
     pub live: u32,
     pub rates: RowRates,
@@ -118,6 +125,10 @@ pub struct CgroupRow {
     /// PSI memory `some` avg10 (%); `None` where the kernel has none for
     /// the cgroup (v1, PSI off) or its files could not be read.
     pub psi_some: Option<f64>,
+    /// Its working set in the last window that finished: the memory
+    /// cgroup's own figure (multi-generational LRU), or the sum over its
+    /// processes scanned; `None` when neither was measured.
+    pub wss_bytes: Option<u64>,
 }
 
 /// A latency histogram since the start or the last reset.
@@ -144,6 +155,9 @@ pub struct Model {
     pub psi: Option<Psi>,
     /// Seconds since the start (or the last reset).
     pub elapsed_s: f64,
+    /// Whether the working set is measured (`--working-set`): the tables
+    /// then have a WSS column.
+    pub working_set: bool,
 }
 
 /// Which optional metrics this kernel provides: metric name -> reason it
@@ -183,8 +197,81 @@ impl Model {
             if m.cgroups_unavailable.is_none() {
                 m.cgroups = span.cgroup_rows(unavailable);
             }
+            if let Some(w) = &now.wss {
+                m.working_set = true;
+                let idle = ProcSample::default();
+                working_set_rows(&mut m, w, now, |pid| {
+                    let p = now.procs.get(&pid).unwrap_or(&idle);
+                    span.activity(now.before(last, pid), p, unavailable)
+                });
+            }
         }
         m
+    }
+}
+
+/// Puts the last working-set window into the tables: each process scanned
+/// gets its figure, and one idle this interval is listed anyway (a hot set
+/// that stays resident takes no faults); each cgroup gets its memory
+/// cgroup's own figure where one was measured, or else the sum over its
+/// processes scanned. A process that ended within the window was left out
+/// of it, so none is listed after its end for longer than one window.
+/// `rates` gives a process's rates this interval.
+fn working_set_rows(
+    m: &mut Model,
+    w: &crate::model::wss::WssSample,
+    now: &Snapshot,
+    rates: impl Fn(u32) -> RowRates,
+) {
+    let by_path: BTreeMap<&str, u64> = now
+        .cgroups
+        .iter()
+        .filter_map(|(&id, c)| Some((c.path.as_deref()?, id)))
+        .collect();
+    let mut rows: BTreeMap<u32, usize> = m
+        .procs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.pid, i))
+        .collect();
+    let mut by_cgroup: BTreeMap<u64, u64> = BTreeMap::new();
+    for p in &w.procs {
+        let cgroup = match now.procs.get(&p.pid) {
+            Some(seen) => seen.cgroup,
+            None => p
+                .cgroup
+                .as_deref()
+                .and_then(|c| by_path.get(c).copied())
+                .unwrap_or(0),
+        };
+        if cgroup != 0 {
+            *by_cgroup.entry(cgroup).or_default() += p.working_set_bytes;
+        }
+        match rows.get(&p.pid) {
+            Some(&i) => m.procs[i].wss_bytes = Some(p.working_set_bytes),
+            None if p.working_set_bytes > 0 => {
+                rows.insert(p.pid, m.procs.len());
+                m.procs.push(ProcRow {
+                    pid: p.pid,
+                    comm: now.procs.get(&p.pid).map_or(&p.comm, |s| &s.comm).clone(),
+                    cgroup,
+                    rates: rates(p.pid),
+                    wss_bytes: Some(p.working_set_bytes),
+                });
+            }
+            None => {}
+        }
+    }
+    let own: BTreeMap<&str, u64> = w
+        .cgroups
+        .iter()
+        .map(|c| (c.cgroup.as_str(), c.working_set_bytes))
+        .collect();
+    for row in &mut m.cgroups {
+        row.wss_bytes = own
+            .get(row.path.as_str())
+            .or(by_cgroup.get(&row.id))
+            .copied();
     }
 }
 
@@ -289,6 +376,7 @@ impl<'a> Interval<'a> {
                     comm: p.comm.clone(),
                     cgroup: p.cgroup,
                     rates: self.activity(then, p, unavailable),
+                    wss_bytes: None,
                 };
                 row.rates.active().then_some(row)
             })
@@ -313,6 +401,7 @@ impl<'a> Interval<'a> {
                 Some(CgroupRow {
                     id,
                     path: c.name(id),
+                    workload: c.identity().map(|w| w.label()),
                     live: c.live,
                     rates,
                     usage_bytes: books.and_then(|b| b.usage_bytes),
@@ -324,6 +413,7 @@ impl<'a> Interval<'a> {
                         .and_then(|b| b.psi)
                         .filter(|_| psi_known)
                         .map(|p| p.some.avg10),
+                    wss_bytes: None,
                 })
             })
             .collect()
@@ -658,6 +748,7 @@ mod tests {
             id,
             path: Some(path.into()),
             books,
+            container_name: None,
         }
     }
 
@@ -695,6 +786,69 @@ mod tests {
             )
         });
         Model::new(&now, Some(&last), None, unavailable)
+    }
+
+    /// The last working-set window goes into both tables: every process
+    /// scanned with a figure (one idle this interval, or never seen by the
+    /// probes, listed anyway with its rates), none for one not scanned;
+    /// a cgroup's own figure before the sum over its processes.
+    #[test]
+    fn the_working_set_window_fills_the_wss_of_processes_and_cgroups() {
+        use crate::model::wss::{WssCgroup, WssProc, WssSample};
+        const MIB: u64 = 1 << 20;
+        let groups = || vec![cg(10, "/jobs/a", None), cg(20, "/idle", None)];
+        let mut last = Snapshot::default();
+        last.apply(&cg_sample(
+            0,
+            &[(1, 10, 100), (3, 20, 0), (6, 20, 0)],
+            groups(),
+        ));
+        let proc = |pid, comm: &str, cgroup: &str, mib| WssProc {
+            pid,
+            comm: comm.into(),
+            cgroup: Some(cgroup.into()),
+            working_set_bytes: mib * MIB,
+            ..Default::default()
+        };
+        let mut now = last.clone();
+        now.apply(&Sample {
+            working_set: vec![WssSample {
+                procs: vec![
+                    proc(1, "p1", "/jobs/a", 64),
+                    proc(3, "p3", "/idle", 32),
+                    proc(9, "hot", "/idle", 16),
+                    proc(5, "none", "/idle", 0),
+                ],
+                cgroups: vec![WssCgroup {
+                    cgroup: "/jobs/a".into(),
+                    working_set_bytes: 100 * MIB,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..cg_sample(2, &[(1, 10, 500)], groups())
+        });
+        let m = Model::new(&now, Some(&last), None, &Unavailable::new());
+        assert!(m.working_set);
+        let row = |pid| m.procs.iter().find(|r| r.pid == pid);
+        let wss = |pid| row(pid).map(|r| r.wss_bytes);
+        assert_eq!(wss(1), Some(Some(64 * MIB)));
+        assert_eq!(wss(3), Some(Some(32 * MIB)), "idle but scanned: listed");
+        let p3 = row(3).expect("pid 3");
+        assert_eq!(p3.rates.of(&faults::PROC_FAULTS), Some(0.0));
+        let unseen = row(9).expect("pid 9, never seen by the probes");
+        assert_eq!((unseen.comm.as_str(), unseen.cgroup), ("hot", 20));
+        assert_eq!(unseen.wss_bytes, Some(16 * MIB));
+        assert_eq!(unseen.rates.of(&faults::PROC_FAULTS), Some(0.0));
+        assert!(row(5).is_none(), "nothing touched and idle: not listed");
+        assert!(row(6).is_none(), "not scanned and idle: not listed");
+        let cgroup = |id| m.cgroups.iter().find(|r| r.id == id).map(|r| r.wss_bytes);
+        assert_eq!(cgroup(10), Some(Some(100 * MIB)), "its own figure first");
+        assert_eq!(cgroup(20), Some(Some(48 * MIB)), "the sum of its processes");
+        // Without a window: no column, no figure.
+        let plain = Model::new(&last, Some(&last), None, &Unavailable::new());
+        assert!(!plain.working_set);
+        assert!(plain.procs.iter().all(|r| r.wss_bytes.is_none()));
     }
 
     /// A cgroup's rates are the growth of its processes' counters while in

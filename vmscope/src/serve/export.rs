@@ -952,4 +952,6 @@ pub mod cgroups;
 pub mod tiers;
 
 #[cfg(test)]
+mod dist_tests;
+#[cfg(test)]
 mod fixture_tests;

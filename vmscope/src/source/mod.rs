@@ -5,6 +5,7 @@
 
 pub mod batch;
 pub mod collect;
+pub mod containers;
 pub mod damon;
 pub mod ebpf;
 pub mod kernel;

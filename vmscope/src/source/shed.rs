@@ -49,6 +49,7 @@ impl Shed {
 /// Gives up, for good, every capability of the calling thread that reading
 /// `probes` and attaching what still waits do not need.
 pub fn shed(probes: &Loaded) -> Shed {
+    crate::source::rmap::kallsyms::Symbols::prefetched();
     let before = match privdrop::Held::current() {
         Ok(h) => h,
         Err(e) => return Shed::kept(format!("kept as they are: {e}")),

@@ -18,19 +18,30 @@ fn rate_titles() -> impl Iterator<Item = &'static str> {
     catalogue::columns().map(|(_, c)| c.title)
 }
 
-/// The process table's columns, in order: the process, then its rates.
-pub static COLUMNS: LazyLock<Vec<&'static str>> =
-    LazyLock::new(|| ["PID", "COMM"].into_iter().chain(rate_titles()).collect());
+/// The process table's columns, in order: the process, its rates, then
+/// its working set (shown only when measured: [`WSS`] is last).
+pub static COLUMNS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
+    ["PID", "COMM"]
+        .into_iter()
+        .chain(rate_titles())
+        .chain([WSS])
+        .collect()
+});
 
 /// The cgroup table's columns, in order: the process table's rate columns
-/// at the same places, then the cgroup's books.
+/// at the same places, then the cgroup's books, then its working set
+/// (shown only when measured).
 pub static CGROUP_COLUMNS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
     ["CGROUP", "PROCS"]
         .into_iter()
         .chain(rate_titles())
-        .chain(["USAGE", "LIMIT", "PSI%"])
+        .chain(["USAGE", "LIMIT", "PSI%", WSS])
         .collect()
 });
+
+/// The working-set column's title: the last column of both tables, there
+/// only with `--working-set`.
+pub const WSS: &str = "WSS";
 
 /// Where the rate columns start in both tables (`RowRates::values` order).
 pub const FIRST_RATE: usize = 2;
@@ -203,13 +214,26 @@ impl App {
         }
     }
 
-    /// The column titles of the table shown.
+    /// The column titles of the table shown (without WSS when the working
+    /// set is not measured).
     pub fn columns(&self) -> &'static [&'static str] {
-        if self.on_cgroups() {
+        self.table_columns(self.on_cgroups())
+    }
+
+    /// The column titles of the cgroup table or of the process table
+    /// (without WSS when the working set is not measured).
+    pub fn table_columns(&self, cgroups: bool) -> &'static [&'static str] {
+        let all = if cgroups {
             CGROUP_COLUMNS.as_slice()
         } else {
             COLUMNS.as_slice()
-        }
+        };
+        &all[..all.len() - usize::from(!self.working_set())]
+    }
+
+    /// Whether the working set is measured: the tables have a WSS column.
+    pub fn working_set(&self) -> bool {
+        self.view.as_ref().is_some_and(|v| v.working_set)
     }
 
     pub fn on_key(&mut self, key: KeyEvent) -> Action {
@@ -365,14 +389,16 @@ impl App {
             .cloned()
             .collect();
         let sort = self.procs.sort;
+        let key = |r: &ProcRow| -> f64 {
+            match sort.checked_sub(FIRST_RATE + COLUMN_COUNT) {
+                None => rate_key(&r.rates, sort),
+                Some(_) => r.wss_bytes.map_or(-1.0, |b| b as f64),
+            }
+        };
         match sort {
             0 => rows.sort_by_key(|r| r.pid),
             1 => rows.sort_by(|a, b| a.comm.cmp(&b.comm).then(a.pid.cmp(&b.pid))),
-            _ => rows.sort_by(|a, b| {
-                rate_key(&b.rates, sort)
-                    .total_cmp(&rate_key(&a.rates, sort))
-                    .then(a.pid.cmp(&b.pid))
-            }),
+            _ => rows.sort_by(|a, b| key(b).total_cmp(&key(a)).then(a.pid.cmp(&b.pid))),
         }
         if self.procs.inverted {
             rows.reverse();
@@ -380,7 +406,7 @@ impl App {
         rows
     }
 
-    /// The cgroup rows to show: filtered by path, sorted.
+    /// The cgroup rows to show: filtered by path or workload, sorted.
     pub fn cgroup_rows(&self) -> Vec<CgroupRow> {
         let Some(v) = &self.view else {
             return Vec::new();
@@ -389,7 +415,13 @@ impl App {
         let mut rows: Vec<CgroupRow> = v
             .cgroups
             .iter()
-            .filter(|r| f.is_empty() || r.path.to_lowercase().contains(&f))
+            .filter(|r| {
+                f.is_empty()
+                    || r.path.to_lowercase().contains(&f)
+                    || r.workload
+                        .as_ref()
+                        .is_some_and(|w| w.to_lowercase().contains(&f))
+            })
             .cloned()
             .collect();
         let sort = self.cgroups.sort;
@@ -404,7 +436,8 @@ impl App {
                     Limit::Bytes(b) => b as f64,
                     Limit::Unlimited => f64::INFINITY,
                 },
-                _ => known(r.psi_some),
+                (_, Some(2)) => known(r.psi_some),
+                _ => known(r.wss_bytes.map(|b| b as f64)),
             }
         };
         match sort {
@@ -461,6 +494,7 @@ mod tests {
             rates: RowRates::default()
                 .with(&faults::PROC_FAULTS, Some(faults))
                 .with(&faults::PROC_MAJOR, major),
+            wss_bytes: None,
         }
     }
 
@@ -468,14 +502,18 @@ mod tests {
     fn the_tables_have_the_catalogues_rate_columns() {
         let rates: Vec<&str> = rate_titles().collect();
         let (process, its_rates) = COLUMNS.split_at(FIRST_RATE);
-        assert_eq!((process, its_rates), (&["PID", "COMM"][..], &rates[..]));
+        assert_eq!(
+            (process, &its_rates[..rates.len()]),
+            (&["PID", "COMM"][..], &rates[..])
+        );
         let (cgroup, rest) = CGROUP_COLUMNS.split_at(FIRST_RATE);
         let (its_rates, books) = rest.split_at(FIRST_BOOK - FIRST_RATE);
         assert_eq!(cgroup, ["CGROUP", "PROCS"]);
         assert_eq!(
             (its_rates, books),
-            (&rates[..], &["USAGE", "LIMIT", "PSI%"][..])
+            (&rates[..], &["USAGE", "LIMIT", "PSI%", WSS][..])
         );
+        assert_eq!(COLUMNS.last(), Some(&WSS));
         assert_eq!(COLUMNS.get(DEFAULT_SORT), Some(&"FLT/s"));
     }
 

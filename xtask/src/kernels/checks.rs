@@ -1264,6 +1264,28 @@ pub fn methods_agree(direct: f64, sampled: f64) -> bool {
     (direct - sampled).abs() <= (0.25 * sampled).max(0.05)
 }
 
+/// Whether the lab's mean direct and sampled shares agree: the
+/// single-run tolerance of [`methods_agree`] widened by two standard
+/// errors of the difference of the two means, taken from the runs' own
+/// scatter. With two runs of a 199 Hz sampler the sampled mean alone moves
+/// by a few points from run to run; a gap inside that scatter says nothing
+/// about the timing.
+pub fn lab_methods_agree(direct: f64, sampled: f64, se_difference: f64) -> bool {
+    (direct - sampled).abs() <= (0.25 * sampled).max(0.05) + 2.0 * se_difference
+}
+
+/// The standard error of (mean of `a`) - (mean of `b`) on one side of a
+/// lab row pair, in the rows' unit: sqrt(sd_a²/n_a + sd_b²/n_b); 0 where a
+/// side has one run.
+fn spread_of_difference(a: &Value, b: &Value, side: &str) -> f64 {
+    let var = |r: &Value| {
+        let n = u(r, &format!("/{side}/n"));
+        let sd = f(r, &format!("/{side}/stddev"));
+        if n > 1 { sd * sd / n as f64 } else { 0.0 }
+    };
+    (var(a) + var(b)).sqrt()
+}
+
 /// Walk CPU time per page reclaimed (vmstat pgsteal), in microseconds.
 fn walk_us_per_page(rec: &Value) -> f64 {
     let vm = &rec["totals"]["vmstat"]["counters"];
@@ -1374,8 +1396,13 @@ fn lab_rmap_check(c: &Console) -> Check {
         row("rmap_walk_share_sampled"),
         row("rmap/reclaim_per_page_ns"),
     );
-    let agree =
-        |side: &str| methods_agree(mean(&direct, side) / 100.0, mean(&sampled, side) / 100.0);
+    let agree = |side: &str| {
+        lab_methods_agree(
+            mean(&direct, side) / 100.0,
+            mean(&sampled, side) / 100.0,
+            spread_of_difference(&direct, &sampled, side) / 100.0,
+        )
+    };
     // The methods must agree where the walks carry the figure (64
     // sharers); with one sharer a walk lasts a few microseconds, about what
     // timing it costs under TCG, and the agreement is shown, not required.
@@ -1506,6 +1533,34 @@ mod tests {
         assert!(methods_agree(0.05, 0.01));
         assert!(methods_agree(0.70, 0.60));
         assert!(!methods_agree(0.80, 0.60));
+    }
+
+    #[test]
+    fn the_lab_agreement_allows_for_the_runs_scatter_and_no_more() {
+        let side = |values: &[f64]| {
+            let n = values.len() as f64;
+            let mean = values.iter().sum::<f64>() / n;
+            let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+            serde_json::json!({"new": {"mean": mean, "stddev": var.sqrt(), "n": values.len()}})
+        };
+        let judge = |d: &[f64], s: &[f64]| {
+            let (dr, sr) = (side(d), side(s));
+            let (dm, sm) = (f(&dr, "/new/mean"), f(&sr, "/new/mean"));
+            lab_methods_agree(
+                dm / 100.0,
+                sm / 100.0,
+                spread_of_difference(&dr, &sr, "new") / 100.0,
+            )
+        };
+        // The 6.1 guest run that failed the single-run tolerance: timed
+        // 28.5 and 29.1, sampled 20.6 and 24.2. The gap (6.4 points) is
+        // inside the sampler's own scatter.
+        assert!(!methods_agree(0.288, 0.224));
+        assert!(judge(&[28.5, 29.1], &[20.6, 24.2]));
+        // Steady runs get no slack: the same means without scatter fail.
+        assert!(!judge(&[28.8, 28.8], &[22.4, 22.4]));
+        // The inflation this check exists for still fails, scatter or not.
+        assert!(!judge(&[90.0, 92.0], &[20.6, 27.4]));
     }
 
     #[test]

@@ -13,7 +13,6 @@
 use crate::{
     cli::{MmapLockWork, OverheadArgs, Storm},
     experiments::workload::mmap_lock::{Outcome, measure},
-    source::loader::{self, LoadOptions, SwapAttach},
     stats,
 };
 
@@ -64,15 +63,7 @@ fn mprotect_loop(calls: u32) -> anyhow::Result<f64> {
 
 /// One mode's two figures: ns per mprotect call, µs per fault.
 fn once(mode: LockConfig, work: &MmapLockWork) -> anyhow::Result<(f64, Outcome)> {
-    let load = |mmap_lock| {
-        loader::load(&LoadOptions {
-            filtered: false,
-            swap: SwapAttach::Auto,
-            sample_hz: 0,
-            mmap_lock,
-            rmap_maintenance: false,
-        })
-    };
+    let load = |mmap_lock| super::load_system_wide(mmap_lock, false);
     let run = || Ok((mprotect_loop(200_000)?, measure(work, Storm::Mprotect)?));
     match mode {
         LockConfig::Nothing => run(),
@@ -104,23 +95,21 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
     } else {
         eprintln!("bpftrace is not installed: no peer column (apt-get install bpftrace)");
     }
-    let mut per_call: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
-    let mut per_fault: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     once(LockConfig::Nothing, &work)?; // warm-up
-    for round in 0..args.rounds as usize {
-        for k in 0..modes.len() {
-            let i = (round + k) % modes.len();
-            let (ns, o) = once(modes[i], &work)?;
-            per_call[i].push(ns);
-            per_fault[i].push(o.us_per_fault);
-        }
-        let line: Vec<String> = per_call
-            .iter()
-            .zip(&per_fault)
-            .map(|(c, f)| format!("{:.0} ns, {:.2} us", c[round], f[round]))
-            .collect();
-        eprintln!("round {}/{}: {}", round + 1, args.rounds, line.join(" | "));
-    }
+    let rounds = super::interleaved(
+        &modes,
+        args.rounds,
+        |mode| once(mode, &work),
+        |(ns, o)| format!("{ns:.0} ns, {:.2} us", o.us_per_fault),
+    )?;
+    let mut per_call: Vec<Vec<f64>> = rounds
+        .iter()
+        .map(|r| r.iter().map(|(ns, _)| *ns).collect())
+        .collect();
+    let mut per_fault: Vec<Vec<f64>> = rounds
+        .iter()
+        .map(|r| r.iter().map(|(_, o)| o.us_per_fault).collect())
+        .collect();
     let pc: Vec<f64> = per_call.iter_mut().map(|t| stats::median(t)).collect();
     let pf: Vec<f64> = per_fault.iter_mut().map(|t| stats::median(t)).collect();
     println!(

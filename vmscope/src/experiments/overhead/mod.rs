@@ -11,6 +11,8 @@
 pub mod mmap_lock;
 pub mod pagecache;
 pub mod sampling;
+pub mod syscalls;
+pub mod workloads;
 
 use anyhow::Context as _;
 use aya::{
@@ -67,6 +69,22 @@ pub fn touch_pass(pages: usize, chunk: usize) -> anyhow::Result<f64> {
     Ok(cpu_ns as f64 / pages as f64)
 }
 
+/// vmscope as `record --all` loads it (swap probe when a device is
+/// active), with the opt-in mmap_lock probes and syscall timing as asked.
+pub(super) fn load_system_wide(
+    mmap_lock: bool,
+    syscall_latency: bool,
+) -> anyhow::Result<loader::Loaded> {
+    loader::load(&LoadOptions {
+        filtered: false,
+        swap: SwapAttach::Auto,
+        sample_hz: 0,
+        mmap_lock,
+        rmap_maintenance: false,
+        syscall_latency,
+    })
+}
+
 /// A hook vmscope attached, and how.
 struct AttachedHook {
     category: String,
@@ -116,6 +134,7 @@ fn attached_hooks(swap: SwapAttach) -> anyhow::Result<Vec<AttachedHook>> {
         sample_hz: 0,
         mmap_lock: false,
         rmap_maintenance: false,
+        syscall_latency: false,
     })?;
     Ok(probes
         .probes
@@ -203,7 +222,10 @@ pub(super) fn with_bpftrace<T>(
     f: impl FnOnce() -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     use std::io::{BufRead as _, Read as _};
-    let mut child = std::process::Command::new("bpftrace")
+    let mut cmd = std::process::Command::new("bpftrace");
+    // Started while `overhead --workloads` holds Ctrl-C: SIGINT must still
+    // stop it.
+    let mut child = crate::experiments::workload::unheld(&mut cmd)
         .args(["-e", program])
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
@@ -253,6 +275,7 @@ fn measure(mode: Mode, hooks: &[Vec<AttachedHook>; 3], args: &OverheadArgs) -> a
                 sample_hz: 0,
                 mmap_lock: false,
                 rmap_maintenance: false,
+                syscall_latency: false,
             })?;
             run()
         }
@@ -263,6 +286,7 @@ fn measure(mode: Mode, hooks: &[Vec<AttachedHook>; 3], args: &OverheadArgs) -> a
                 sample_hz: 0,
                 mmap_lock: false,
                 rmap_maintenance: false,
+                syscall_latency: false,
             })?;
             run()
         }
@@ -280,6 +304,12 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
     }
     if args.page_cache {
         return pagecache::run(args);
+    }
+    if args.syscalls {
+        return syscalls::run(args);
+    }
+    if args.workloads {
+        return workloads::run(args);
     }
     crate::source::kernel::tracefs::tracefs().map_err(|e| anyhow::anyhow!(e))?;
     let hooks = SWAP_CHOICES.map(attached_hooks);
@@ -320,24 +350,51 @@ fn measure_rounds(
     hooks: &[Vec<AttachedHook>; 3],
     args: &OverheadArgs,
 ) -> anyhow::Result<Vec<f64>> {
-    let mut times: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     touch_pass(args.pages, args.chunk)?; // warm-up
-    for round in 0..args.rounds as usize {
-        // Rotate the order each round: whichever mode runs first after a
-        // load or unload pays for it, and rotation spreads that evenly.
+    let mut times = interleaved(
+        modes,
+        args.rounds,
+        |mode| measure(mode, hooks, args),
+        |ns| format!("{ns:.0} ns per fault"),
+    )?;
+    Ok(times.iter_mut().map(|t| stats::median(t)).collect())
+}
+
+/// Runs `once` for every mode in each of `rounds` rounds and returns each
+/// mode's results, round by round. The order rotates each round: whichever
+/// mode runs first after a load or unload pays for it, and rotation spreads
+/// that evenly; machine noise hits every mode alike. A line per round on
+/// stderr shows each mode's result as `show` writes it.
+pub(super) fn interleaved<M: Copy, R>(
+    modes: &[M],
+    rounds: u32,
+    mut once: impl FnMut(M) -> anyhow::Result<R>,
+    show: impl Fn(&R) -> String,
+) -> anyhow::Result<Vec<Vec<R>>> {
+    let mut results: Vec<Vec<R>> = (0..modes.len()).map(|_| Vec::new()).collect();
+    for round in 0..rounds as usize {
         for k in 0..modes.len() {
             let i = (round + k) % modes.len();
-            times[i].push(measure(modes[i], hooks, args)?);
+            results[i].push(once(modes[i])?);
         }
-        let line: Vec<String> = times.iter().map(|t| format!("{:.0}", t[round])).collect();
-        eprintln!(
-            "round {}/{}: {} ns per fault",
-            round + 1,
-            args.rounds,
-            line.join(" / ")
-        );
+        let line: Vec<String> = results.iter().map(|r| show(&r[round])).collect();
+        eprintln!("round {}/{rounds}: {}", round + 1, line.join(" | "));
     }
-    Ok(times.iter_mut().map(|t| stats::median(t)).collect())
+    Ok(results)
+}
+
+/// Each mode's median of each of its `N` figures, from
+/// [`interleaved`]'s results.
+pub(super) fn medians<const N: usize>(rounds: &[Vec<[f64; N]>]) -> Vec<[f64; N]> {
+    rounds
+        .iter()
+        .map(|r| {
+            std::array::from_fn(|l| {
+                let mut v: Vec<f64> = r.iter().map(|x| x[l]).collect();
+                stats::median(&mut v)
+            })
+        })
+        .collect()
 }
 
 /// The cost per fault of every mode, then vmscope's against nothing and

@@ -11,11 +11,7 @@ use std::io::{Seek as _, Write as _};
 
 use anyhow::Context as _;
 
-use crate::{
-    cli::OverheadArgs,
-    source::loader::{self, LoadOptions, SwapAttach},
-    stats,
-};
+use crate::{cli::OverheadArgs, stats};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Config {
@@ -62,13 +58,7 @@ fn once(mode: Config, file: &mut std::fs::File, pages: usize) -> anyhow::Result<
     match mode {
         Config::Nothing => write_pass(file, pages),
         Config::Vmscope => {
-            let _probes = loader::load(&LoadOptions {
-                filtered: false,
-                swap: SwapAttach::Auto,
-                sample_hz: 0,
-                mmap_lock: false,
-                rmap_maintenance: false,
-            })?;
+            let _probes = super::load_system_wide(false, false)?;
             write_pass(file, pages)
         }
         Config::Bpftrace => super::with_bpftrace(BPFTRACE_PROGRAM, || write_pass(file, pages)),
@@ -88,19 +78,13 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
     } else {
         eprintln!("bpftrace is not installed: no peer column (apt-get install bpftrace)");
     }
-    let mut per_page: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
     write_pass(&mut file, pages)?; // warm-up
-    for round in 0..args.rounds as usize {
-        for k in 0..modes.len() {
-            let i = (round + k) % modes.len();
-            per_page[i].push(once(modes[i], &mut file, pages)?);
-        }
-        let line: Vec<String> = per_page
-            .iter()
-            .map(|t| format!("{:.0} ns", t[round]))
-            .collect();
-        eprintln!("round {}/{}: {}", round + 1, args.rounds, line.join(" | "));
-    }
+    let mut per_page = super::interleaved(
+        &modes,
+        args.rounds,
+        |mode| once(mode, &mut file, pages),
+        |ns| format!("{ns:.0} ns"),
+    )?;
     let med: Vec<f64> = per_page.iter_mut().map(|t| stats::median(t)).collect();
     println!(
         "page-cache probe cost, {} rounds (medians): {pages} pages written to a new file in \

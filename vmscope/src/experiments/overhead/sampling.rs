@@ -143,6 +143,7 @@ impl Measured {
             sample_hz: if mode == 1 { args.sample_hz } else { 0 },
             mmap_lock: false,
             rmap_maintenance: false,
+            syscall_latency: false,
         })?;
         let _floor = if mode == 2 {
             Some(floor(args.sample_hz)?)

@@ -62,6 +62,29 @@ impl HeldSignals {
     }
 }
 
+/// Has `cmd`'s process start with the held signals unblocked. A blocked
+/// signal mask is inherited across fork and exec, so a program started
+/// while signals are held would ignore the SIGINT or SIGTERM that is meant
+/// to stop it (and would wait for it forever).
+pub fn unheld(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: the closure only makes async-signal-safe calls on a local
+    // set and the child's own mask.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in HELD {
+                libc::sigaddset(&mut set, s);
+            }
+            if libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
 impl Drop for HeldSignals {
     fn drop(&mut self) {
         // A signal that came meanwhile is delivered here, after cleanup.

@@ -250,8 +250,8 @@ pub struct Column {
     /// Its width in the cgroup table.
     pub cgroup_width: u16,
     /// When the cgroup table is narrow its columns are given up, the
-    /// highest rank first; `top`'s own are PROCS 1, USAGE 4, LIMIT 5 and
-    /// PSI% 6.
+    /// highest rank first; `top`'s own are PROCS 1, WSS 2, USAGE 4,
+    /// LIMIT 5 and PSI% 6.
     pub cgroup_rank: u8,
 }
 

@@ -86,6 +86,27 @@ pub const PROCESSES: Family = gauge(
     "vmscope_cgroup_processes",
     "The cgroup's processes vmscope has seen that are alive.",
 );
+/// The workload each exported cgroup is, from its path: join it on
+/// `cgroup` (`* on(cgroup) group_left(container, pod_uid)
+/// vmscope_cgroup_info`) to name any per-cgroup series by container, pod or
+/// unit. One series per exported cgroup whose path names one.
+pub const INFO: Family = Family::gauge(
+    Scope::Cgroup,
+    "vmscope_cgroup_info",
+    &[
+        "cgroup",
+        "unit",
+        "runtime",
+        "container",
+        "pod_uid",
+        "qos",
+        "container_name",
+    ],
+    "Always 1: the systemd unit, container runtime and id, and Kubernetes pod UID and QoS \
+     class the cgroup's path names, and the container's name from its runtime's state on \
+     the host (empty where there is none); only for cgroups whose path follows a known \
+     layout.",
+);
 pub const MEMORY_USAGE: Family = gauge(
     "vmscope_cgroup_memory_usage_bytes",
     "The cgroup's memory usage (v2 memory.current, v1 memory.usage_in_bytes).",
@@ -168,6 +189,7 @@ pub const FAMILIES: &[Family] = &[
     MADVISE_CALLS,
     RECLAIM_STALL,
     PROCESSES,
+    INFO,
     MEMORY_USAGE,
     MEMORY_LIMIT,
     UNDER_OOM,
@@ -363,7 +385,31 @@ pub(super) fn render(w: &mut Writer, state: &State) {
         return;
     }
     counts(w, state, &rows);
+    info(w, &rows);
     books(w, &rows);
+}
+
+fn info(w: &mut Writer, rows: &[(String, &CgroupState)]) {
+    let series = rows
+        .iter()
+        .filter_map(|(n, c)| {
+            let id = c.identity()?;
+            let v = |f: &Option<String>| f.clone().unwrap_or_default();
+            Some((
+                vec![
+                    ("cgroup", n.clone()),
+                    ("unit", v(&id.unit)),
+                    ("runtime", v(&id.runtime)),
+                    ("container", v(&id.container)),
+                    ("pod_uid", v(&id.pod_uid)),
+                    ("qos", v(&id.qos)),
+                    ("container_name", v(&id.name)),
+                ],
+                "1".to_string(),
+            ))
+        })
+        .collect();
+    w.write(&INFO, series);
 }
 
 fn oom_kills(w: &mut Writer, state: &State) {
@@ -589,6 +635,7 @@ mod tests {
                 events: [("oom_kill".to_string(), id)].into(),
                 ..Default::default()
             }),
+            container_name: None,
         }
     }
 

@@ -289,21 +289,7 @@ fn representative() -> State {
     for (k, v) in [("zswpout", 30), ("zswpin", 20), ("zswpwb", 5)] {
         state.now.vmstat.0.insert(k.to_string(), v);
     }
-    state.now.tiers = Some(crate::model::tiers::TierSample {
-        zswap: Some(crate::model::tiers::ZswapPool {
-            enabled: true,
-            pool_bytes: Some(1 << 20),
-            stored_bytes: Some(3 << 20),
-            ..Default::default()
-        }),
-        devices: vec![crate::model::tiers::TierDevice {
-            name: "/dev/zram0".into(),
-            kind: "partition".into(),
-            medium: "zram".into(),
-            zram: Some(crate::model::tiers::ZramStat::default()),
-            ..Default::default()
-        }],
-    });
+    state.now.tiers = Some(tiers());
     state.wss_edges_ns = Some(vec![1_000_000_000, 10_000_000_000]);
     state.now.wss = Some(crate::model::wss::WssSample {
         procs: vec![crate::model::wss::WssProc {
@@ -356,14 +342,64 @@ fn representative() -> State {
         ..Default::default()
     };
     state.now.cgroups.insert(7, cgroup);
+    state.now.cgroups.insert(8, container_cgroup());
     state.cgroups.top = 5;
-    state.cgroups.exported = vec![7];
+    state.cgroups.exported = vec![7, 8];
     let kill = crate::model::oom::OomKill {
         cgroup: Some("/work".into()),
         ..Default::default()
     };
     state.cgroups.count_kills(&[kill], 1);
     state
+}
+
+/// A zswap pool and a zram device.
+fn tiers() -> crate::model::tiers::TierSample {
+    crate::model::tiers::TierSample {
+        zswap: Some(crate::model::tiers::ZswapPool {
+            enabled: true,
+            pool_bytes: Some(1 << 20),
+            stored_bytes: Some(3 << 20),
+            ..Default::default()
+        }),
+        devices: vec![crate::model::tiers::TierDevice {
+            name: "/dev/zram0".into(),
+            kind: "partition".into(),
+            medium: "zram".into(),
+            zram: Some(crate::model::tiers::ZramStat::default()),
+            ..Default::default()
+        }],
+    }
+}
+
+/// A container's cgroup, whose path names its workload.
+fn container_cgroup() -> crate::model::cgroup::CgroupState {
+    crate::model::cgroup::CgroupState {
+        path: Some(format!("/system.slice/docker-{}.scope", "ab".repeat(32))),
+        container_name: Some("web".into()),
+        live: 1,
+        ..Default::default()
+    }
+}
+
+/// A container's cgroup is named by its info series, the name from its
+/// runtime included; a cgroup whose path names nothing has none.
+#[test]
+fn the_info_series_names_the_container_and_its_name() {
+    let text = render(&representative(), Format::Prometheus, 5);
+    let info: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("vmscope_cgroup_info{"))
+        .collect();
+    let id = "ab".repeat(32);
+    assert_eq!(
+        info,
+        [format!(
+            "vmscope_cgroup_info{{cgroup=\"/system.slice/docker-{id}.scope\",unit=\"\",\
+             runtime=\"docker\",container=\"{id}\",pod_uid=\"\",qos=\"\",container_name=\"web\"}} 1"
+        )],
+        "{text}"
+    );
 }
 
 /// Every family the exporter writes is in `docs/metrics.md`, with the

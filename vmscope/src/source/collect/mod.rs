@@ -79,6 +79,8 @@ pub struct Collector {
     cgroup_events_lost: u64,
     /// Limit-hit counters, to tell which limit an OOM kill answered.
     limits: limits::LimitWatch,
+    /// Container names from the runtimes' state on the host.
+    containers: crate::source::containers::ContainerNames,
     /// The swap tiers as last reported.
     tiers: Option<crate::model::tiers::TierSample>,
     /// The THP counts by size as last reported.
@@ -121,6 +123,7 @@ impl Collector {
             listed: HashMap::new(),
             cgroup_events_lost: 0,
             limits: limits::LimitWatch::default(),
+            containers: Default::default(),
             tiers: None,
             thp_sizes: None,
         }
@@ -170,6 +173,16 @@ impl Collector {
         let mut cgroups_gone = self.cgroup_upkeep(probes, c(counter::CGROUP_EVENTS_LOST));
         let cgroups = self.cgroups(&procs, &mut cgroups_gone);
         self.blame_limits(&mut oom_kills, &cgroups, &mut probes.kernel_log);
+        for k in &mut oom_kills {
+            k.workload = k
+                .cgroup
+                .as_deref()
+                .and_then(crate::model::identity::Identity::from_path)
+                .map(|w| {
+                    let name = self.container_name(&w);
+                    w.named(name.as_deref())
+                });
+        }
         Ok(Sample {
             oom_kills,
             cgroups,
@@ -469,9 +482,27 @@ impl Collector {
                 let books = path
                     .as_deref()
                     .and_then(|p| cgroupfs::books(names.hierarchy(), p));
-                CgroupSample { id, path, books }
+                let container_name = path
+                    .as_deref()
+                    .and_then(crate::model::identity::Identity::from_path)
+                    .and_then(|w| {
+                        self.containers
+                            .name(w.runtime.as_deref(), w.container.as_deref()?)
+                    });
+                CgroupSample {
+                    id,
+                    path,
+                    books,
+                    container_name,
+                }
             })
             .collect()
+    }
+
+    /// The name of the container `w` is, from its runtime's state.
+    fn container_name(&mut self, w: &crate::model::identity::Identity) -> Option<String> {
+        let id = w.container.as_deref()?;
+        self.containers.name(w.runtime.as_deref(), id)
     }
 
     /// Drops what is kept about `pid`'s process, which has ended.

@@ -165,6 +165,8 @@ fn oom_kill(v: &OomVictim, clock: &Clock, v1: bool) -> OomKill {
         pgtables_bytes: kb(oom_field::PGTABLES, v.pgtables_kb),
         oom_score_adj: has(oom_field::OOM_SCORE_ADJ).then_some(v.oom_score_adj),
         cgroup,
+        // From the path, once the kernel log has had its say.
+        workload: None,
         trigger_cgroup: None,
         constraint: None,
         limit_cgroup: None,

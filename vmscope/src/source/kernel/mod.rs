@@ -20,6 +20,21 @@ pub mod tracefs;
 /// elsewhere).
 pub const PROBE_FUNCTION: &str = "vfs_read";
 
+/// Has every thread allocate from the one main heap. The allocator's
+/// default gives each thread that allocates its own arena, and what a
+/// thread frees there (the start-up parses, the sampling thread's reads)
+/// stays resident for the whole session: `serve` held 8.7 MB anonymous
+/// with them, 4.2 MB with one heap ([`trim_heap`] returns all of it). The
+/// few threads vmscope runs rarely allocate at once. Call before any thread
+/// starts.
+pub fn one_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only sets the allocator's parameter; no thread runs.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
 /// Returns the allocator's free heap pages to the kernel: after start-up's
 /// large parses are dropped, the allocator would otherwise keep them
 /// resident for the whole session.

@@ -421,9 +421,10 @@ pub(super) fn raw_syscalls(
         return Err(format!("{why}; and no raw syscall tracepoints here"));
     }
     let mut mask = 0;
-    for (s, _) in plans.iter().filter(|(s, _)| s.category == "syscalls") {
+    for (s, p) in plans.iter().filter(|(s, _)| s.category == "syscalls") {
         let name = s.names[0];
-        if disabled.contains(&format!("syscalls:{name}")) {
+        // Off unless asked for (`--syscall-latency`): not followed raw either.
+        if p.opted_out || disabled.contains(&format!("syscalls:{name}")) {
             continue;
         }
         let call = name

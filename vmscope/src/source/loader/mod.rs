@@ -47,9 +47,11 @@ pub struct LoadOptions {
     /// Where rmap functions are timed directly, time the maintenance
     /// functions too (they run on every fault, fork and unmap).
     pub rmap_maintenance: bool,
+    /// Time munmap and mprotect calls (opt-in: see [`SYSCALL_LATENCY_OFF`]).
+    pub syscall_latency: bool,
 }
 
-pub use crate::model::probes::MMAP_LOCK_OFF;
+pub use crate::model::probes::{MMAP_LOCK_OFF, SYSCALL_LATENCY_OFF};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SwapAttach {
@@ -282,6 +284,9 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
         log::debug!("could not raise RLIMIT_MEMLOCK ({e}); fine on kernels >= 5.11");
     }
     let disabled = disabled();
+    if opts.sample_hz > 0 && !disabled.iter().any(|d| d == crate::source::rmap::PROBE) {
+        crate::source::rmap::kallsyms::Symbols::prefetch();
+    }
     let mut offsets: [Option<u32>; off::COUNT] = [None; off::COUNT];
     let faults = FaultPlans::new(&mut offsets, &disabled);
     let plans = plan_specs(opts, &mut offsets, &disabled);
@@ -292,6 +297,7 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     let btf = BtfVariants::new(&mut offsets, &disabled, opts.swap);
     let raw = raw_syscalls(&plans, &disabled, &btf.tracepoints);
     offsets[off::RAW_SYSCALLS] = raw.as_ref().map(|r| r.mask).ok();
+    syscall_registers(&mut offsets);
     let mut ebpf = load_object(loader, object, &offsets, opts)?;
     let logger = aya_log::EbpfLogger::init(&mut ebpf)
         .map_err(|e| log::debug!("eBPF logging unavailable: {e}"))
@@ -318,6 +324,18 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     loaded.cgroups = cgroups;
     loaded.kernel_log = kernel_log(loaded.oom_victims.is_some(), &disabled);
     Ok(loaded)
+}
+
+/// Where the swap probe finds the syscall a task is in (its saved user
+/// registers, through BTF-typed helpers): x86-64's `orig_ax` and `dx`.
+/// Elsewhere, or without the kernel's BTF, unset: the program then never
+/// calls those helpers (the verifier drops the branch) and takes no drop
+/// of swap entries for a zap (docs/counting.md).
+fn syscall_registers(offsets: &mut [Option<u32>; off::COUNT]) {
+    if cfg!(target_arch = "x86_64") && crate::source::kernel::btf::Btf::vmlinux().is_ok() {
+        offsets[off::PT_REGS_SYSCALL_NR] = Some(15 * 8);
+        offsets[off::PT_REGS_ARG3] = Some(12 * 8);
+    }
 }
 
 /// How processes are keyed by cgroup: by the cgroup id where the memory

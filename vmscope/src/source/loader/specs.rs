@@ -5,7 +5,7 @@ use vmscope_common::off;
 
 use crate::source::kernel::{format::EventFormat, tracefs};
 
-use super::{DISABLE_ENV, LoadOptions, MMAP_LOCK_OFF, check_rss_layout};
+use super::{DISABLE_ENV, LoadOptions, MMAP_LOCK_OFF, SYSCALL_LATENCY_OFF, check_rss_layout};
 
 /// A tracepoint program and the fields it reads.
 pub(super) struct Spec {
@@ -93,12 +93,6 @@ pub(super) const SPECS: &[Spec] = &[
     spec("syscalls", &["sys_exit_process_madvise"], RET),
     spec("syscalls", &["sys_enter_munmap"], &[]),
     spec("syscalls", &["sys_exit_munmap"], &[]),
-    spec("syscalls", &["sys_enter_mremap"], &[]),
-    spec("syscalls", &["sys_exit_mremap"], &[]),
-    spec("syscalls", &["sys_enter_brk"], &[]),
-    spec("syscalls", &["sys_exit_brk"], &[]),
-    spec("syscalls", &["sys_enter_mmap"], &[]),
-    spec("syscalls", &["sys_exit_mmap"], &[]),
     spec("syscalls", &["sys_enter_mprotect"], &[]),
     spec("syscalls", &["sys_exit_mprotect"], &[]),
     spec("vmscan", &["mm_vmscan_direct_reclaim_begin"], &[])
@@ -416,6 +410,9 @@ pub(super) struct HookPlan {
     /// Why the classic tracepoint cannot be attached although the event
     /// exists (tracefs unreadable): only a BTF variant can be.
     pub(super) classic: Result<(), String>,
+    /// Off because the user did not ask for it (an opt-in hook), rather
+    /// than because the kernel lacks it.
+    pub(super) opted_out: bool,
 }
 
 pub(super) fn plan(
@@ -430,6 +427,7 @@ pub(super) fn plan(
         probe: probe.clone(),
         event: Err(why.clone()),
         classic: Err(why),
+        opted_out: false,
     };
     if names
         .iter()
@@ -471,6 +469,7 @@ pub(super) fn plan(
             probe,
             event: Ok((name, Vec::new())),
             classic: Err(why),
+            opted_out: false,
         };
     }
     let event = (|| {
@@ -494,6 +493,7 @@ pub(super) fn plan(
         probe,
         event,
         classic,
+        opted_out: false,
     }
 }
 
@@ -534,6 +534,15 @@ impl FaultPlans {
     }
 }
 
+/// Whether a syscall event serves only a latency histogram (munmap's and
+/// mprotect's), which is opt-in: see [`SYSCALL_LATENCY_OFF`].
+pub(super) fn latency_only(event: &str) -> bool {
+    let call = event
+        .strip_prefix("sys_enter_")
+        .or_else(|| event.strip_prefix("sys_exit_"));
+    matches!(call, Some("munmap" | "mprotect"))
+}
+
 /// A plan for every [`SPECS`] row this load needs, its offsets claimed.
 pub(super) fn plan_specs(
     opts: &LoadOptions,
@@ -543,12 +552,20 @@ pub(super) fn plan_specs(
     let mut plans: Vec<(&Spec, HookPlan)> = SPECS
         .iter()
         .map(|s| {
-            if s.category == "mmap_lock" && !opts.mmap_lock {
-                let why = MMAP_LOCK_OFF.to_string();
+            let opted_out = match s.category {
+                "mmap_lock" if !opts.mmap_lock => Some(MMAP_LOCK_OFF),
+                "syscalls" if !opts.syscall_latency && latency_only(s.names[0]) => {
+                    Some(SYSCALL_LATENCY_OFF)
+                }
+                _ => None,
+            };
+            if let Some(why) = opted_out {
+                let why = why.to_string();
                 let off = HookPlan {
                     probe: format!("{}:{}", s.category, s.names[0]),
                     event: Err(why.clone()),
                     classic: Err(why),
+                    opted_out: true,
                 };
                 return (s, off);
             }

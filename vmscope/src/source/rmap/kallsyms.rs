@@ -3,10 +3,14 @@
 
 use std::{
     collections::BTreeMap,
-    sync::{Arc, OnceLock},
+    sync::{Arc, Mutex, OnceLock, PoisonError},
 };
 
 static SHARED: OnceLock<Result<Arc<Symbols>, String>> = OnceLock::new();
+
+/// The thread [`Symbols::prefetch`] started, until [`Symbols::prefetched`]
+/// has waited for it.
+static PREFETCH: Mutex<Option<std::thread::JoinHandle<()>>> = Mutex::new(None);
 
 /// Why /proc/kallsyms shows no addresses to this process, from the
 /// sysctls and capabilities the kernel decides it by.
@@ -98,6 +102,35 @@ impl Symbols {
     /// The process's one copy (reading kallsyms takes about 0.1 s).
     pub fn shared() -> Result<Arc<Symbols>, String> {
         SHARED.get_or_init(|| Symbols::load().map(Arc::new)).clone()
+    }
+
+    /// Begins reading the process's one copy on a thread of its own, so
+    /// that it is done by the time the first stacks are symbolized. The
+    /// loader calls this as it starts loading programs: the kernel's
+    /// verifier keeps one CPU busy then, and the read (about 0.1 s of one
+    /// CPU) has the other instead of delaying the first reading, or the
+    /// wrapped command's start, later on.
+    pub fn prefetch() {
+        let thread = std::thread::Builder::new()
+            .name("vmscope-kallsyms".into())
+            .spawn(|| drop(Symbols::shared()));
+        if let Ok(t) = thread {
+            *PREFETCH.lock().unwrap_or_else(PoisonError::into_inner) = Some(t);
+        }
+    }
+
+    /// Waits until the thread [`Symbols::prefetch`] started has ended. It
+    /// holds the capabilities of the thread that started it (its read
+    /// needs CAP_SYSLOG to see addresses), so giving capabilities up waits
+    /// for it: no thread is left holding them.
+    pub fn prefetched() {
+        let thread = PREFETCH
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
     }
 
     /// Parses kallsyms' text: `ADDRESS TYPE NAME [\t[MODULE]]` per line.

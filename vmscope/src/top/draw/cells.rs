@@ -66,18 +66,25 @@ pub(super) fn proc_cells(r: &ProcRow) -> Vec<String> {
     [r.pid.to_string(), r.comm.clone()]
         .into_iter()
         .chain(rate_cells(&r.rates))
+        .chain([fmt_size(r.wss_bytes)])
         .collect()
 }
 
 /// A cgroup row's cells, in `CGROUP_COLUMNS` order.
 pub(super) fn cgroup_cells(r: &CgroupRow) -> Vec<String> {
-    [r.path.clone(), r.live.to_string()]
-        .into_iter()
-        .chain(rate_cells(&r.rates))
-        .chain([
-            fmt_size(r.usage_bytes),
-            fmt_limit(r.limit),
-            r.psi_some.map_or("n/a".into(), |p| format!("{p:.2}")),
-        ])
-        .collect()
+    // The workload its path names where known (the path is in the title
+    // of its processes' table), else the path.
+    [
+        r.workload.clone().unwrap_or_else(|| r.path.clone()),
+        r.live.to_string(),
+    ]
+    .into_iter()
+    .chain(rate_cells(&r.rates))
+    .chain([
+        fmt_size(r.usage_bytes),
+        fmt_limit(r.limit),
+        r.psi_some.map_or("n/a".into(), |p| format!("{p:.2}")),
+        fmt_size(r.wss_bytes),
+    ])
+    .collect()
 }

@@ -10,6 +10,7 @@ use crate::{
 use super::cells::fmt_rate;
 use super::cells::{cgroup_cells, proc_cells};
 use super::header_lines;
+use super::tables::WSS_WIDTH;
 
 /// The cgroup table as `--batch` prints it, or why there is none.
 pub(super) fn cgroups_text(app: &App, out: &mut String) {
@@ -21,11 +22,12 @@ pub(super) fn cgroups_text(app: &App, out: &mut String) {
         let _ = writeln!(out, "cgroups: unavailable ({why})");
         return;
     }
+    let shown = app.table_columns(true).len();
     let line = |c: &[String]| {
-        let (rates, books) = c[FIRST_RATE..].split_at(catalogue::COLUMN_COUNT);
+        let (rates, books) = c[FIRST_RATE..shown].split_at(catalogue::COLUMN_COUNT);
         let mut l = format!("{:<24} {:>5}", c[0], c[1]);
         rates_text(&mut l, rates);
-        for (b, w) in books.iter().zip([7, 7, 6]) {
+        for (b, w) in books.iter().zip([7, 7, 6, usize::from(WSS_WIDTH)]) {
             let _ = write!(l, " {b:>w$}");
         }
         l
@@ -70,9 +72,15 @@ pub fn snapshot_text(app: &App, cgroups: bool) -> String {
         }
     }
     let _ = writeln!(out, "{}", app.sort_label());
+    // WSS after the rates, when the working set is measured.
+    let wss = app.working_set();
     let line = |pid: &str, comm: &str, rates: &[String]| {
         let mut l = format!("{pid:>8} {comm:<16}");
         rates_text(&mut l, rates);
+        if wss {
+            let w = &rates[catalogue::COLUMN_COUNT];
+            let _ = write!(l, " {w:>n$}", n = usize::from(WSS_WIDTH));
+        }
         l
     };
     let titles: Vec<String> = COLUMNS.iter().map(|c| c.to_string()).collect();

@@ -47,14 +47,18 @@ pub(super) fn draw_table(f: &mut Frame, app: &App, area: Rect) {
         .procs
         .scroll
         .min(rows.len().saturating_sub(visible.max(1)));
-    let shown = proc_layout(area.width.saturating_sub(2), app.procs.sort);
+    let shown = proc_layout(
+        area.width.saturating_sub(2),
+        app.procs.sort,
+        app.columns().len(),
+    );
     let body = rows.iter().skip(start).take(visible).map(|r| {
         let cells = proc_cells(r);
         Row::new(shown.iter().map(|&i| Cell::from(cells[i].clone())))
     });
     // PID, COMM, then each rate column kept at its catalogue width.
     let widths = shown.iter().map(|&i| Constraint::Length(PROC_WIDTHS[i].0));
-    let hidden = match COLUMNS.len() - shown.len() {
+    let hidden = match app.columns().len() - shown.len() {
         0 => String::new(),
         1 => "1 column needs a wider terminal".to_string(),
         n => format!("{n} columns need a wider terminal"),
@@ -94,31 +98,36 @@ pub(super) fn draw_table(f: &mut Frame, app: &App, area: Rect) {
 
 /// The process table's column widths and the order its rate columns are
 /// given up in when the terminal is narrow: the highest goes first. PID
-/// and COMM (rank 0) stay; the rate columns' come from the catalogue.
+/// and COMM (rank 0) stay; the rate columns' come from the catalogue; WSS,
+/// there only when asked for, is given up last (rank 0).
 pub(super) static PROC_WIDTHS: LazyLock<Vec<(u16, u8)>> = LazyLock::new(|| {
     [(8, 0), (COMM_MIN, 0)]
         .into_iter()
         .chain(catalogue::columns().map(|(_, c)| (c.width, c.rank)))
+        .chain([(WSS_WIDTH, 0)])
         .collect()
 });
+
+/// The WSS column's width in both tables (`1.5G`, `512M`).
+pub(super) const WSS_WIDTH: u16 = 6;
 
 /// COMM's width, which it keeps as columns are given up: a comm is at
 /// most 15 characters.
 pub(super) const COMM_MIN: u16 = 16;
 
-/// Which process columns fit in `width` (in table order): rate columns
-/// are given up, the highest rank first, until the rest fit with COMM at
-/// [`COMM_MIN`]; the one at `sorted` is never given up.
-pub(super) fn proc_layout(width: u16, sorted: usize) -> Vec<usize> {
+/// Which of the first `columns` process columns fit in `width` (in table
+/// order): rate columns are given up, the highest rank first, until the
+/// rest fit with COMM at [`COMM_MIN`]; the one at `sorted` is never given
+/// up.
+pub(super) fn proc_layout(width: u16, sorted: usize, columns: usize) -> Vec<usize> {
     // Each column's width and the one blank between it and the next.
     let need = |shown: &[usize]| -> u16 {
         let all: u16 = shown.iter().map(|&i| PROC_WIDTHS[i].0 + 1).sum();
         all.saturating_sub(1)
     };
-    let mut shown: Vec<usize> = (0..PROC_WIDTHS.len()).collect();
-    let mut by_rank: Vec<usize> = (FIRST_RATE..PROC_WIDTHS.len())
-        .filter(|&i| i != sorted)
-        .collect();
+    let columns = columns.min(PROC_WIDTHS.len());
+    let mut shown: Vec<usize> = (0..columns).collect();
+    let mut by_rank: Vec<usize> = (FIRST_RATE..columns).filter(|&i| i != sorted).collect();
     by_rank.sort_by_key(|&i| std::cmp::Reverse(PROC_WIDTHS[i].1));
     for i in by_rank {
         if need(&shown) <= width {
@@ -150,7 +159,7 @@ pub(super) fn draw_cgroups(f: &mut Frame, app: &App, area: Rect) {
         .selected
         .and_then(|id| rows.iter().position(|r| r.id == id))
         .or((!rows.is_empty()).then_some(0));
-    let (shown, room) = cgroup_layout(area.width.saturating_sub(2));
+    let (shown, room) = cgroup_layout(area.width.saturating_sub(2), app.columns().len());
     // No wider than the longest path, so the figures stay next to it.
     let longest = rows.iter().map(|r| r.path.chars().count()).max();
     let path_width = room.min(
@@ -183,7 +192,7 @@ pub(super) fn draw_cgroups(f: &mut Frame, app: &App, area: Rect) {
     let psi_note = view
         .and_then(|v| v.cgroup_psi_unavailable.as_deref())
         .map_or(String::new(), |why| format!("; PSI% n/a: {why}"));
-    let hidden = CGROUP_COLUMNS.len() - shown.len();
+    let hidden = app.columns().len() - shown.len();
     let hidden = if hidden > 0 {
         format!("; {hidden} columns need a wider terminal")
     } else {
@@ -210,18 +219,18 @@ pub(super) static CGROUP_WIDTHS: LazyLock<Vec<(u16, u8)>> = LazyLock::new(|| {
     [(0, 0), (5, 1)]
         .into_iter()
         .chain(catalogue::columns().map(|(_, c)| (c.cgroup_width, c.cgroup_rank)))
-        .chain([(6, 4), (6, 5), (6, 6)])
+        .chain([(6, 4), (6, 5), (6, 6), (WSS_WIDTH, 2)])
         .collect()
 });
 
 /// The narrowest the path column gets before figures are left out.
 pub(super) const PATH_MIN: u16 = 16;
 
-/// Which cgroup columns fit in `width` (in table order) and the path
-/// column's width: columns are given up, least telling first, until the
-/// path keeps [`PATH_MIN`].
-pub(super) fn cgroup_layout(width: u16) -> (Vec<usize>, u16) {
-    let mut by_rank: Vec<usize> = (1..CGROUP_WIDTHS.len()).collect();
+/// Which of the first `columns` cgroup columns fit in `width` (in table
+/// order) and the path column's width: columns are given up, least
+/// telling first, until the path keeps [`PATH_MIN`].
+pub(super) fn cgroup_layout(width: u16, columns: usize) -> (Vec<usize>, u16) {
+    let mut by_rank: Vec<usize> = (1..columns.min(CGROUP_WIDTHS.len())).collect();
     by_rank.sort_by_key(|&i| CGROUP_WIDTHS[i].1);
     let mut left = width.saturating_sub(PATH_MIN);
     let mut shown = vec![0];
