@@ -69,7 +69,7 @@ pub fn reference(regions: &[Region]) -> u32 {
 /// One span of an [`AccessMap`]: where it ends, when it was last seen
 /// accessed, and the share of it that was (in parts of [`ONE`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Span {
+struct Seen {
     end: u64,
     t: u64,
     share: u32,
@@ -79,7 +79,7 @@ struct Span {
 /// share of it that was: spans that never overlap, keyed by their start.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AccessMap {
-    spans: BTreeMap<u64, Span>,
+    spans: BTreeMap<u64, Seen>,
 }
 
 impl AccessMap {
@@ -96,7 +96,7 @@ impl AccessMap {
                 .min(u64::from(ONE)) as u32;
             self.set(
                 r.start,
-                Span {
+                Seen {
                     end: r.end,
                     t: now_ns,
                     share,
@@ -106,11 +106,11 @@ impl AccessMap {
         self.merge();
     }
 
-    fn set(&mut self, start: u64, new: Span) {
+    fn set(&mut self, start: u64, new: Seen) {
         let end = new.end;
         // Spans overlapping [start, end): the one starting before it, and
         // those starting inside it.
-        let mut hit: Vec<(u64, Span)> = Vec::new();
+        let mut hit: Vec<(u64, Seen)> = Vec::new();
         if let Some((&s, &old)) = self.spans.range(..start).next_back()
             && old.end > start
         {
@@ -120,7 +120,7 @@ impl AccessMap {
         for &(s, old) in &hit {
             self.spans.remove(&s);
             if s < start {
-                self.spans.insert(s, Span { end: start, ..old });
+                self.spans.insert(s, Seen { end: start, ..old });
             }
             if old.end > end {
                 self.spans.insert(end, old);
@@ -132,8 +132,8 @@ impl AccessMap {
     /// Joins neighbours seen at the same time at the same share, so that
     /// the map stays as small as the regions are many.
     fn merge(&mut self) {
-        let mut out: BTreeMap<u64, Span> = BTreeMap::new();
-        let mut last: Option<(u64, Span)> = None;
+        let mut out: BTreeMap<u64, Seen> = BTreeMap::new();
+        let mut last: Option<(u64, Seen)> = None;
         for (&s, &span) in &self.spans {
             match &mut last {
                 Some((_, l)) if l.end == s && l.t == span.t && l.share == span.share => {
