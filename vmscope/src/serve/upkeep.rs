@@ -256,10 +256,12 @@ pub(super) fn shed_line(
     let threads = match own {
         None => String::new(),
         Some(Some(e)) => format!("; the serving thread could not drop its own: {e}"),
-        // The sampling thread and this one have given theirs up.
+        // This thread has given its up; the sampling thread keeps what it
+        // said above, and the OOM writer and the container-name watcher
+        // gave theirs up themselves.
         Some(None) => {
-            let helpers = usize::from(writer.is_some());
-            match privdrop::other_threads().saturating_sub(1 + helpers) {
+            let sampling = usize::from(!shed.after.is_empty());
+            match privdrop::other_threads_holding().saturating_sub(sampling) {
                 0 => "; the serving thread keeps none".to_string(),
                 n => format!("; the serving thread keeps none; {n} other threads keep theirs"),
             }

@@ -193,13 +193,34 @@ impl NameWatch {
         let names = Arc::new(Mutex::new(HashMap::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let (n, st) = (names.clone(), stop.clone());
+        let (ready, started) = std::sync::mpsc::sync_channel(1);
         std::thread::Builder::new()
             .name("vmscope-names".into())
             .stack_size(64 * 1024)
-            .spawn(move || watch(fd, &docker_root, &storage_root, &n, &st))
+            .spawn(move || {
+                // It only reads files its uid owns: it gives up every
+                // capability before anything else, and is started only once
+                // it has (the privileges line counts the threads that hold
+                // any).
+                let dropped = crate::source::kernel::privdrop::keep_only(&[]);
+                let ok = dropped.is_ok();
+                let _ = ready.send(dropped);
+                if ok {
+                    watch(fd, &docker_root, &storage_root, &n, &st);
+                }
+            })
             .map_err(|e| log::debug!("container names: no thread ({e}); names are read late"))
             .ok()?;
-        Some(NameWatch { names, stop })
+        match started.recv() {
+            Ok(Ok(())) => Some(NameWatch { names, stop }),
+            Ok(Err(e)) => {
+                log::debug!(
+                    "container names: the watching thread could not drop its privileges ({e}); names are read late"
+                );
+                None
+            }
+            Err(_) => None,
+        }
     }
 
     fn name(&self, id: &str) -> Option<String> {

@@ -3,7 +3,7 @@
 //!
 //! Capabilities belong to a thread, not a process: these calls change the
 //! calling thread's, so they are made while it is the only one
-//! ([`other_threads`] tells).
+//! ([`other_threads_holding`] tells).
 
 use ::caps::{CapSet, Capability, CapsHashSet};
 
@@ -85,11 +85,26 @@ pub fn keep_only(keep: &[Capability]) -> Result<(), String> {
     Ok(())
 }
 
-/// The threads of this process other than the calling one.
-pub fn other_threads() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .map(|d| d.count().saturating_sub(1))
-        .unwrap_or(0)
+/// The threads of this process other than the calling one that still hold
+/// a permitted capability.
+pub fn other_threads_holding() -> usize {
+    let me = rustix::thread::gettid().as_raw_nonzero().get();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    dir.flatten()
+        .filter(|e| e.file_name().to_str().and_then(|t| t.parse::<i32>().ok()) != Some(me))
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("status"))
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("CapPrm:"))
+                        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+                })
+                .is_some_and(|prm| prm != 0)
+        })
+        .count()
 }
 
 /// `CAP_A+CAP_B`, sorted by name, or `none`.
