@@ -205,35 +205,41 @@ mod tests {
                 .iter()
                 .any(|m| m.used && m.method == setup.method)
         );
-        let Command::Record(r) = parse(&["record", "--working-set", "--wss-method", "mglru"])
-        else {
-            panic!("not record")
-        };
         // Asked by name: used where the kernel offers it, else one usage
         // error that says why.
-        let offered = crate::source::mglru::status().offered;
-        match r.sampling.wss_setup(false, false) {
-            Ok(Some(s)) => assert!(offered && s.method == crate::model::wss::WssMethod::Mglru),
-            Ok(None) => panic!("asked"),
-            Err(e) => {
-                assert!(!offered);
-                assert!(e.to_string().starts_with("--wss-method mglru: "), "{e}");
+        for (name, method, offered) in [
+            (
+                "mglru",
+                crate::model::wss::WssMethod::Mglru,
+                crate::source::mglru::status().offered,
+            ),
+            (
+                "damon",
+                crate::model::wss::WssMethod::Damon,
+                crate::source::damon::status().offered,
+            ),
+        ] {
+            let Command::Record(r) = parse(&["record", "--working-set", "--wss-method", name])
+            else {
+                panic!("not record")
+            };
+            match r.sampling.wss_setup(false, false) {
+                Ok(Some(s)) => assert!(offered && s.method == method, "{name}"),
+                Ok(None) => panic!("asked"),
+                Err(e) => {
+                    assert!(!offered, "{name}");
+                    assert!(
+                        e.to_string().starts_with(&format!("--wss-method {name}: ")),
+                        "{e}"
+                    );
+                }
             }
         }
+        // DAMON: never system-wide, offered or not.
         let Command::Record(r) = parse(&["record", "--working-set", "--wss-method", "damon"])
         else {
             panic!("not record")
         };
-        let offered = crate::source::damon::status().offered;
-        match r.sampling.wss_setup(false, false) {
-            Ok(Some(s)) => assert!(offered && s.method == crate::model::wss::WssMethod::Damon),
-            Ok(None) => panic!("asked"),
-            Err(e) => {
-                assert!(!offered);
-                assert!(e.to_string().starts_with("--wss-method damon: "), "{e}");
-            }
-        }
-        // Never system-wide, offered or not.
         let e = r.sampling.wss_setup(true, false).expect_err("system-wide");
         assert!(e.to_string().starts_with("--wss-method damon: "), "{e}");
     }

@@ -1006,11 +1006,7 @@ fn working_set_mglru_check(c: &Console) -> Check {
         ok,
         format!(
             "/w by window: {} MiB (hot {} then {} MiB)",
-            figures
-                .iter()
-                .map(|f| (f >> 20).to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
+            mib_list(&figures),
             hot >> 20,
             grown >> 20
         ),
@@ -1109,6 +1105,15 @@ fn lab_wss_check(c: &Console, doctor: &Value) -> Check {
     check(NAME, ok, line.join(", "))
 }
 
+/// Byte figures as whole MiB, `64, 65, 128`.
+fn mib_list(figures: &[u64]) -> String {
+    figures
+        .iter()
+        .map(|f| (f >> 20).to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// `wssd`: record with `--wss-method damon`. Where doctor says the kernel
 /// offers DAMON, the last window's figure is the hot set and vmscope left
 /// `nr_kdamonds` at 0; where it does not, the record was refused with exit
@@ -1156,11 +1161,7 @@ fn working_set_damon_check(c: &Console, doctor: &Value) -> Check {
             && after == "0",
         format!(
             "{method} by window: {} MiB (hot {} MiB); nr_kdamonds afterwards {after}",
-            figures
-                .iter()
-                .map(|f| (f >> 20).to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
+            mib_list(&figures),
             hot >> 20
         ),
     )
