@@ -136,7 +136,12 @@ impl Collector {
     /// read: draining is how that map is read.)
     pub fn sample(&mut self, probes: &mut Loaded) -> anyhow::Result<Sample> {
         let (counters, vmstat) = self.read_instant(probes)?;
-        let (table, entries, cached) = read_procs(probes)?;
+        let ProcRead {
+            table,
+            entries,
+            mut cached,
+            unsettled,
+        } = read_procs(probes)?;
         if self.names.is_none()
             && let Ok(h) = &probes.cgroups
         {
@@ -155,13 +160,16 @@ impl Collector {
             .chain(table.iter().map(|(p, s)| (*p, s.cgroup)))
             .collect();
         let mut exited = std::mem::take(&mut self.ended);
+        // A process whose figures this read cannot give is read again
+        // before it is let go.
+        cached.extend(&unsettled);
         let ending = self.ending(&table, &cached);
         let swap = self.read_mms(probes, &ending)?;
         let accounted = crate::model::probes::probe_usable(
             &probes.probes,
             crate::source::loader::ACCOUNT_PROBE,
         );
-        let procs = self.procs(table, &ending, &swap, accounted, &mut exited);
+        let procs = self.procs(table, &ending, &unsettled, &swap, accounted, &mut exited);
         if let Some(s) = probes.rmap.as_mut() {
             s.forget(&exited);
         }
@@ -279,10 +287,13 @@ impl Collector {
 
     /// The processes whose counters changed since the last sample, by pid;
     /// `exited` gains the pids whose process was replaced by a new one.
+    /// Those `unsettled` keep their last figures (a process not yet
+    /// sampled waits for the next read).
     fn procs(
         &mut self,
         table: BTreeMap<u32, ProcStats>,
         ending: &HashSet<u32>,
+        unsettled: &HashSet<u32>,
         swap: &SwapSums,
         accounted: bool,
         exited: &mut Vec<u32>,
@@ -293,6 +304,9 @@ impl Collector {
             seen.insert(pid);
             if self.reused(pid, stats.born_ns) && !exited.contains(&pid) {
                 exited.push(pid);
+            }
+            if unsettled.contains(&pid) {
+                continue;
             }
             let (out, inn) = swap.by_tgid.get(&pid).copied().unwrap_or_default();
             let mut p = proc_sample(pid, comm_string(&stats.comm), &stats, out, inn);
@@ -546,15 +560,24 @@ fn madvise_counts(c: &impl Fn(u32) -> u64) -> Vec<MadviseCounts> {
 /// and its number of entries. The eBPF side moves a CPU's counts into the
 /// map when another process faults there; reading the caches before and
 /// after the map and comparing their generations tells whether a move
-/// happened meanwhile (then the read is retried, a few times at most).
-#[allow(clippy::type_complexity)]
-fn read_procs(
-    probes: &Loaded,
-) -> anyhow::Result<(
-    BTreeMap<u32, ProcStats>,
-    u64,
-    std::collections::HashSet<u32>,
-)> {
+/// happened meanwhile (then the read is retried: a few times at once, then
+/// a few more after a millisecond's pause each, for a CPU held up in the
+/// middle of a move, as a virtual CPU can be for milliseconds).
+struct ProcRead {
+    table: BTreeMap<u32, ProcStats>,
+    /// Entries in the map, before any cache's were added.
+    entries: u64,
+    /// Processes a CPU's cache still holds counts of.
+    cached: HashSet<u32>,
+    /// Processes whose counts this read cannot give exactly: a CPU was
+    /// moving their cached counts into the map while it was read, so the
+    /// map may or may not hold them. Their previous figures stand.
+    unsettled: HashSet<u32>,
+}
+
+fn read_procs(probes: &Loaded) -> anyhow::Result<ProcRead> {
+    const AT_ONCE: u32 = 4;
+    const PAUSED: u32 = 6;
     let read_cache = || -> anyhow::Result<Vec<FaultCache>> {
         Ok(probes
             .fault_cache
@@ -581,25 +604,53 @@ fn read_procs(
             }
         }
         let after = read_cache()?;
-        let stable = before
-            .iter()
-            .zip(&after)
-            .all(|(a, b)| a.generation == b.generation && b.generation % 2 == 0);
+        let unsettled = unsettled_caches(&before, &after);
         attempt += 1;
-        if stable || attempt == 4 {
-            if !stable {
-                log::debug!("fault caches kept moving; per-process faults may be off this once");
+        if unsettled.is_empty() || attempt == AT_ONCE + PAUSED {
+            if !unsettled.is_empty() {
+                log::debug!(
+                    "fault caches kept moving; {} processes keep their last figures this once",
+                    unsettled.len()
+                );
             }
             let entries = table.len() as u64;
-            merge_fault_caches(&mut table, &after);
+            let settled: Vec<FaultCache> = after
+                .iter()
+                .filter(|c| !unsettled.contains(&c.tgid))
+                .copied()
+                .collect();
+            merge_fault_caches(&mut table, &settled);
             let cached = after
                 .iter()
                 .filter(|c| c.flags & cache_flags::VALID != 0 && c.counts.iter().any(|&v| v > 0))
                 .map(|c| c.tgid)
                 .collect();
-            return Ok((table, entries, cached));
+            return Ok(ProcRead {
+                table,
+                entries,
+                cached,
+                unsettled,
+            });
+        }
+        if attempt >= AT_ONCE {
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
+}
+
+/// The processes whose cached counts a CPU moved, or was moving, between
+/// two reads of every CPU's cache (`before` and `after`, by CPU): the
+/// cache's generation changed or is odd. Both the process the cache held
+/// and the one it holds now.
+fn unsettled_caches(before: &[FaultCache], after: &[FaultCache]) -> HashSet<u32> {
+    before
+        .iter()
+        .zip(after)
+        .filter(|(a, b)| a.generation != b.generation || b.generation % 2 == 1)
+        .flat_map(|(a, b)| [a, b])
+        .filter(|c| c.flags & cache_flags::VALID != 0)
+        .map(|c| c.tgid)
+        .collect()
 }
 
 /// Adds each CPU's cached fault counts to its process's entry.
@@ -811,6 +862,26 @@ mod tests {
         assert_eq!(table[&7].unclassified_faults, 3);
         assert!(!table.contains_key(&8));
         assert_eq!(table[&9].user_faults[2], 5);
+    }
+
+    /// The 6.1 guest's miscount: a CPU held up half-way through moving a
+    /// process's 6,318 cached faults (odd generation) through every
+    /// retry; the map already held them and the cache still showed them.
+    #[test]
+    fn a_cache_caught_moving_leaves_its_processes_unsettled() {
+        let cache = |tgid, generation| FaultCache {
+            tgid,
+            flags: cache_flags::VALID | cache_flags::IN_SCOPE,
+            generation,
+            ..Default::default()
+        };
+        let still = cache(5, 8);
+        let (moving, moved) = (cache(7, 12), cache(7, 13));
+        let (was, now) = (cache(9, 20), cache(11, 22));
+        let idle = FaultCache::default();
+        let got = unsettled_caches(&[still, moving, was, idle], &[still, moved, now, idle]);
+        assert_eq!(got, HashSet::from([7, 9, 11]));
+        assert!(unsettled_caches(&[still, was], &[still, was]).is_empty());
     }
 
     fn mm(tgid: u32, out_pages: u64, in_pages: u64) -> MmSwap {
