@@ -884,6 +884,39 @@ mod tests {
         assert!(unsettled_caches(&[still, was], &[still, was]).is_empty());
     }
 
+    /// A process left unsettled by a read keeps its last figures: no
+    /// sample for it then (not the double count the read holds), and the
+    /// next settled read goes on from them.
+    #[test]
+    fn an_unsettled_process_keeps_its_last_figures() {
+        let mut c = Collector::new(Instant::now());
+        let none = HashSet::new();
+        let read = |faults: u64| {
+            let mut st = ProcStats {
+                born_ns: 1,
+                ..Default::default()
+            };
+            st.user_faults[2] = faults;
+            BTreeMap::from([(7, st)])
+        };
+        let swap = SwapSums::default();
+        let mut exited = Vec::new();
+        let totals = |ps: &[ProcSample]| {
+            ps.iter()
+                .map(|p| (p.pid, p.faults.total()))
+                .collect::<Vec<_>>()
+        };
+        let first = c.procs(read(100), &none, &none, &swap, false, &mut exited);
+        assert_eq!(totals(&first), [(7, 100)]);
+        let unsettled = HashSet::from([7]);
+        let held = c.procs(read(163), &none, &unsettled, &swap, false, &mut exited);
+        assert!(held.is_empty(), "{:?}", totals(&held));
+        assert_eq!(c.last[&7].faults.total(), 100);
+        let next = c.procs(read(150), &none, &none, &swap, false, &mut exited);
+        assert_eq!(totals(&next), [(7, 150)]);
+        assert!(exited.is_empty());
+    }
+
     fn mm(tgid: u32, out_pages: u64, in_pages: u64) -> MmSwap {
         MmSwap {
             tgid,
