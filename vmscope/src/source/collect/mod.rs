@@ -556,13 +556,7 @@ fn madvise_counts(c: &impl Fn(u32) -> u64) -> Vec<MadviseCounts> {
         .collect()
 }
 
-/// The per-process map with each CPU's not-yet-moved fault counts added,
-/// and its number of entries. The eBPF side moves a CPU's counts into the
-/// map when another process faults there; reading the caches before and
-/// after the map and comparing their generations tells whether a move
-/// happened meanwhile (then the read is retried: a few times at once, then
-/// a few more after a millisecond's pause each, for a CPU held up in the
-/// middle of a move, as a virtual CPU can be for milliseconds).
+/// One read of the per-process map, caches merged ([`read_procs`]).
 struct ProcRead {
     table: BTreeMap<u32, ProcStats>,
     /// Entries in the map, before any cache's were added.
@@ -575,6 +569,13 @@ struct ProcRead {
     unsettled: HashSet<u32>,
 }
 
+/// The per-process map with each CPU's not-yet-moved fault counts added,
+/// and its number of entries. The eBPF side moves a CPU's counts into the
+/// map when another process faults there; reading the caches before and
+/// after the map and comparing their generations tells whether a move
+/// happened meanwhile (then the read is retried: a few times at once, then
+/// a few more after a millisecond's pause each, for a CPU held up in the
+/// middle of a move, as a virtual CPU can be for milliseconds).
 fn read_procs(probes: &Loaded) -> anyhow::Result<ProcRead> {
     const AT_ONCE: u32 = 4;
     const PAUSED: u32 = 6;

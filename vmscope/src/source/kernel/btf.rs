@@ -6,6 +6,7 @@
 
 use std::{
     collections::{HashMap, HashSet},
+    ops::Range,
     path::Path,
     sync::{Arc, Mutex, PoisonError},
 };
@@ -64,15 +65,9 @@ enum Type {
 /// 23-32 ms.
 pub struct Btf {
     data: Vec<u8>,
-    strings: std::ops::Range<usize>,
-    /// Index = type id; id 0 is `void`.
-    types: Vec<Type>,
-    structs: HashMap<Box<str>, u32>,
-    /// Tracepoint names, from the `btf_trace_<name>` typedefs.
-    tracepoints: HashSet<String>,
-    /// Enumerators looked up later: `enum pageflags`' (`PG_swapbacked`
-    /// ...) and `enum cgroup_subsys_id`'s (`memory_cgrp_id` ...).
-    enumerators: HashMap<String, u32>,
+    /// The string section's place in `data`.
+    strings: Range<usize>,
+    index: Index,
 }
 
 /// Where a field lives and how wide it is.
@@ -136,7 +131,8 @@ impl Btf {
 
     pub fn parse(data: Vec<u8>) -> Result<Self, String> {
         let r = Reader(&data);
-        let (strings, types) = sections(&r)?;
+        let (strings_at, types) = sections(&r)?;
+        let strings = Strings(&data[strings_at.clone()]);
         let mut index = Index::default();
         let mut p = types.start;
         while p < types.end {
@@ -152,14 +148,10 @@ impl Btf {
             p += trailer;
             index.types.push(ty);
         }
-        let strings = strings.range(&data);
         Ok(Btf {
             data,
-            strings,
-            types: index.types,
-            structs: index.structs,
-            tracepoints: index.tracepoints,
-            enumerators: index.enumerators,
+            strings: strings_at,
+            index,
         })
     }
 
@@ -168,6 +160,7 @@ impl Btf {
     /// and unions are found as if they were the parent's.
     pub fn field(&self, name: &str, path: &str) -> Result<FieldSpan, String> {
         let mut id = *self
+            .index
             .structs
             .get(name)
             .ok_or_else(|| format!("struct {name} is not in the kernel's BTF"))?;
@@ -190,12 +183,13 @@ impl Btf {
 
     /// Whether the kernel has tracepoint `name` (a `btf_trace_<name>` type).
     pub fn has_tracepoint(&self, name: &str) -> bool {
-        self.tracepoints.contains(name)
+        self.index.tracepoints.contains(name)
     }
 
     /// The bit number of page flag `name` (e.g. `PG_swapbacked`).
     pub fn page_flag(&self, name: &str) -> Result<u32, String> {
-        self.enumerators
+        self.index
+            .enumerators
             .get(name)
             .copied()
             .ok_or_else(|| format!("page flag {name} is not in the kernel's BTF"))
@@ -203,7 +197,8 @@ impl Btf {
 
     /// The value of `enum cgroup_subsys_id`'s `name` (e.g. `memory_cgrp_id`).
     pub fn cgroup_subsys(&self, name: &str) -> Result<u32, String> {
-        self.enumerators
+        self.index
+            .enumerators
             .get(name)
             .copied()
             .ok_or_else(|| format!("{name} is not in the kernel's BTF"))
@@ -212,6 +207,7 @@ impl Btf {
     /// The size of `struct name` in bytes.
     pub fn struct_size(&self, name: &str) -> Result<u32, String> {
         let id = *self
+            .index
             .structs
             .get(name)
             .ok_or_else(|| format!("struct {name} is not in the kernel's BTF"))?;
@@ -226,11 +222,11 @@ impl Btf {
     /// The name of the struct or union that `path` in `struct name` holds
     /// (through typedefs and arrays), if it holds one.
     pub fn field_type_name(&self, name: &str, path: &str) -> Option<String> {
-        let mut id = *self.structs.get(name)?;
+        let mut id = *self.index.structs.get(name)?;
         for part in path.split('.') {
             id = self.find_member(id, part, 0)?.1;
         }
-        match self.types[self.strip(id) as usize] {
+        match self.index.types[self.strip(id) as usize] {
             Type::Composite { name_off, .. } => Some(self.strings().name(name_off)),
             _ => None,
         }
@@ -264,7 +260,7 @@ impl Btf {
             vlen,
             kflag,
             ..
-        } = *self.types.get(id as usize)?
+        } = *self.index.types.get(id as usize)?
         else {
             return None;
         };
@@ -288,7 +284,7 @@ impl Btf {
     /// Skips typedefs and qualifiers, and arrays to their element type.
     fn strip(&self, mut id: u32) -> u32 {
         for _ in 0..32 {
-            match self.types.get(id as usize) {
+            match self.index.types.get(id as usize) {
                 Some(Type::Modifier(next)) => id = *next,
                 Some(Type::Array { elem, .. }) => id = *elem,
                 _ => break,
@@ -299,7 +295,7 @@ impl Btf {
 
     fn size_of(&self, mut id: u32) -> u32 {
         for _ in 0..32 {
-            match self.types.get(id as usize) {
+            match self.index.types.get(id as usize) {
                 Some(Type::Modifier(next)) => id = *next,
                 Some(Type::Array { elem, nelems }) => return self.size_of(*elem) * nelems,
                 Some(Type::Composite { size, .. } | Type::Int(size)) => return *size,
@@ -313,9 +309,13 @@ impl Btf {
 
 /// What [`Btf::parse`] builds as it steps through the type section.
 struct Index {
+    /// Index = type id; id 0 is `void`.
     types: Vec<Type>,
     structs: HashMap<Box<str>, u32>,
+    /// Tracepoint names, from the `btf_trace_<name>` typedefs.
     tracepoints: HashSet<String>,
+    /// Enumerators looked up later: `enum pageflags`' (`PG_swapbacked`
+    /// ...) and `enum cgroup_subsys_id`'s (`memory_cgrp_id` ...).
     enumerators: HashMap<String, u32>,
 }
 
@@ -390,8 +390,8 @@ impl Index {
 
 /// The string section and the type section's bounds, checked against the
 /// data.
-fn sections<'a>(r: &Reader<'a>) -> Result<(Strings<'a>, std::ops::Range<usize>), String> {
-    let data = r.0;
+fn sections(r: &Reader) -> Result<(Range<usize>, Range<usize>), String> {
+    let len = r.0.len();
     if r.u16(0)? != MAGIC {
         return Err("not BTF (bad magic)".into());
     }
@@ -400,14 +400,10 @@ fn sections<'a>(r: &Reader<'a>) -> Result<(Strings<'a>, std::ops::Range<usize>),
     let type_len = r.u32(12)? as usize;
     let str_off = hdr_len + r.u32(16)? as usize;
     let str_len = r.u32(20)? as usize;
-    let strings = data
-        .get(str_off..str_off.saturating_add(str_len))
-        .ok_or("string section out of bounds")?;
-    let end = type_off
-        .checked_add(type_len)
-        .filter(|&e| e <= data.len())
-        .ok_or("type section out of bounds")?;
-    Ok((Strings(strings), type_off..end))
+    let within = |off: usize, n: usize| off.checked_add(n).filter(|&e| e <= len);
+    let str_end = within(str_off, str_len).ok_or("string section out of bounds")?;
+    let type_end = within(type_off, type_len).ok_or("type section out of bounds")?;
+    Ok((str_off..str_end, type_off..type_end))
 }
 
 /// The 12 bytes every type record starts with.
@@ -461,12 +457,6 @@ struct Member {
 struct Strings<'a>(&'a [u8]);
 
 impl Strings<'_> {
-    /// Where this section lies in `data`, which it borrows from.
-    fn range(&self, data: &[u8]) -> std::ops::Range<usize> {
-        let start = self.0.as_ptr() as usize - data.as_ptr() as usize;
-        start..start + self.0.len()
-    }
-
     /// Whether the name at `off` is `want`, without allocating.
     fn is(&self, off: u32, want: &[u8]) -> bool {
         self.0

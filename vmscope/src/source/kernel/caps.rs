@@ -53,7 +53,7 @@ impl Privileges {
 
     /// Derives privileges from the text of /proc/self/status.
     pub fn from_status(status: &str, euid: u32) -> Self {
-        let eff = parse_cap_eff(status).unwrap_or(0);
+        let eff = status_caps(status, "CapEff:").unwrap_or(0);
         let has = |bit: u32| eff & (1u64 << bit) != 0;
         Self {
             euid,
@@ -104,10 +104,12 @@ impl Privileges {
     }
 }
 
-fn parse_cap_eff(status: &str) -> Option<u64> {
+/// A capability set of a `/proc/.../status` file, by its field name
+/// (`CapEff:`, `CapPrm:` ...).
+pub(crate) fn status_caps(status: &str, field: &str) -> Option<u64> {
     status
         .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
 }
 

@@ -97,11 +97,7 @@ pub fn other_threads_holding() -> usize {
         .filter(|e| {
             std::fs::read_to_string(e.path().join("status"))
                 .ok()
-                .and_then(|s| {
-                    s.lines()
-                        .find_map(|l| l.strip_prefix("CapPrm:"))
-                        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-                })
+                .and_then(|s| super::caps::status_caps(&s, "CapPrm:"))
                 .is_some_and(|prm| prm != 0)
         })
         .count()
