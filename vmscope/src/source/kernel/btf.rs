@@ -101,12 +101,21 @@ impl<T> Cached<T> {
 static AYA_BTF: Cached<aya::Btf> = Cached::new();
 static OUR_BTF: Cached<Btf> = Cached::new();
 
-/// The running kernel's BTF as aya parses it (for loading BTF-typed
-/// programs), read once until [`release`]: parsing it takes 50-100 ms, and
-/// a load needs it for every tp_btf and fentry program.
+/// What aya needs of the running kernel's BTF to load tp_btf, fentry and
+/// fexit programs, read once until [`release`]. aya looks up only one
+/// thing in it, the type id of a `btf_trace_<tracepoint>` typedef or of a
+/// function, and the kernel takes that id. So this is not a second full
+/// parse of the kernel's BTF (25-45 ms at start-up here, beside the two
+/// that cannot be avoided) but [`Btf::lookup_blob`] built from ours: those
+/// typedefs and functions at their kernel ids, every other id a
+/// placeholder.
 pub fn aya_vmlinux() -> Result<Arc<aya::Btf>, String> {
     AYA_BTF
-        .get(|| aya::Btf::from_sys_fs().map_err(|e| crate::source::kernel::errors::one_line(&e)))
+        .get(|| {
+            let blob = Btf::vmlinux()?.lookup_blob();
+            aya::Btf::parse(&blob, Default::default())
+                .map_err(|e| crate::source::kernel::errors::one_line(&e))
+        })
         .map_err(|e| format!("kernel BTF: {e}"))
 }
 
@@ -153,6 +162,36 @@ impl Btf {
             strings: strings_at,
             index,
         })
+    }
+
+    /// A BTF blob with this one's type ids and strings, in which only the
+    /// `btf_trace_*` typedefs and the functions are what they are here;
+    /// every other type is a placeholder pointer to `void`. Looking up a
+    /// tracepoint's typedef or a function by name in it gives the id the
+    /// kernel knows it by, and reading it takes a fraction of reading the
+    /// whole.
+    pub fn lookup_blob(&self) -> Vec<u8> {
+        let count = self.index.types.len() - 1;
+        let mut types = Vec::with_capacity(12 * count);
+        let mut named = self.index.named.iter().peekable();
+        for id in 1..=count as u32 {
+            let record = match named.next_if(|n| n.id == id) {
+                Some(n) => [n.name_off, n.kind << 24, 0],
+                None => [0, KIND_PTR << 24, 0],
+            };
+            types.extend(record.iter().flat_map(|v| v.to_le_bytes()));
+        }
+        let strings = &self.data[self.strings.clone()];
+        let mut out = Vec::with_capacity(24 + types.len() + strings.len());
+        out.extend(MAGIC.to_le_bytes());
+        out.extend([1u8, 0]);
+        let (types_len, strings_len) = (types.len() as u32, strings.len() as u32);
+        for v in [24u32, 0, types_len, types_len, strings_len] {
+            out.extend(v.to_le_bytes());
+        }
+        out.extend(types);
+        out.extend(strings);
+        out
     }
 
     /// The offset and size of `path` (fields separated by dots, e.g.
@@ -314,6 +353,9 @@ struct Index {
     structs: HashMap<Box<str>, u32>,
     /// Tracepoint names, from the `btf_trace_<name>` typedefs.
     tracepoints: HashSet<String>,
+    /// The `btf_trace_*` typedefs and the functions, by id (ascending):
+    /// what [`Btf::lookup_blob`] keeps.
+    named: Vec<Named>,
     /// Enumerators looked up later: `enum pageflags`' (`PG_swapbacked`
     /// ...) and `enum cgroup_subsys_id`'s (`memory_cgrp_id` ...).
     enumerators: HashMap<String, u32>,
@@ -325,6 +367,7 @@ impl Default for Index {
             types: vec![Type::Other],
             structs: HashMap::new(),
             tracepoints: HashSet::new(),
+            named: Vec::new(),
             enumerators: HashMap::new(),
         }
     }
@@ -377,14 +420,36 @@ impl Index {
                 if strings.starts_with(h.name_off, b"btf_trace_") {
                     let n = strings.name(h.name_off);
                     self.tracepoints.insert(n["btf_trace_".len()..].to_string());
+                    self.named.push(Named::new(id, h));
                 }
                 Type::Modifier(h.size_or_type)
+            }
+            KIND_FUNC => {
+                self.named.push(Named::new(id, h));
+                Type::Other
             }
             KIND_VOLATILE | KIND_CONST | KIND_RESTRICT | KIND_TYPE_TAG => {
                 Type::Modifier(h.size_or_type)
             }
             _ => Type::Other,
         })
+    }
+}
+
+/// A type kept by name in [`Btf::lookup_blob`].
+struct Named {
+    id: u32,
+    name_off: u32,
+    kind: u32,
+}
+
+impl Named {
+    fn new(id: u32, h: &TypeHeader) -> Self {
+        Named {
+            id,
+            name_off: h.name_off,
+            kind: h.kind,
+        }
     }
 }
 
@@ -636,5 +701,62 @@ mod tests {
         assert_eq!((min.size, maj.size), (8, 8));
         assert_eq!(maj.offset, min.offset + 8, "adjacent, read as one pair");
         assert_eq!(btf.field("task_struct", "flags").expect("flags").size, 4);
+    }
+
+    /// The placeholder BTF aya loads programs with gives every tracepoint's
+    /// typedef and every function the id aya finds in the kernel's own
+    /// (the id the kernel then attaches to), first of a name included.
+    #[test]
+    fn the_lookup_blob_gives_the_kernels_ids() {
+        let Ok(ours) = Btf::vmlinux() else {
+            eprintln!("skipped: /sys/kernel/btf/vmlinux is not readable here");
+            return;
+        };
+        let full = aya::Btf::from_sys_fs().expect("aya parses the kernel's BTF");
+        let stand_in = aya::Btf::parse(&ours.lookup_blob(), Default::default()).expect("parse");
+        let strings = ours.strings();
+        let mut tracepoints = 0;
+        let mut functions = 0;
+        for (i, n) in ours.index.named.iter().enumerate() {
+            let (kind, sample) = match n.kind {
+                KIND_TYPEDEF => (aya_obj::btf::BtfKind::Typedef, true),
+                // One function in 50: each lookup walks every type.
+                _ => (aya_obj::btf::BtfKind::Func, i % 50 == 0),
+            };
+            if !sample {
+                continue;
+            }
+            let name = strings.name(n.name_off);
+            let want = full
+                .id_by_type_name_kind(&name, kind)
+                .expect("in the kernel's");
+            let got = stand_in.id_by_type_name_kind(&name, kind);
+            assert_eq!(got.ok(), Some(want), "{name}");
+            if n.kind == KIND_TYPEDEF {
+                tracepoints += 1;
+            } else {
+                functions += 1;
+            }
+        }
+        assert!(
+            tracepoints > 100 && functions > 100,
+            "{tracepoints} {functions}"
+        );
+        for (name, kind) in [
+            ("btf_trace_sched_switch", aya_obj::btf::BtfKind::Typedef),
+            ("vfs_read", aya_obj::btf::BtfKind::Func),
+        ] {
+            assert_eq!(
+                stand_in.id_by_type_name_kind(name, kind).ok(),
+                full.id_by_type_name_kind(name, kind).ok(),
+                "{name}"
+            );
+        }
+        // Nothing else is findable by name in it.
+        assert!(
+            stand_in
+                .id_by_type_name_kind("task_struct", aya_obj::btf::BtfKind::Struct)
+                .is_err()
+        );
     }
 }

@@ -19,16 +19,14 @@ pub(super) fn btf_tracepoints_usable(disabled: &[String]) -> Result<(), String> 
     crate::source::kernel::btf::aya_vmlinux().map(drop)
 }
 
-/// aya's loader, with the kernel's BTF parsed. It is parsed three times
-/// (aya's loader parses its own copy, which cannot be handed one; aya's for
-/// BTF program loads; ours for field offsets): at once, on as many CPUs as
-/// there are.
+/// aya's loader, with the kernel's BTF parsed. It is parsed twice, at
+/// once: by aya's loader, which parses its own copy and cannot be handed
+/// one, and by vmscope for field offsets and for the ids aya loads BTF
+/// programs with ([`aya_vmlinux`](crate::source::kernel::btf::aya_vmlinux)).
 pub(super) fn parse_btf_at_once() -> anyhow::Result<EbpfLoader<'static>> {
     std::thread::scope(|s| {
         let loader = s.spawn(EbpfLoader::new);
-        let ours = s.spawn(|| drop(crate::source::kernel::btf::Btf::vmlinux()));
         drop(crate::source::kernel::btf::aya_vmlinux());
-        let _ = ours.join();
         loader.join()
     })
     .map_err(|_| anyhow!("parsing the kernel's BTF panicked"))

@@ -298,32 +298,44 @@ pub fn load(opts: &LoadOptions) -> anyhow::Result<Loaded> {
     let raw = raw_syscalls(&plans, &disabled, &btf.tracepoints);
     offsets[off::RAW_SYSCALLS] = raw.as_ref().map(|r| r.mask).ok();
     syscall_registers(&mut offsets);
-    let mut ebpf = load_object(loader, object, &offsets, opts)?;
-    let logger = aya_log::EbpfLogger::init(&mut ebpf)
-        .map_err(|e| log::debug!("eBPF logging unavailable: {e}"))
-        .ok();
+    let globals: [u32; off::COUNT] = offsets.map(|o| o.unwrap_or(0));
+    let filtered: u32 = opts.filtered.into();
+    let (mut ebpf, loader) = load_object(loader, object, &globals, &filtered, opts.sample_hz)?;
+    std::thread::scope(|s| {
+        // aya's loader keeps its parse of the kernel's BTF, hundreds of
+        // thousands of allocations: freed on a thread of its own while the
+        // programs load, not in front of them (4 ms here).
+        s.spawn(move || drop(loader));
+        let logger = aya_log::EbpfLogger::init(&mut ebpf)
+            .map_err(|e| log::debug!("eBPF logging unavailable: {e}"))
+            .ok();
 
-    let mut probes = Vec::new();
-    let fault_source = attach_faults(&mut ebpf, &disabled, faults, &mut probes);
-    let pending_swap = attach_tracepoints(&mut ebpf, plans, &raw, &btf, opts.swap, &mut probes);
-    probes.push(attach_major_faults(&mut ebpf, &disabled));
-    attach_fault_books(&mut ebpf, task, &disabled, &mut probes);
-    let (rmap, statuses) =
-        crate::source::rmap::attach(&mut ebpf, opts.sample_hz, opts.rmap_maintenance, &disabled);
-    probes.extend(statuses);
-    probes.push(cgroup_status(&cgroups));
-    let mut loaded = Loaded::new(
-        ebpf,
-        probes,
-        fault_source,
-        logger,
-        pending_swap,
-        btf.swap,
-        rmap,
-    )?;
-    loaded.cgroups = cgroups;
-    loaded.kernel_log = kernel_log(loaded.oom_victims.is_some(), &disabled);
-    Ok(loaded)
+        let mut probes = Vec::new();
+        let fault_source = attach_faults(&mut ebpf, &disabled, faults, &mut probes);
+        let pending_swap = attach_tracepoints(&mut ebpf, plans, &raw, &btf, opts.swap, &mut probes);
+        probes.push(attach_major_faults(&mut ebpf, &disabled));
+        attach_fault_books(&mut ebpf, task, &disabled, &mut probes);
+        let (rmap, statuses) = crate::source::rmap::attach(
+            &mut ebpf,
+            opts.sample_hz,
+            opts.rmap_maintenance,
+            &disabled,
+        );
+        probes.extend(statuses);
+        probes.push(cgroup_status(&cgroups));
+        let mut loaded = Loaded::new(
+            ebpf,
+            probes,
+            fault_source,
+            logger,
+            pending_swap,
+            btf.swap,
+            rmap,
+        )?;
+        loaded.cgroups = cgroups;
+        loaded.kernel_log = kernel_log(loaded.oom_victims.is_some(), &disabled);
+        Ok(loaded)
+    })
 }
 
 /// Where the swap probe finds the syscall a task is in (its saved user
@@ -413,28 +425,23 @@ fn cgroup_status(h: &Result<cgroupfs::Hierarchy, String>) -> ProbeStatus {
 }
 
 /// Loads the object into the kernel with the offsets and settings as its
-/// globals.
-fn load_object(
-    loader: EbpfLoader<'_>,
+/// globals. Returns the loader too, for the caller to free.
+fn load_object<'a>(
+    mut loader: EbpfLoader<'a>,
     object: &[u8],
-    offsets: &[Option<u32>; off::COUNT],
-    opts: &LoadOptions,
-) -> anyhow::Result<Ebpf> {
-    let globals: [u32; off::COUNT] = offsets.map(|o| o.unwrap_or(0));
-    let filtered: u32 = opts.filtered.into();
-    let btf = crate::source::kernel::btf::aya_vmlinux().ok();
-    // Rebound so that it may borrow the globals and the BTF above.
-    let mut loader = loader;
-    if let Some(btf) = &btf {
-        loader.btf(Some(btf));
-    }
+    globals: &'a [u32; off::COUNT],
+    filtered: &'a u32,
+    sample_hz: u32,
+) -> anyhow::Result<(Ebpf, EbpfLoader<'a>)> {
+    // It relocates with its own parse of the kernel's BTF.
     loader
-        .override_global("FILTER_ENABLED", &filtered, true)
-        .override_global("OFFSETS", &globals, true);
-    crate::source::rmap::size_maps(&mut loader, opts.sample_hz);
-    loader
+        .override_global("FILTER_ENABLED", filtered, true)
+        .override_global("OFFSETS", globals, true);
+    crate::source::rmap::size_maps(&mut loader, sample_hz);
+    let ebpf = loader
         .load(object)
-        .context("loading the eBPF object into the kernel")
+        .context("loading the eBPF object into the kernel")?;
+    Ok((ebpf, loader))
 }
 
 impl Loaded {
