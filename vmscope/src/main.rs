@@ -3,7 +3,7 @@ use std::process::ExitCode;
 use clap::Parser as _;
 
 fn main() -> ExitCode {
-    vmscope::source::kernel::one_heap();
+    vmscope::source::kernel::few_heaps();
     let cli = match vmscope::cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
