@@ -71,9 +71,9 @@ pub struct Btf {
 }
 
 /// The BTF's bytes: mapped where the kernel lets its BTF file be mapped
-/// (6.16 and later), which takes well under a millisecond, against 6-12 ms
-/// here to copy its 5 MB into a fresh buffer (a page fault per 4 KiB at
-/// 2-3 µs each on this project's VMs); else read.
+/// (this project's 6.18 does), which takes well under a millisecond,
+/// against 6-12 ms here to copy its 5 MB into a fresh buffer (a page fault
+/// per 4 KiB at 2-3 µs each on this project's VMs); else read.
 enum Data {
     Read(Vec<u8>),
     Mapped(memmap2::Mmap),
@@ -141,9 +141,9 @@ static OUR_BTF: Cached<Btf> = Cached::new();
 /// What aya needs of the running kernel's BTF to load tp_btf, fentry and
 /// fexit programs, read once until [`release`]. aya looks up only one
 /// thing in it, the type id of a `btf_trace_<tracepoint>` typedef or of a
-/// function, and the kernel takes that id. So this is not a second full
-/// parse of the kernel's BTF (25-45 ms at start-up here, beside the two
-/// that cannot be avoided) but [`Btf::lookup_blob`] built from ours: those
+/// function, and the kernel takes that id. So this is not a third full
+/// parse of the kernel's BTF (25-45 ms at start-up here, beside aya's
+/// loader's own and vmscope's) but [`Btf::lookup_blob`] built from ours: those
 /// typedefs and functions at their kernel ids, every other id a
 /// placeholder.
 pub fn aya_vmlinux() -> Result<Arc<aya::Btf>, String> {
