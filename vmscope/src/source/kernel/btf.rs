@@ -615,10 +615,7 @@ impl Strings<'_> {
 
     /// Whether the NUL-terminated string at `off` ends with `suffix`.
     fn ends_with(&self, off: u32, suffix: &[u8]) -> bool {
-        self.0.get(off as usize..).is_some_and(|s| {
-            let end = s.iter().position(|b| *b == 0).unwrap_or(s.len());
-            s[..end].ends_with(suffix)
-        })
+        self.bytes(off).ends_with(suffix)
     }
 }
 
