@@ -10,6 +10,12 @@
 //!   child's 256;
 //! - the child's `AnonHugePages` in its last working-set window equals what
 //!   its own `smaps_rollup` said just before it exited.
+//!
+//! With `--thp-faults`, huge-page faults per process: each process's count
+//! equals the huge pages its own `smaps_rollup` holds, and their sum equals
+//! `/proc/vmstat`'s `thp_fault_alloc` over the recording, for processes
+//! that fault from four threads, through MADV_POPULATE_WRITE (which the
+//! exception tracepoints never see) and by the hundred, short-lived.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
 use std::time::Duration;
@@ -19,16 +25,19 @@ use vmscope_tests::{pressure, *};
 const HUGE: u64 = 256;
 const THP: &str = "/sys/kernel/mm/transparent_hugepage/enabled";
 
-/// THP for MADV_HUGEPAGE memory while it lives: `madvise` when the
-/// setting was `never`, put back when dropped.
+/// THP for MADV_HUGEPAGE memory only while it lives (`madvise`: nothing
+/// but the test's children fault huge pages), the setting put back when
+/// dropped.
 struct ThpAllowed(Option<String>);
 
 impl ThpAllowed {
     fn new() -> ThpAllowed {
         let now = std::fs::read_to_string(THP).unwrap();
-        if now.contains("[never]") {
-            std::fs::write(THP, "madvise").unwrap();
-            return ThpAllowed(Some("never".into()));
+        for was in ["always", "never"] {
+            if now.contains(&format!("[{was}]")) {
+                std::fs::write(THP, "madvise").unwrap();
+                return ThpAllowed(Some(was.into()));
+            }
         }
         ThpAllowed(None)
     }
@@ -120,4 +129,118 @@ fn huge_page_faults_by_size_and_per_process_agree_with_the_kernel() {
         "the child held too few: {said} kB"
     );
     assert_eq!(u64_at(last, "/anon_huge_bytes"), said * 1024, "{last}");
+}
+
+/// Short-lived processes, each faulting one huge page.
+const BRIEF: usize = 150;
+
+#[test]
+fn huge_page_faults_per_process_equal_each_processes_huge_pages() {
+    const TEST: &str = "huge_page_faults_per_process_equal_each_processes_huge_pages";
+    if !root_or_skip(TEST) {
+        return;
+    }
+    let _alone = pressure::exclusive();
+    let _thp = ThpAllowed::new();
+    let dir = tempfile::tempdir().unwrap();
+    let child = testchild();
+    let c = path_str(&child);
+    let script = format!(
+        "{c} hugefault 64 threads 4 brief & {c} hugefault 48 populate brief & \
+         i=0; while [ $i -lt {BRIEF} ]; do {c} hugefault 1 brief; i=$((i+1)); done; wait"
+    );
+    let before = pressure::vmstat();
+    let out = dir.path().join("thp-faults.json");
+    let mut cmd = std::process::Command::new(vmscope_bin());
+    cmd.args(["record", "--thp-faults", "--all", "-i", "250ms", "-o"])
+        .arg(&out)
+        .args(["--", "sh", "-c", script.as_str()]);
+    let o = run_with_timeout(cmd, Duration::from_secs(180));
+    let after = pressure::vmstat();
+    ok(&o, "record --thp-faults");
+    let rec = read_json(&out);
+    let said: Vec<(u64, u64)> = text(&o.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.strip_prefix("huge_pid ")?.split_whitespace();
+            Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?))
+        })
+        .collect();
+    assert_eq!(
+        said.len(),
+        BRIEF + 2,
+        "every child reports: {}",
+        text(&o.stdout)
+    );
+    let procs = rec["processes"].as_array().unwrap();
+    let faults_of = |pid: u64| {
+        let p = procs
+            .iter()
+            .find(|p| p["pid"] == pid)
+            .unwrap_or_else(|| panic!("no process {pid} in the recording"));
+        p["thp_faults"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("thp_faults of {pid} is not a count: {p}"))
+    };
+    for &(pid, kb) in &said {
+        assert_eq!(
+            faults_of(pid),
+            kb / 2048,
+            "process {pid}: its smaps_rollup holds {kb} kB of huge pages"
+        );
+    }
+    let total: u64 = procs.iter().filter_map(|p| p["thp_faults"].as_u64()).sum();
+    let recorded = u64_at(&rec, "/totals/vmstat/counters/thp_fault_alloc");
+    let around = after["thp_fault_alloc"] - before["thp_fault_alloc"];
+    eprintln!(
+        "{TEST}: {} processes; sum of per-process \
+         huge-page faults {total} vs vmstat thp_fault_alloc {recorded} over the recording \
+         ({around} around it)",
+        said.len()
+    );
+    assert_eq!(total, recorded, "every huge-page fault is some process's");
+    assert!(recorded <= around);
+    assert!(
+        total >= (64 + 48 + BRIEF as u64) / 2,
+        "most should get a huge page: {total}"
+    );
+}
+
+#[test]
+fn without_thp_faults_the_per_process_count_is_unavailable_not_zero() {
+    const TEST: &str = "without_thp_faults_the_per_process_count_is_unavailable_not_zero";
+    if !root_or_skip(TEST) {
+        return;
+    }
+    let _alone = pressure::exclusive();
+    let _thp = ThpAllowed::new();
+    let dir = tempfile::tempdir().unwrap();
+    let child = testchild();
+    let out = dir.path().join("no-thp-faults.json");
+    let mut cmd = std::process::Command::new(vmscope_bin());
+    cmd.args(["record", "-o"])
+        .arg(&out)
+        .args(["--", path_str(&child), "hugefault", "4", "brief"]);
+    let o = run_with_timeout(cmd, Duration::from_secs(120));
+    ok(&o, "record -- hugefault");
+    let rec = read_json(&out);
+    let pid = rec["child"]["pid"].as_u64().unwrap();
+    let p = rec["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == pid)
+        .unwrap();
+    assert!(p["thp_faults"].is_null(), "{p}");
+    let probe = rec["probes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["probe"] == "memcg:count_memcg_events")
+        .unwrap();
+    assert_eq!(probe["attached"], false);
+    assert!(
+        probe["reason"].as_str().unwrap().contains("--thp-faults"),
+        "{probe}"
+    );
 }

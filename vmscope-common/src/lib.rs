@@ -286,7 +286,14 @@ pub mod off {
     /// (`dx`): set on x86-64 only, where the swap probe reads them.
     pub const PT_REGS_SYSCALL_NR: usize = 93;
     pub const PT_REGS_ARG3: usize = 94;
-    pub const COUNT: usize = 95;
+    /// `memcg:count_memcg_events` (6.16 on) `item` and `val` (the classic
+    /// record's; the BTF program reads its arguments).
+    pub const MEMCG_EVENT_ITEM: usize = 95;
+    pub const MEMCG_EVENT_VAL: usize = 96;
+    /// `enum vm_event_item`'s `THP_FAULT_ALLOC` plus one, from the kernel's
+    /// BTF (0: unknown, and nothing is counted).
+    pub const THP_FAULT_ALLOC_ITEM: usize = 97;
+    pub const COUNT: usize = 98;
 }
 
 /// x86-64 syscall numbers (a user-space ABI) of the calls vmscope follows.
@@ -666,6 +673,12 @@ macro_rules! proc_counters {
             page_cache_read_pages: [PAGE_CACHE_READ], event {
                 /// Pages its reads asked the page cache for; null when
                 /// `filemap:mm_filemap_get_pages` (6.11 on) is unavailable.
+            },
+            /// Faults that got it a huge page (PMD size), as its memory
+            /// cgroup counts `thp_fault_alloc`.
+            thp_faults: [THP_FAULTS], event {
+                /// Faults that got it a huge page; null without `--thp-faults`
+                /// or where `memcg:count_memcg_events` (6.16 on) is unavailable.
             },
         }
     };

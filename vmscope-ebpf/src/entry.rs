@@ -356,6 +356,14 @@ pub fn tlb_flush(ctx: TracePointContext) -> u32 {
     0
 }
 
+/// A memory cgroup's event counted: huge-page faults per process (see
+/// `thp.rs`; opt-in).
+#[tracepoint]
+pub fn count_memcg_events(ctx: TracePointContext) -> u32 {
+    crate::thp::on_memcg_event_record(&ctx);
+    0
+}
+
 /// OOM victims, counted and recorded (see `oom.rs`).
 #[tracepoint]
 pub fn mark_victim(ctx: TracePointContext) -> u32 {
@@ -499,6 +507,14 @@ pub fn cgroup_rmdir(ctx: TracePointContext) -> u32 {
 #[btf_tracepoint(function = "tlb_flush")]
 pub fn tlb_flush_btf(ctx: BtfTracePointContext) -> i32 {
     crate::tlb::on_flush_of(ctx.arg::<i32>(0), ctx.arg::<u64>(1));
+    0
+}
+
+/// `count_memcg_events(struct mem_cgroup *memcg, int item, unsigned long
+/// val)`.
+#[btf_tracepoint(function = "count_memcg_events")]
+pub fn count_memcg_events_btf(ctx: BtfTracePointContext) -> i32 {
+    crate::thp::on_memcg_event(ctx.arg::<i32>(1), ctx.arg::<u64>(2));
     0
 }
 

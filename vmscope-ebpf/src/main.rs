@@ -47,6 +47,8 @@ mod swap;
 #[cfg(target_arch = "bpf")]
 mod syscalls;
 #[cfg(target_arch = "bpf")]
+mod thp;
+#[cfg(target_arch = "bpf")]
 mod timing;
 #[cfg(target_arch = "bpf")]
 mod tlb;

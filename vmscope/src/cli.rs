@@ -208,6 +208,12 @@ pub struct SamplingArgs {
     #[arg(long)]
     pub syscall_latency: bool,
 
+    /// Count huge-page faults per process and per cgroup (faults that got
+    /// a huge page, as the memory cgroup counts them; 6.16 on). Off by
+    /// default: its hook runs on every page fault (see docs/cost.md).
+    #[arg(long)]
+    pub thp_faults: bool,
+
     /// Measure the working set: the bytes each followed process (every
     /// process, when none is followed) touched within --wss-window, and
     /// how long the rest lay idle. Clears the processes' referenced bits
@@ -775,6 +781,11 @@ pub struct OverheadArgs {
     /// the ratios against nothing and the goals.
     #[arg(long, conflicts_with_all = ["sampling", "mmap_lock", "page_cache", "syscalls"])]
     pub workloads: bool,
+    /// With the page-fault loop (the default measure): vmscope with
+    /// --thp-faults too, beside the default load, so that the huge-page
+    /// fault probe's cost on every fault is its own row.
+    #[arg(long, conflicts_with_all = ["sampling", "mmap_lock", "page_cache", "syscalls", "workloads"])]
+    pub thp_faults: bool,
     /// With --workloads: the vmscope executable whose `record` and `serve`
     /// are measured (default: this one), e.g. an earlier build to set
     /// beside this one.

@@ -95,6 +95,7 @@ impl SamplingArgs {
             mmap_lock: self.mmap_lock,
             rmap_maintenance: false,
             syscall_latency: self.syscall_latency,
+            thp_faults: self.thp_faults,
         }
     }
 }
@@ -150,6 +151,11 @@ mod tests {
             panic!("not serve")
         };
         assert!(s.sampling.load_options().syscall_latency);
+        assert!(!s.sampling.load_options().thp_faults);
+        let Command::Serve(s) = parse(&["serve", "--thp-faults"]) else {
+            panic!("not serve")
+        };
+        assert!(s.sampling.load_options().thp_faults);
     }
 
     #[test]

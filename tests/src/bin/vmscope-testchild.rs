@@ -540,19 +540,86 @@ fn collapse(huge: usize) {
 /// held for 3 s (long enough for working-set windows of 1 s); prints the
 /// kernel's own `AnonHugePages` of this process (smaps_rollup, kB) as
 /// `anon_huge_kb N` before it exits.
-fn hugefault(huge: usize) {
+/// How `hugefault` faults its huge pages.
+#[derive(Clone, Copy, Default)]
+struct HugeWay {
+    /// Threads sharing the pages (1: the main thread alone).
+    threads: usize,
+    /// MADV_POPULATE_WRITE (through get_user_pages) instead of writes.
+    populate: bool,
+    /// Report at once and exit, without the 3 s pause.
+    brief: bool,
+}
+
+impl HugeWay {
+    fn parse(words: &[String]) -> HugeWay {
+        let mut way = HugeWay {
+            threads: 1,
+            ..HugeWay::default()
+        };
+        let mut it = words.iter();
+        while let Some(w) = it.next() {
+            match w.as_str() {
+                "populate" => way.populate = true,
+                "brief" => way.brief = true,
+                "threads" => {
+                    way.threads = it.next().and_then(|t| t.parse().ok()).unwrap_or_else(|| {
+                        eprintln!(
+                            "usage: vmscope-testchild hugefault N [threads T] [populate] [brief]"
+                        );
+                        std::process::exit(2)
+                    })
+                }
+                other => {
+                    eprintln!("hugefault: unknown word {other}");
+                    std::process::exit(2)
+                }
+            }
+        }
+        way
+    }
+}
+
+/// Writes (or populates) `huge` huge pages of MADV_HUGEPAGE memory, split
+/// among `way.threads` threads, then reports its `AnonHugePages` as
+/// `anon_huge_kb KB` and `huge_pid PID KB`.
+fn hugefault(huge: usize, way: HugeWay) {
+    const MADV_POPULATE_WRITE: libc::c_int = 23;
     let hp = 2 << 20;
     let len = huge * hp;
     let raw = map(len + hp);
-    let a = ((raw as usize).next_multiple_of(hp)) as *mut u8;
+    let a = (raw as usize).next_multiple_of(hp);
     // SAFETY: `a..a + len` lies inside the mapping.
     unsafe {
-        assert_eq!(libc::madvise(a.cast(), len, libc::MADV_HUGEPAGE), 0);
-        for i in (0..len).step_by(hp) {
-            std::ptr::write_volatile(a.add(i), 1);
-        }
+        assert_eq!(libc::madvise(a as *mut _, len, libc::MADV_HUGEPAGE), 0);
     }
-    std::thread::sleep(Duration::from_secs(3));
+    let threads = way.threads.max(1);
+    let share = huge.div_ceil(threads);
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (from, to) = ((t * share).min(huge), ((t + 1) * share).min(huge));
+            s.spawn(move || {
+                let start = (a + from * hp) as *mut u8;
+                let n = (to - from) * hp;
+                if n == 0 {
+                    return;
+                }
+                // SAFETY: this thread's part of the mapping.
+                unsafe {
+                    if way.populate {
+                        assert_eq!(libc::madvise(start.cast(), n, MADV_POPULATE_WRITE), 0);
+                    } else {
+                        for i in (0..n).step_by(hp) {
+                            std::ptr::write_volatile(start.add(i), 1);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    if !way.brief {
+        std::thread::sleep(Duration::from_secs(3));
+    }
     let rollup = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap();
     let kb = rollup
         .lines()
@@ -560,6 +627,7 @@ fn hugefault(huge: usize) {
         .and_then(|v| v.split_whitespace().next())
         .unwrap_or("0");
     println!("anon_huge_kb {kb}");
+    println!("huge_pid {} {kb}", std::process::id());
 }
 
 /// Faults through get_user_pages, which the exception tracepoints never
@@ -812,7 +880,7 @@ fn main() {
         }
         "populate" => populate(n as usize),
         "collapse" => collapse(n as usize),
-        "hugefault" => hugefault(n as usize),
+        "hugefault" => hugefault(n as usize, HugeWay::parse(&args[2..])),
         "forkswap" => {
             let mode = args.get(3).filter(|m| FORKSWAP_MODES.contains(&m.as_str()));
             let (Some(k), Some(mode)) = (args.get(2).and_then(|s| s.parse().ok()), mode) else {

@@ -55,6 +55,8 @@ pub mod names {
     pub const KHUGEPAGED_SCAN: &str = "huge_memory:mm_khugepaged_scan_pmd";
     /// mmap_lock waits, failures and write holds (opt-in: `--mmap-lock`).
     pub const MMAP_LOCK: &str = "mmap_lock:mmap_lock_acquire_returned";
+    /// Huge-page faults per process (opt-in: `--thp-faults`; 6.16 on).
+    pub const THP_FAULTS: &str = "memcg:count_memcg_events";
     /// Keeps processes' cgroup keys fresh after a task moves.
     pub const CGROUP_ATTACH: &str = "cgroup:cgroup_attach_task";
     /// Per-cgroup attribution itself (how keys are read; not a hook).
@@ -115,6 +117,10 @@ pub const MMAP_LOCK_OFF: &str =
 pub const SYSCALL_LATENCY_OFF: &str = "off by default (two syscall events per call cost \
      allocator-heavy programs; docs/cost.md): --syscall-latency turns it on";
 
+/// Why the huge-page fault probe is not attached unless asked for.
+pub const THP_FAULTS_OFF: &str = "off by default (it runs on every page fault; docs/cost.md): \
+     --thp-faults turns it on";
+
 /// `syscalls:sys_enter_x, syscalls:sys_exit_x, ...` as one
 /// `syscalls (x, ...)` entry, the other probes as they are.
 pub fn group_syscalls(probes: &[String]) -> String {
@@ -148,7 +154,7 @@ pub fn unusable_by_reason(probes: &[ProbeStatus]) -> Vec<(String, String)> {
     let opted_out = |p: &ProbeStatus| {
         p.reason
             .as_deref()
-            .is_some_and(|r| r == MMAP_LOCK_OFF || r == SYSCALL_LATENCY_OFF)
+            .is_some_and(|r| [MMAP_LOCK_OFF, SYSCALL_LATENCY_OFF, THP_FAULTS_OFF].contains(&r))
     };
     for p in probes.iter().filter(|p| !p.usable() && !opted_out(p)) {
         let why = p.reason.as_deref().unwrap_or("not attached");

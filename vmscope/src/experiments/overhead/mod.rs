@@ -82,6 +82,7 @@ pub(super) fn load_system_wide(
         mmap_lock,
         rmap_maintenance: false,
         syscall_latency,
+        thp_faults: false,
     })
 }
 
@@ -135,6 +136,7 @@ fn attached_hooks(swap: SwapAttach) -> anyhow::Result<Vec<AttachedHook>> {
         mmap_lock: false,
         rmap_maintenance: false,
         syscall_latency: false,
+        thp_faults: false,
     })?;
     Ok(probes
         .probes
@@ -164,6 +166,8 @@ enum Mode {
     /// Empty programs on the hooks a load with this swap choice attaches.
     Floor(SwapAttach),
     Vmscope(SwapAttach),
+    /// vmscope with `--thp-faults` too (no swap probe).
+    VmscopeThp,
     /// vmscope following a process tree (as `record -- CMD` does) that the
     /// faulting process is not in: the cost others on the machine pay.
     OutsideTree,
@@ -181,6 +185,7 @@ impl Mode {
             Mode::Vmscope(SwapAttach::AlwaysClassic) => "vmscope + classic swap probe",
             Mode::Floor(_) => "floor + swap probe",
             Mode::Vmscope(_) => "vmscope + swap probe",
+            Mode::VmscopeThp => "vmscope + --thp-faults",
             Mode::OutsideTree => "vmscope, fault outside tree",
             Mode::Bpftrace => "bpftrace @[pid] = count()",
         }
@@ -276,6 +281,19 @@ fn measure(mode: Mode, hooks: &[Vec<AttachedHook>; 3], args: &OverheadArgs) -> a
                 mmap_lock: false,
                 rmap_maintenance: false,
                 syscall_latency: false,
+                thp_faults: false,
+            })?;
+            run()
+        }
+        Mode::VmscopeThp => {
+            let _probes = loader::load(&LoadOptions {
+                filtered: false,
+                swap: SwapAttach::Never,
+                sample_hz: 0,
+                mmap_lock: false,
+                rmap_maintenance: false,
+                syscall_latency: false,
+                thp_faults: true,
             })?;
             run()
         }
@@ -287,6 +305,7 @@ fn measure(mode: Mode, hooks: &[Vec<AttachedHook>; 3], args: &OverheadArgs) -> a
                 mmap_lock: false,
                 rmap_maintenance: false,
                 syscall_latency: false,
+                thp_faults: false,
             })?;
             run()
         }
@@ -322,18 +341,22 @@ pub fn run(args: &OverheadArgs) -> anyhow::Result<u8> {
         hooks[0].iter().filter(|h| h.btf).count(),
         hooks[1].len()
     );
-    let modes = modes();
+    let modes = modes(args.thp_faults);
     let medians = measure_rounds(&modes, &hooks, args)?;
     print_costs(&modes, &medians, args);
     Ok(0)
 }
 
 /// Every mode to measure: nothing, then the floor and vmscope for each
-/// swap choice, a process outside the tree, and bpftrace when installed.
-fn modes() -> Vec<Mode> {
+/// swap choice (and vmscope with `--thp-faults` when asked), a process
+/// outside the tree, and bpftrace when installed.
+fn modes(thp_faults: bool) -> Vec<Mode> {
     let mut modes = vec![Mode::Nothing];
     for swap in SWAP_CHOICES {
         modes.extend([Mode::Floor(swap), Mode::Vmscope(swap)]);
+    }
+    if thp_faults {
+        modes.push(Mode::VmscopeThp);
     }
     modes.push(Mode::OutsideTree);
     if bpftrace_installed() {
@@ -448,6 +471,14 @@ fn print_costs(modes: &[Mode], m: &[f64], args: &OverheadArgs) {
         println!(
             "  added cost vs floor        {}  (goal <= 1.5)",
             vs_floor(vm, fl)
+        );
+    }
+    if let (Some(thp), Some(vm)) = (at(Mode::VmscopeThp), at(Mode::Vmscope(SwapAttach::Never))) {
+        println!("with --thp-faults (its hook runs on every fault):");
+        println!("  vmscope / nothing          {:.3}", thp / nothing);
+        println!(
+            "  added per fault            {:+.1} ns over the default load",
+            thp - vm
         );
     }
     if let (Some(out), Some(fl)) = (at(Mode::OutsideTree), at(Mode::Floor(SwapAttach::Never))) {

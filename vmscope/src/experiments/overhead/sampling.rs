@@ -144,6 +144,7 @@ impl Measured {
             mmap_lock: false,
             rmap_maintenance: false,
             syscall_latency: false,
+            thp_faults: false,
         })?;
         let _floor = if mode == 2 {
             Some(floor(args.sample_hz)?)

@@ -271,6 +271,7 @@ pub const PROC_FIELDS: &[ProcField] = concat_slices!([ProcField]:
     mmap_lock::PROC_FIELDS,
     madvise::PROC_FIELDS,
     pagecache::PROC_FIELDS,
+    thp::PROC_FIELDS,
 );
 
 /// How many of [`PROC_FIELDS`] have a `top` column.

@@ -1,4 +1,5 @@
-//! Transparent huge pages: khugepaged's collapses and scans.
+//! Transparent huge pages: khugepaged's collapses and scans, and (opt-in)
+//! the faults that got each process a huge page.
 
 use super::*;
 
@@ -38,6 +39,21 @@ pub const COUNTERS: &[Counter] = &[
         ),
     ),
 ];
+
+/// Its per-process figures.
+pub const PROC_FIELDS: &[ProcField] = &[ProcField {
+    key: "thp_faults",
+    probe: probe::THP_FAULTS,
+    unit: "faults",
+    help: "Faults that got the process a huge page (PMD size), as its memory cgroup counts thp_fault_alloc; with --thp-faults, on kernels with memcg:count_memcg_events (6.16 on).",
+    metric: Some("vmscope_process_thp_faults_total"),
+    column: None,
+    cgroup: cgroup(
+        "vmscope_cgroup_thp_faults_total",
+        "Faults that got the cgroup's processes a huge page (with --thp-faults).",
+    ),
+    get: |p| p.thp_faults,
+}];
 
 /// Its rows of `top`'s rates panel: faults that got a huge page (of the
 /// PMD size) and those that fell back to small pages.

@@ -304,6 +304,16 @@ impl Btf {
             .ok_or_else(|| format!("{name} is not in the kernel's BTF"))
     }
 
+    /// The value of `enum vm_event_item`'s `name` (e.g. `THP_FAULT_ALLOC`),
+    /// which moves with the kernel's configuration.
+    pub fn vm_event_item(&self, name: &str) -> Result<u32, String> {
+        self.index
+            .enumerators
+            .get(name)
+            .copied()
+            .ok_or_else(|| format!("{name} is not in the kernel's BTF (a kernel without THP)"))
+    }
+
     /// The size of `struct name` in bytes.
     pub fn struct_size(&self, name: &str) -> Result<u32, String> {
         let id = *self
@@ -418,7 +428,8 @@ struct Index {
     /// what [`Btf::lookup_blob`] keeps.
     named: Vec<Named>,
     /// Enumerators looked up later: `enum pageflags`' (`PG_swapbacked`
-    /// ...) and `enum cgroup_subsys_id`'s (`memory_cgrp_id` ...).
+    /// ...), `enum cgroup_subsys_id`'s (`memory_cgrp_id` ...) and `enum
+    /// vm_event_item`'s `THP_FAULT_*`.
     enumerators: HashMap<String, u32>,
 }
 
@@ -470,7 +481,10 @@ impl Index {
                 for i in 0..h.vlen {
                     let at = p + 8 * i;
                     let off = r.u32(at)?;
-                    if strings.starts_with(off, b"PG_") || strings.ends_with(off, b"_cgrp_id") {
+                    if strings.starts_with(off, b"PG_")
+                        || strings.ends_with(off, b"_cgrp_id")
+                        || strings.starts_with(off, b"THP_FAULT_")
+                    {
                         let value = r.u32(at + 4)?;
                         self.enumerators.entry(strings.name(off)).or_insert(value);
                     }

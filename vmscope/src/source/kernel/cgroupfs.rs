@@ -62,6 +62,16 @@ pub fn detect() -> Result<Hierarchy, String> {
     pick(&cgroups, &mountinfo)
 }
 
+/// Whether the kernel has memory cgroups on (`/proc/cgroups`' `memory`
+/// line, enabled): without them (no CONFIG_MEMCG, or `cgroup_disable=memory`)
+/// the kernel counts no memory-cgroup events at all, mounted or not.
+pub fn memory_controller_on(cgroups: &str) -> bool {
+    cgroups.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() >= 4 && f[0] == "memory" && f[3] == "1"
+    })
+}
+
 /// [`detect`] from the two files' text.
 pub fn pick(cgroups: &str, mountinfo: &str) -> Result<Hierarchy, String> {
     let v1 = cgroups.lines().find_map(|l| {
@@ -464,5 +474,15 @@ cpu\t0\t1\t1\nmemory\t0\t47\t1\n";
         names.removed(77);
         assert_eq!(names.path(77).as_deref(), Some("/short/lived"));
         assert_eq!(names.len(), (0, 1));
+    }
+
+    #[test]
+    fn memory_cgroups_are_on_unless_disabled_or_absent() {
+        let on = "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpu\t1\t1\t1\nmemory\t0\t16\t1\n";
+        assert!(memory_controller_on(on));
+        assert!(!memory_controller_on(&on.replace("16\t1", "16\t0")));
+        assert!(!memory_controller_on(
+            "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpu\t1\t1\t1\n"
+        ));
     }
 }

@@ -246,6 +246,13 @@ pub const ALL: &[Hook] = &[
         "pages reads ask the page cache for, and so the read hit ratio, per process and cgroup",
         "page-cache reads and the read hit ratio unavailable (the tracepoint is 6.11 on)",
     ),
+    hook(
+        "memcg",
+        "count_memcg_events",
+        "huge-page faults per process and cgroup, with --thp-faults (off by default: it runs on \
+         every page fault, docs/cost.md)",
+        "huge-page faults system-wide only, from /proc/vmstat (the tracepoint is 6.16 on)",
+    ),
     SCHED_SWITCH,
     SCHED_PROCESS_FORK,
     SCHED_PROCESS_EXEC,

@@ -49,9 +49,11 @@ pub struct LoadOptions {
     pub rmap_maintenance: bool,
     /// Time munmap and mprotect calls (opt-in: see [`SYSCALL_LATENCY_OFF`]).
     pub syscall_latency: bool,
+    /// Count huge-page faults per process (opt-in: see [`THP_FAULTS_OFF`]).
+    pub thp_faults: bool,
 }
 
-pub use crate::model::probes::{MMAP_LOCK_OFF, SYSCALL_LATENCY_OFF};
+pub use crate::model::probes::{MMAP_LOCK_OFF, SYSCALL_LATENCY_OFF, THP_FAULTS_OFF};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SwapAttach {

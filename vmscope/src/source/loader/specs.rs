@@ -5,7 +5,9 @@ use vmscope_common::off;
 
 use crate::source::kernel::{format::EventFormat, tracefs};
 
-use super::{DISABLE_ENV, LoadOptions, MMAP_LOCK_OFF, SYSCALL_LATENCY_OFF, check_rss_layout};
+use super::{
+    DISABLE_ENV, LoadOptions, MMAP_LOCK_OFF, SYSCALL_LATENCY_OFF, THP_FAULTS_OFF, check_rss_layout,
+};
 
 /// A tracepoint program and the fields it reads.
 pub(super) struct Spec {
@@ -269,6 +271,16 @@ pub(super) const SPECS: &[Spec] = &[
         ],
     )
     .classic_only(MMAP_LOCK_CLASSIC),
+    // Opt-in (`--thp-faults`): it fires on every page fault.
+    spec(
+        "memcg",
+        &["count_memcg_events"],
+        &[
+            (off::MEMCG_EVENT_ITEM, "item", &[4]),
+            (off::MEMCG_EVENT_VAL, "val", &[8]),
+        ],
+    )
+    .btf("count_memcg_events_btf"),
     spec("oom", &["mark_victim"], &[])
         .btf("mark_victim_btf")
         .optional(oom_fields),
@@ -306,6 +318,34 @@ pub(super) fn success_values(offsets: &mut [Option<u32>; off::COUNT]) {
     ] {
         offsets[idx] = tracefs::event_symbol(category, event, "status", symbol)
             .and_then(|v| u32::try_from(v + 1).ok());
+    }
+}
+
+/// The `enum vm_event_item` value huge-page faults are counted under,
+/// from the kernel's BTF: without it, or without memory cgroups (whose
+/// events the hook reports), the memcg-events hook would count nothing, so
+/// it is not attached.
+fn thp_fault_item(offsets: &mut [Option<u32>; off::COUNT], plan: &mut HookPlan) {
+    if plan.event.is_err() {
+        return;
+    }
+    let memcg = std::fs::read_to_string("/proc/cgroups")
+        .is_ok_and(|t| crate::source::kernel::cgroupfs::memory_controller_on(&t));
+    if !memcg {
+        plan.event = Err(
+            "memory cgroups are off in this kernel (no CONFIG_MEMCG, or \
+             cgroup_disable=memory), and huge-page faults are counted per process only \
+             through them"
+                .into(),
+        );
+        return;
+    }
+    let item = crate::source::kernel::btf::Btf::vmlinux()
+        .map_err(|e| format!("THP_FAULT_ALLOC's value is read from the kernel's BTF: {e}"))
+        .and_then(|b| b.vm_event_item("THP_FAULT_ALLOC"));
+    match item {
+        Ok(v) => offsets[off::THP_FAULT_ALLOC_ITEM] = v.checked_add(1),
+        Err(why) => plan.event = Err(why),
     }
 }
 
@@ -554,6 +594,7 @@ pub(super) fn plan_specs(
         .map(|s| {
             let opted_out = match s.category {
                 "mmap_lock" if !opts.mmap_lock => Some(MMAP_LOCK_OFF),
+                "memcg" if !opts.thp_faults => Some(THP_FAULTS_OFF),
                 "syscalls" if !opts.syscall_latency && latency_only(s.names[0]) => {
                     Some(SYSCALL_LATENCY_OFF)
                 }
@@ -575,6 +616,9 @@ pub(super) fn plan_specs(
     for (s, p) in &mut plans {
         if s.category == "kmem" && s.prog == "rss_stat" {
             check_rss_layout(p);
+        }
+        if s.category == "memcg" {
+            thp_fault_item(offsets, p);
         }
         claim(offsets, p);
     }
