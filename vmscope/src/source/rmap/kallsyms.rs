@@ -142,32 +142,28 @@ impl Symbols {
         // Each line holds at least a 16-digit address and its type, in 19
         // bytes, besides its name (8 digits on 32-bit kernels: the names
         // then grow past this, and are trimmed all the same).
-        let mut names = String::with_capacity(text.len().saturating_sub(19 * lines));
-        let mut by_addr = Vec::with_capacity(lines);
-        for (addr, name) in text.split('\n').filter_map(line_fields) {
-            // A hidden kallsyms lists every symbol at address 0.
-            if addr == 0 {
-                continue;
-            }
-            let (Ok(start), Ok(len)) = (u32::try_from(names.len()), u32::try_from(name.len()))
-            else {
-                return Err("/proc/kallsyms: over 4 GiB of names".into());
-            };
-            names.push_str(name);
-            by_addr.push(Entry { addr, start, len });
-        }
-        Symbols::from_entries(names, by_addr)
+        let names = text.len().saturating_sub(19 * lines);
+        Symbols::build(text.split('\n').filter_map(line_fields), names, lines)
     }
 
     pub fn from_map(by_addr: BTreeMap<u64, String>) -> Result<Symbols, String> {
-        Symbols::from_pairs(by_addr.iter().map(|(&a, n)| (a, n.as_str())))
+        let pairs = by_addr
+            .iter()
+            .map(|(&a, n)| (a, n.split('\t').next().unwrap_or(n)));
+        Symbols::build(pairs, 0, 0)
     }
 
-    fn from_pairs<'a>(pairs: impl Iterator<Item = (u64, &'a str)>) -> Result<Symbols, String> {
-        let mut names = String::new();
-        let mut by_addr = Vec::new();
+    /// The table from (address, name) pairs, with room for `names` bytes
+    /// of names and `entries` entries to begin with.
+    fn build<'a>(
+        pairs: impl Iterator<Item = (u64, &'a str)>,
+        names: usize,
+        entries: usize,
+    ) -> Result<Symbols, String> {
+        let mut names = String::with_capacity(names);
+        let mut by_addr = Vec::with_capacity(entries);
+        // A hidden kallsyms lists every symbol at address 0.
         for (addr, name) in pairs.filter(|&(a, _)| a != 0) {
-            let name = name.split('\t').next().unwrap_or(name);
             let (Ok(start), Ok(len)) = (u32::try_from(names.len()), u32::try_from(name.len()))
             else {
                 return Err("/proc/kallsyms: over 4 GiB of names".into());
