@@ -51,16 +51,37 @@ impl Drop for ThpAllowed {
     }
 }
 
+/// What each test here holds while it runs: the machine's huge pages to
+/// itself (no other test's children fault them meanwhile), THP for
+/// MADV_HUGEPAGE memory only, a directory and the test child.
+struct Alone {
+    _alone: std::sync::MutexGuard<'static, ()>,
+    _thp: ThpAllowed,
+    dir: tempfile::TempDir,
+    child: std::path::PathBuf,
+}
+
+/// [`Alone`], or `None` (skipped, with the reason) when not root.
+fn alone(test: &str) -> Option<Alone> {
+    if !root_or_skip(test) {
+        return None;
+    }
+    let _alone = pressure::exclusive();
+    Some(Alone {
+        _alone,
+        _thp: ThpAllowed::new(),
+        dir: tempfile::tempdir().unwrap(),
+        child: testchild(),
+    })
+}
+
 #[test]
 fn huge_page_faults_by_size_and_per_process_agree_with_the_kernel() {
     const TEST: &str = "huge_page_faults_by_size_and_per_process_agree_with_the_kernel";
-    if !root_or_skip(TEST) {
+    let Some(held) = alone(TEST) else {
         return;
-    }
-    let _alone = pressure::exclusive();
-    let _thp = ThpAllowed::new();
-    let dir = tempfile::tempdir().unwrap();
-    let child = testchild();
+    };
+    let (dir, child) = (&held.dir, &held.child);
     let n = HUGE.to_string();
     let before = pressure::vmstat();
     let out = dir.path().join("thp.json");
@@ -75,7 +96,7 @@ fn huge_page_faults_by_size_and_per_process_agree_with_the_kernel() {
         "-o",
     ])
     .arg(&out)
-    .args(["--", path_str(&child), "hugefault", n.as_str()]);
+    .args(["--", path_str(child), "hugefault", n.as_str()]);
     let o = run_with_timeout(cmd, Duration::from_secs(120));
     let after = pressure::vmstat();
     ok(&o, "record --working-set -- hugefault");
@@ -137,14 +158,11 @@ const BRIEF: usize = 150;
 #[test]
 fn huge_page_faults_per_process_equal_each_processes_huge_pages() {
     const TEST: &str = "huge_page_faults_per_process_equal_each_processes_huge_pages";
-    if !root_or_skip(TEST) {
+    let Some(held) = alone(TEST) else {
         return;
-    }
-    let _alone = pressure::exclusive();
-    let _thp = ThpAllowed::new();
-    let dir = tempfile::tempdir().unwrap();
-    let child = testchild();
-    let c = path_str(&child);
+    };
+    let (dir, child) = (&held.dir, &held.child);
+    let c = path_str(child);
     let script = format!(
         "{c} hugefault 64 threads 4 brief & {c} hugefault 48 populate brief & \
          i=0; while [ $i -lt {BRIEF} ]; do {c} hugefault 1 brief; i=$((i+1)); done; wait"
@@ -160,12 +178,7 @@ fn huge_page_faults_per_process_equal_each_processes_huge_pages() {
     ok(&o, "record --thp-faults");
     let rec = read_json(&out);
     let procs = rec["processes"].as_array().unwrap();
-    let probe = rec["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["probe"] == "memcg:count_memcg_events")
-        .unwrap();
+    let probe = probe(&rec, "memcg:count_memcg_events");
     if probe["attached"] != true {
         // A kernel before 6.16: unavailable, with the reason, never 0.
         let why = probe["reason"].as_str().unwrap_or("");
@@ -187,7 +200,6 @@ fn huge_page_faults_per_process_equal_each_processes_huge_pages() {
         "every child reports: {}",
         text(&o.stdout)
     );
-    let procs = rec["processes"].as_array().unwrap();
     let faults_of = |pid: u64| {
         let p = procs
             .iter()
@@ -224,35 +236,21 @@ fn huge_page_faults_per_process_equal_each_processes_huge_pages() {
 #[test]
 fn without_thp_faults_the_per_process_count_is_unavailable_not_zero() {
     const TEST: &str = "without_thp_faults_the_per_process_count_is_unavailable_not_zero";
-    if !root_or_skip(TEST) {
+    let Some(held) = alone(TEST) else {
         return;
-    }
-    let _alone = pressure::exclusive();
-    let _thp = ThpAllowed::new();
-    let dir = tempfile::tempdir().unwrap();
-    let child = testchild();
+    };
+    let (dir, child) = (&held.dir, &held.child);
     let out = dir.path().join("no-thp-faults.json");
     let mut cmd = std::process::Command::new(vmscope_bin());
     cmd.args(["record", "-o"])
         .arg(&out)
-        .args(["--", path_str(&child), "hugefault", "4", "brief"]);
+        .args(["--", path_str(child), "hugefault", "4", "brief"]);
     let o = run_with_timeout(cmd, Duration::from_secs(120));
     ok(&o, "record -- hugefault");
     let rec = read_json(&out);
-    let pid = rec["child"]["pid"].as_u64().unwrap();
-    let p = rec["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["pid"] == pid)
-        .unwrap();
+    let p = child_row(&rec);
     assert!(p["thp_faults"].is_null(), "{p}");
-    let probe = rec["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["probe"] == "memcg:count_memcg_events")
-        .unwrap();
+    let probe = probe(&rec, "memcg:count_memcg_events");
     assert_eq!(probe["attached"], false);
     assert!(
         probe["reason"].as_str().unwrap().contains("--thp-faults"),
