@@ -76,14 +76,24 @@ pub(super) fn load_system_wide(
     syscall_latency: bool,
 ) -> anyhow::Result<loader::Loaded> {
     loader::load(&LoadOptions {
-        filtered: false,
-        swap: SwapAttach::Auto,
-        sample_hz: 0,
         mmap_lock,
-        rmap_maintenance: false,
         syscall_latency,
-        thp_faults: false,
+        ..system_wide(SwapAttach::Auto)
     })
+}
+
+/// Every default probe, system-wide, with this swap choice; nothing
+/// opt-in, no stack sampling.
+pub(super) fn system_wide(swap: SwapAttach) -> LoadOptions {
+    LoadOptions {
+        filtered: false,
+        swap,
+        sample_hz: 0,
+        mmap_lock: false,
+        rmap_maintenance: false,
+        syscall_latency: false,
+        thp_faults: false,
+    }
 }
 
 /// A hook vmscope attached, and how.
@@ -129,15 +139,7 @@ fn floor(hooks: &[AttachedHook]) -> anyhow::Result<Vec<Ebpf>> {
 
 /// The tracepoints a full load attaches (with or without the swap probe).
 fn attached_hooks(swap: SwapAttach) -> anyhow::Result<Vec<AttachedHook>> {
-    let probes = loader::load(&LoadOptions {
-        filtered: false,
-        swap,
-        sample_hz: 0,
-        mmap_lock: false,
-        rmap_maintenance: false,
-        syscall_latency: false,
-        thp_faults: false,
-    })?;
+    let probes = loader::load(&system_wide(swap))?;
     Ok(probes
         .probes
         .iter()
@@ -274,38 +276,20 @@ fn measure(mode: Mode, hooks: &[Vec<AttachedHook>; 3], args: &OverheadArgs) -> a
             run()
         }
         Mode::Vmscope(swap) => {
-            let _probes = loader::load(&LoadOptions {
-                filtered: false,
-                swap,
-                sample_hz: 0,
-                mmap_lock: false,
-                rmap_maintenance: false,
-                syscall_latency: false,
-                thp_faults: false,
-            })?;
+            let _probes = loader::load(&system_wide(swap))?;
             run()
         }
         Mode::VmscopeThp => {
             let _probes = loader::load(&LoadOptions {
-                filtered: false,
-                swap: SwapAttach::Never,
-                sample_hz: 0,
-                mmap_lock: false,
-                rmap_maintenance: false,
-                syscall_latency: false,
                 thp_faults: true,
+                ..system_wide(SwapAttach::Never)
             })?;
             run()
         }
         Mode::OutsideTree => {
             let _probes = loader::load(&LoadOptions {
                 filtered: true,
-                swap: SwapAttach::Never,
-                sample_hz: 0,
-                mmap_lock: false,
-                rmap_maintenance: false,
-                syscall_latency: false,
-                thp_faults: false,
+                ..system_wide(SwapAttach::Never)
             })?;
             run()
         }

@@ -138,13 +138,8 @@ impl Measured {
         iters: u64,
     ) -> anyhow::Result<()> {
         let mut probes = loader::load(&LoadOptions {
-            filtered: false,
-            swap: SwapAttach::Never,
             sample_hz: if mode == 1 { args.sample_hz } else { 0 },
-            mmap_lock: false,
-            rmap_maintenance: false,
-            syscall_latency: false,
-            thp_faults: false,
+            ..super::system_wide(SwapAttach::Never)
         })?;
         let _floor = if mode == 2 {
             Some(floor(args.sample_hz)?)

@@ -288,30 +288,31 @@ impl Btf {
 
     /// The bit number of page flag `name` (e.g. `PG_swapbacked`).
     pub fn page_flag(&self, name: &str) -> Result<u32, String> {
-        self.index
-            .enumerators
-            .get(name)
-            .copied()
-            .ok_or_else(|| format!("page flag {name} is not in the kernel's BTF"))
+        self.enumerator(
+            name,
+            &format!("page flag {name} is not in the kernel's BTF"),
+        )
     }
 
     /// The value of `enum cgroup_subsys_id`'s `name` (e.g. `memory_cgrp_id`).
     pub fn cgroup_subsys(&self, name: &str) -> Result<u32, String> {
-        self.index
-            .enumerators
-            .get(name)
-            .copied()
-            .ok_or_else(|| format!("{name} is not in the kernel's BTF"))
+        self.enumerator(name, &format!("{name} is not in the kernel's BTF"))
     }
 
     /// The value of `enum vm_event_item`'s `name` (e.g. `THP_FAULT_ALLOC`),
     /// which moves with the kernel's configuration.
     pub fn vm_event_item(&self, name: &str) -> Result<u32, String> {
+        let why = format!("{name} is not in the kernel's BTF (a kernel without THP)");
+        self.enumerator(name, &why)
+    }
+
+    /// One of the enumerators [`Index`] keeps, or `missing` as the error.
+    fn enumerator(&self, name: &str, missing: &str) -> Result<u32, String> {
         self.index
             .enumerators
             .get(name)
             .copied()
-            .ok_or_else(|| format!("{name} is not in the kernel's BTF (a kernel without THP)"))
+            .ok_or_else(|| missing.to_string())
     }
 
     /// The size of `struct name` in bytes.

@@ -66,20 +66,23 @@ pub fn detect() -> Result<Hierarchy, String> {
 /// line, enabled): without them (no CONFIG_MEMCG, or `cgroup_disable=memory`)
 /// the kernel counts no memory-cgroup events at all, mounted or not.
 pub fn memory_controller_on(cgroups: &str) -> bool {
-    cgroups.lines().any(|l| {
+    memory_line(cgroups).is_some_and(|(_, enabled)| enabled)
+}
+
+/// `/proc/cgroups`' `memory` line: its hierarchy id (0 on v2) and whether
+/// it is enabled.
+fn memory_line(cgroups: &str) -> Option<(&str, bool)> {
+    cgroups.lines().find_map(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
-        f.len() >= 4 && f[0] == "memory" && f[3] == "1"
+        (f.len() >= 4 && f[0] == "memory").then(|| (f[1], f[3] == "1"))
     })
 }
 
 /// [`detect`] from the two files' text.
 pub fn pick(cgroups: &str, mountinfo: &str) -> Result<Hierarchy, String> {
-    let v1 = cgroups.lines().find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        (f.len() >= 4 && f[0] == "memory" && f[1] != "0" && f[3] == "1")
-            .then(|| f[1].parse::<i32>().ok())
-            .flatten()
-    });
+    let v1 = memory_line(cgroups)
+        .filter(|&(hierarchy, enabled)| enabled && hierarchy != "0")
+        .and_then(|(hierarchy, _)| hierarchy.parse::<i32>().ok());
     let mounts = mountinfo.lines().filter_map(|l| {
         // id parent major:minor root mount-point options [optional...] - type source super-options
         let (pre, post) = l.split_once(" - ")?;
