@@ -293,7 +293,18 @@ pub mod off {
     /// `enum vm_event_item`'s `THP_FAULT_ALLOC` plus one, from the kernel's
     /// BTF (0: unknown, and nothing is counted).
     pub const THP_FAULT_ALLOC_ITEM: usize = 97;
-    pub const COUNT: usize = 98;
+    /// Where a page-cache folio names its memory cgroup and its size, from
+    /// the kernel's BTF: `folio.memcg_data` (0: unknown, and the removal
+    /// hook is not attached), the `PG_head` bit of `folio.flags`, the
+    /// large folio's page count (`_nr_pages`, `_folio_nr_pages` before
+    /// 6.16; a 4-byte field), and `mem_cgroup.css`, from which the cgroup
+    /// id is read as v1 attribution reads it (`CSS_CGROUP`, `CGROUP_KN`,
+    /// `KN_ID`).
+    pub const FOLIO_MEMCG_DATA: usize = 98;
+    pub const PG_HEAD: usize = 99;
+    pub const FOLIO_NR_PAGES: usize = 100;
+    pub const MEMCG_CSS: usize = 101;
+    pub const COUNT: usize = 102;
 }
 
 /// x86-64 syscall numbers (a user-space ABI) of the calls vmscope follows.
@@ -445,8 +456,19 @@ pub mod counter {
     /// read, pread, readv, splice and sendfile on files the page cache
     /// serves), each page once per call.
     pub const PAGE_CACHE_READ: u32 = PAGE_CACHE_ADDED + 1;
+    /// Pages removed from the page cache by reclaim (the removing task
+    /// has `PF_MEMALLOC`: kswapd, direct and cgroup-limit reclaim,
+    /// MADV_PAGEOUT, the inode shrinker): evictions, system-wide.
+    pub const PAGE_CACHE_EVICTED: u32 = PAGE_CACHE_READ + 1;
+    /// Pages removed from the page cache otherwise (truncation, deletion,
+    /// invalidation such as POSIX_FADV_DONTNEED or drop_caches).
+    pub const PAGE_CACHE_DROPPED: u32 = PAGE_CACHE_EVICTED + 1;
+    /// Removals whose folio named no memory cgroup, or whose cgroup's
+    /// entry could not be made (the map full): in the two above, in no
+    /// cgroup's.
+    pub const PAGE_CACHE_REMOVED_UNCHARGED: u32 = PAGE_CACHE_DROPPED + 1;
     /// Number of slots in the array.
-    pub const COUNT: u32 = PAGE_CACHE_READ + 1;
+    pub const COUNT: u32 = PAGE_CACHE_REMOVED_UNCHARGED + 1;
 }
 
 /// Fault counts of the process last seen faulting on one CPU, not yet added
@@ -844,6 +866,22 @@ pub mod cgroup_event {
     pub const REMOVED: u32 = 2;
 }
 
+/// Memory cgroups whose page-cache removals are counted at once (the
+/// `CACHE_REMOVALS` map's entries); user space deletes a removed cgroup's.
+pub const CACHE_CGROUPS: u32 = 16384;
+
+/// One memory cgroup's page-cache pages removed since vmscope attached, in
+/// `CACHE_REMOVALS` by the cgroup's id (as processes' keys): by reclaim
+/// (evicted) and otherwise (dropped: truncation, deletion, invalidation).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheRemovals {
+    pub evicted: u64,
+    pub dropped: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<CacheRemovals>() == 16);
+
 #[cfg(feature = "user")]
 mod pod {
     unsafe impl aya::Pod for super::OomVictim {}
@@ -857,6 +895,7 @@ mod pod {
     unsafe impl aya::Pod for super::FaultCache {}
     unsafe impl aya::Pod for super::SwitchSlot {}
     unsafe impl aya::Pod for super::sample::SampleKey {}
+    unsafe impl aya::Pod for super::CacheRemovals {}
 }
 
 #[cfg(test)]

@@ -518,6 +518,14 @@ pub fn count_memcg_events_btf(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
+/// `mm_filemap_delete_from_page_cache(struct folio *folio)`: page-cache
+/// removals, evictions apart, per memory cgroup (see `pagecache.rs`).
+#[btf_tracepoint(function = "mm_filemap_delete_from_page_cache")]
+pub fn mm_filemap_delete_from_page_cache_btf(ctx: BtfTracePointContext) -> i32 {
+    crate::pagecache::on_delete_from_page_cache(ctx.arg::<u64>(0) as usize);
+    0
+}
+
 /// `mark_victim(struct task_struct *task, uid_t uid)` (`(int pid)` on older
 /// kernels; no argument is read).
 #[btf_tracepoint(function = "mark_victim")]

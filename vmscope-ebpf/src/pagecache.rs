@@ -6,9 +6,21 @@
 //! in a task whose read asked the cache for a range of pages: those pages
 //! are counted once per read call (the hit ratio is reads less additions
 //! over reads).
+//!
+//! `filemap:mm_filemap_delete_from_page_cache` (a BTF tracepoint: its
+//! argument is the folio) fires for each folio taken out of a file's cache.
+//! A removal by a task in reclaim (`PF_MEMALLOC`) is an eviction, any other
+//! a drop (truncation, deletion, invalidation); both are counted
+//! system-wide and against the memory cgroup the folio is charged to,
+//! which is not the removing task's (kswapd evicts for every cgroup).
 
-use aya_ebpf::{macros::map, maps::LruHashMap, programs::TracePointContext};
-use vmscope_common::{counter, off};
+use aya_ebpf::{
+    helpers::{bpf_get_current_task, bpf_probe_read_kernel},
+    macros::map,
+    maps::{HashMap, LruHashMap},
+    programs::TracePointContext,
+};
+use vmscope_common::{CACHE_CGROUPS, CacheRemovals, counter, off};
 
 use crate::maps;
 
@@ -106,4 +118,104 @@ pub fn on_get_pages(ctx: &TracePointContext) {
         // SAFETY: a map value.
         maps::atomic_add(unsafe { &raw mut (*p).page_cache_read_pages }, pages);
     }
+}
+
+/// Page-cache pages removed, by the id of the memory cgroup they were
+/// charged to. Read and pruned by user space.
+#[map]
+pub static CACHE_REMOVALS: HashMap<u64, CacheRemovals> =
+    HashMap::with_max_entries(CACHE_CGROUPS, 0);
+
+/// `PF_MEMALLOC` (include/linux/sched.h): the task is reclaiming memory.
+const PF_MEMALLOC: u32 = 0x800;
+/// `memcg_data`'s low bits: flags, never part of the cgroup's address; a
+/// folio whose `MEMCG_DATA_OBJEXTS`/`OBJCGS` bit (1) is set holds no
+/// memory cgroup pointer.
+const MEMCG_DATA_FLAGS: u64 = 7;
+const MEMCG_DATA_OBJEXTS: u64 = 1;
+
+#[inline(always)]
+fn read<T>(addr: usize) -> Option<T> {
+    // SAFETY: kernel reads through the helper, which checks them.
+    unsafe { bpf_probe_read_kernel(addr as *const T) }.ok()
+}
+
+/// `mm_filemap_delete_from_page_cache(struct folio *folio)`.
+pub fn on_delete_from_page_cache(folio: usize) {
+    let (memcg_at, flags_at) = (
+        maps::offset(off::FOLIO_MEMCG_DATA),
+        maps::offset(off::TASK_FLAGS),
+    );
+    if memcg_at == 0 || flags_at == 0 {
+        return;
+    }
+    let task = unsafe { bpf_get_current_task() } as usize;
+    let evicted = read::<u32>(task + flags_at).is_some_and(|f| f & PF_MEMALLOC != 0);
+    let pages = folio_pages(folio);
+    maps::add(
+        if evicted {
+            counter::PAGE_CACHE_EVICTED
+        } else {
+            counter::PAGE_CACHE_DROPPED
+        },
+        pages,
+    );
+    let Some(slot) = memcg_id(folio + memcg_at).and_then(removals) else {
+        maps::add(counter::PAGE_CACHE_REMOVED_UNCHARGED, pages);
+        return;
+    };
+    // SAFETY: a map value.
+    let field = unsafe {
+        if evicted {
+            &raw mut (*slot).evicted
+        } else {
+            &raw mut (*slot).dropped
+        }
+    };
+    maps::atomic_add(field, pages);
+}
+
+/// The folio's pages: 1, or a large folio's count (`PG_head` set).
+#[inline(always)]
+fn folio_pages(folio: usize) -> u64 {
+    let Some(flags) = read::<u64>(folio + maps::offset(off::FOLIO_FLAGS)) else {
+        return 1;
+    };
+    let head = maps::offset(off::PG_HEAD) & 63;
+    let at = maps::offset(off::FOLIO_NR_PAGES);
+    if flags & (1 << head) == 0 || at == 0 {
+        return 1;
+    }
+    match read::<u32>(folio + at) {
+        Some(n) if n > 0 => u64::from(n),
+        _ => 1,
+    }
+}
+
+/// `memcg->css.cgroup->kn->id`, from the folio's `memcg_data` at `at`.
+#[inline(always)]
+fn memcg_id(at: usize) -> Option<u64> {
+    let data = read::<u64>(at)?;
+    if data & MEMCG_DATA_OBJEXTS != 0 {
+        return None;
+    }
+    let memcg = (data & !MEMCG_DATA_FLAGS) as usize;
+    if memcg == 0 {
+        return None;
+    }
+    let css = memcg + maps::offset(off::MEMCG_CSS);
+    let cgrp = read::<u64>(css + maps::offset(off::CSS_CGROUP)).filter(|v| *v != 0)?;
+    let kn = read::<u64>(cgrp as usize + maps::offset(off::CGROUP_KN)).filter(|v| *v != 0)?;
+    read::<u64>(kn as usize + maps::offset(off::KN_ID)).filter(|v| *v != 0)
+}
+
+/// The cgroup's entry, made on its first removal.
+#[inline(always)]
+fn removals(id: u64) -> Option<*mut CacheRemovals> {
+    if let Some(p) = CACHE_REMOVALS.get_ptr_mut(id) {
+        return Some(p);
+    }
+    // BPF_NOEXIST: another CPU may have made it meanwhile; then use that.
+    let _ = CACHE_REMOVALS.insert(id, CacheRemovals::default(), 1);
+    CACHE_REMOVALS.get_ptr_mut(id)
 }

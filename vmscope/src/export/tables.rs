@@ -149,6 +149,7 @@ fn cgroups(rec: &Recording) -> anyhow::Result<FlatTable> {
         totals: ProcSample::default().total(FaultSource::Tracepoint, &ProcAvailability::default()),
         books_first: Some(books.clone()),
         books_last: Some(books),
+        page_cache_removed: Some(Default::default()),
         workload: None,
     };
     let mut t = FlatTable::new();

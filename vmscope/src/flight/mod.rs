@@ -136,6 +136,7 @@ impl Flight {
                 path: c.path.clone(),
                 books: c.books.clone(),
                 container_name: c.container_name.clone(),
+                page_cache_removed: c.page_cache_removed,
             })
             .collect();
         s
@@ -236,6 +237,7 @@ mod tests {
                         ..Default::default()
                     }),
                     container_name: None,
+                    page_cache_removed: None,
                 });
             }
             match t {

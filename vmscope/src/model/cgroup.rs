@@ -46,6 +46,20 @@ pub struct CgroupBooks {
     pub psi: Option<Psi>,
 }
 
+/// A memory cgroup's page-cache pages removed since vmscope attached
+/// (`filemap:mm_filemap_delete_from_page_cache`), counted against the
+/// cgroup the pages were charged to, whichever task removed them.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub struct CacheRemovals {
+    /// By reclaim (kswapd, direct and cgroup-limit reclaim, MADV_PAGEOUT,
+    /// the inode shrinker): evictions.
+    pub evicted_pages: u64,
+    /// Otherwise: truncation, deletion, invalidation.
+    pub dropped_pages: u64,
+}
+
 /// One cgroup as a sample reports it: those whose processes changed in the
 /// interval, with their books.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -62,6 +76,10 @@ pub struct CgroupSample {
     /// keeps no name there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_name: Option<String>,
+    /// Its page-cache removals so far; absent where the hook is
+    /// unavailable (the probe list says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache_removed: Option<CacheRemovals>,
 }
 
 /// One cgroup, cumulative, in a [`Snapshot`](crate::model::snapshot::Snapshot).
@@ -71,6 +89,8 @@ pub struct CgroupState {
     /// The container's name, as the last sample that had one said.
     pub container_name: Option<String>,
     pub books: Option<CgroupBooks>,
+    /// Its page-cache removals, as the last sample that had them said.
+    pub page_cache_removed: Option<CacheRemovals>,
     /// vmscope's counts for it: the growth of its processes' counters while
     /// they were in it (`pid` 0, `comm` empty).
     pub counts: ProcSample,
@@ -104,6 +124,10 @@ pub struct CgroupTotal {
     /// Its books at the first and last sample that listed it.
     pub books_first: Option<CgroupBooks>,
     pub books_last: Option<CgroupBooks>,
+    /// Its page-cache pages removed over the run (vmscope attaches at its
+    /// start); absent where the hook is unavailable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_cache_removed: Option<CacheRemovals>,
     /// The unit, container and pod its path names (absent when it follows
     /// no known layout).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -145,6 +145,7 @@ impl Fold {
                     totals,
                     books_first: self.books_first.get(&id).cloned(),
                     books_last: c.books.clone(),
+                    page_cache_removed: c.page_cache_removed,
                     workload: c.identity(),
                 }
             })

@@ -1,8 +1,9 @@
 //! The page cache over a recording: pages reads asked it for, pages added
 //! to it and the read hit ratio derived from them, for the recorded scope,
-//! per memory cgroup (with the kernel's own refaults, dirty and
-//! write-back pages from `memory.stat`) and for the processes that read
-//! most. Pure: built from the recording's totals.
+//! per memory cgroup (with the pages evicted from it and otherwise
+//! removed, and the kernel's own refaults, dirty and write-back pages from
+//! `memory.stat`) and for the processes that read most. Pure: built from
+//! the recording's totals.
 
 use serde::{Deserialize, Serialize};
 
@@ -47,9 +48,18 @@ impl CacheReads {
 pub struct CgroupCache {
     pub id: u64,
     pub path: Option<String>,
-    /// vmscope's counts of the cgroup's processes.
+    /// vmscope's counts of the cgroup's processes; absent where reads
+    /// cannot be counted (the `unavailable` reason).
     #[serde(flatten)]
-    pub reads: CacheReads,
+    pub reads: Option<CacheReads>,
+    /// Its pages reclaim removed from the page cache (kswapd, direct and
+    /// cgroup-limit reclaim, MADV_PAGEOUT): counted against the cgroup the
+    /// pages were charged to, whichever task evicted them; null where
+    /// `filemap:mm_filemap_delete_from_page_cache` is unavailable.
+    pub evicted_pages: Option<u64>,
+    /// Its pages removed otherwise (truncation, deletion, invalidation);
+    /// null likewise.
+    pub dropped_pages: Option<u64>,
     /// File pages the cgroup read again after they were evicted, by the
     /// kernel's count (`memory.stat` `workingset_refault_file`) between the
     /// first and last books vmscope read; null when the kernel has none.
@@ -95,17 +105,18 @@ impl PageCache {
             s.added_pages,
             percent(s.read_hit_ratio)
         );
-        for c in self
-            .cgroups
-            .iter()
-            .filter(|c| c.reads.read_pages > 0)
-            .take(3)
-        {
+        for c in self.cgroups.iter().take(3) {
+            let Some(r) = c.reads.as_ref().filter(|r| r.read_pages > 0) else {
+                continue;
+            };
             line.push_str(&format!(
                 "; {} {}",
                 c.path.as_deref().unwrap_or("cgroup"),
-                percent(c.reads.read_hit_ratio)
+                percent(r.read_hit_ratio)
             ));
+            if let Some(e) = c.evicted_pages.filter(|e| *e > 0) {
+                line.push_str(&format!(" ({e} evicted)"));
+            }
         }
         Some(line)
     }
@@ -134,7 +145,11 @@ pub fn page_cache(
     let mut by_cgroup: Vec<CgroupCache> = cgroups
         .iter()
         .filter_map(|c| {
-            let reads = CacheReads::of(&c.totals)?;
+            let reads = CacheReads::of(&c.totals);
+            let removed = c.page_cache_removed;
+            if reads.is_none() && removed.is_none() {
+                return None;
+            }
             let stat = |k: &str| Some(*c.books_last.as_ref()?.stat.get(k)?);
             let first = |k: &str| Some(*c.books_first.as_ref()?.stat.get(k)?);
             let either = |a: &str, b: &str| stat(a).or_else(|| stat(b));
@@ -142,6 +157,8 @@ pub fn page_cache(
                 id: c.id,
                 path: c.path.clone(),
                 reads,
+                evicted_pages: removed.map(|r| r.evicted_pages),
+                dropped_pages: removed.map(|r| r.dropped_pages),
                 refaults: stat("workingset_refault_file")
                     .zip(first("workingset_refault_file"))
                     .map(|(l, f)| l.saturating_sub(f)),
@@ -151,7 +168,12 @@ pub fn page_cache(
             })
         })
         .collect();
-    by_cgroup.sort_by_key(|c| std::cmp::Reverse(c.reads.read_pages));
+    by_cgroup.sort_by_key(|c| {
+        std::cmp::Reverse((
+            c.reads.as_ref().map_or(0, |r| r.read_pages),
+            c.evicted_pages.unwrap_or(0),
+        ))
+    });
     let mut readers: Vec<ProcessCache> = processes
         .iter()
         .filter_map(|p| {

@@ -40,6 +40,9 @@ pub mod names {
     pub const PAGE_CACHE_ADD: &str = "filemap:mm_filemap_add_to_page_cache";
     /// A read's pages asked of the page cache (6.11 on).
     pub const PAGE_CACHE_READ: &str = "filemap:mm_filemap_get_pages";
+    /// A folio removed from the page cache (a BTF tracepoint only): its
+    /// memory cgroup's evictions and other removals.
+    pub const PAGE_CACHE_REMOVE: &str = "filemap:mm_filemap_delete_from_page_cache";
     /// Direct compaction (counted at `try_to_compact_pages`).
     pub const COMPACT_DIRECT: &str = "compaction:mm_compaction_try_to_compact_pages";
     /// Compaction runs and their outcome.

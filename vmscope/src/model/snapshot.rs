@@ -121,6 +121,9 @@ impl Snapshot {
             if c.container_name.is_some() {
                 state.container_name.clone_from(&c.container_name);
             }
+            if c.page_cache_removed.is_some() {
+                state.page_cache_removed = c.page_cache_removed;
+            }
         }
         gone
     }

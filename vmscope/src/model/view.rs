@@ -749,6 +749,7 @@ mod tests {
             path: Some(path.into()),
             books,
             container_name: None,
+            page_cache_removed: None,
         }
     }
 

@@ -76,6 +76,7 @@ pub const COUNTER_FAMILIES: &[(&str, &str, &str)] = concat_slices!([(&str, &str,
     swap::COUNTER_FAMILIES,
     tlb::COUNTER_FAMILIES,
     compaction::COUNTER_FAMILIES,
+    pagecache::COUNTER_FAMILIES,
     migrate::COUNTER_FAMILIES,
 );
 

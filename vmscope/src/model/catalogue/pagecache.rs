@@ -1,9 +1,20 @@
 //! The page cache: pages added to it (reads that missed, readahead, faults
 //! on file pages not cached, writes to pages not cached) and pages reads
 //! asked it for, system-wide, per process and per cgroup; the read hit
-//! ratio derived from the two; `top`'s rows and the run's figures.
+//! ratio derived from the two; pages removed from it, by reclaim
+//! (evictions) and otherwise, system-wide and per memory cgroup; `top`'s
+//! rows and the run's figures.
 
 use super::*;
+
+const REMOVED: &str = "vmscope_page_cache_removed_pages_total";
+
+/// Its labelled counter families: (metric, label name, help).
+pub const COUNTER_FAMILIES: &[(&str, &str, &str)] = &[(
+    REMOVED,
+    "reason",
+    "Pages removed from the page cache, system-wide: by reclaim (reason=\"evicted\": kswapd, direct and cgroup-limit reclaim, MADV_PAGEOUT, the inode shrinker) or otherwise (\"dropped\": truncation, deletion, invalidation).",
+)];
 
 /// Its system-wide counters.
 pub const COUNTERS: &[Counter] = &[
@@ -27,6 +38,33 @@ pub const COUNTERS: &[Counter] = &[
         Export::Plain(
             "vmscope_page_cache_read_pages_total",
             "Pages reads asked the page cache for, each once per read call (the read hit ratio is 1 - added / read).",
+        ),
+    ),
+    c(
+        "page_cache_evicted_pages",
+        counter::PAGE_CACHE_EVICTED,
+        probe::PAGE_CACHE_REMOVE,
+        "pages",
+        "Pages removed from the page cache by reclaim (the removing task was reclaiming: kswapd, direct and cgroup-limit reclaim, MADV_PAGEOUT, the inode shrinker): evictions, system-wide whatever the recording follows, since the evicting task is seldom the one whose pages go.",
+        Export::In(REMOVED, "evicted"),
+    ),
+    c(
+        "page_cache_dropped_pages",
+        counter::PAGE_CACHE_DROPPED,
+        probe::PAGE_CACHE_REMOVE,
+        "pages",
+        "Pages removed from the page cache otherwise than by reclaim: truncation, deletion, invalidation (POSIX_FADV_DONTNEED, drop_caches); system-wide.",
+        Export::In(REMOVED, "dropped"),
+    ),
+    c(
+        "page_cache_removed_uncharged_pages",
+        counter::PAGE_CACHE_REMOVED_UNCHARGED,
+        probe::PAGE_CACHE_REMOVE,
+        "pages",
+        "Of the two above, pages in no memory cgroup's count: their folio was charged to none (memory cgroups off), or the per-cgroup map was full.",
+        Export::Plain(
+            "vmscope_page_cache_removed_uncharged_pages_total",
+            "Pages removed from the page cache that no memory cgroup's count holds (charged to none, or the per-cgroup map full).",
         ),
     ),
 ];
@@ -87,6 +125,13 @@ pub const RATES: &[Rate] = &[
         "Pages reads asked the page cache for (6.11 on).",
     ),
     rate(
+        "page cache evictions",
+        "pages/s",
+        &[Need::Probe(probe::PAGE_CACHE_REMOVE)],
+        RateValue::Counters(&["page_cache_evicted_pages"]),
+        "Pages reclaim removed from the page cache, system-wide (kswapd, direct and cgroup-limit reclaim).",
+    ),
+    rate(
         "read hit ratio",
         "%",
         &[
@@ -117,6 +162,15 @@ pub const RUN_ROWS: &[RunRow] = &[
         false,
         "Pages reads asked the page cache for, each once per read call.",
         |r| vm_counter(r, "page_cache_read_pages"),
+    ),
+    row(
+        "page_cache_evicted_pages",
+        "pages",
+        Lower,
+        After,
+        false,
+        "Pages reclaim removed from the page cache, system-wide.",
+        |r| vm_counter(r, "page_cache_evicted_pages"),
     ),
     row(
         "page_cache_read_hit_ratio",

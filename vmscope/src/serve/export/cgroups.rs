@@ -82,6 +82,14 @@ pub const RECLAIM_STALL: Family = counter(
     "Time the cgroup's processes stalled in reclaim, by kind (direct: the system \
      was short; memcg: a cgroup limit was hit).",
 );
+pub const PAGE_CACHE_REMOVED: Family = counter(
+    "vmscope_cgroup_page_cache_removed_pages_total",
+    &["cgroup", "reason"],
+    "Pages removed from the cgroup's page cache since vmscope started, counted against the \
+     cgroup they were charged to whichever task removed them: by reclaim (reason=\"evicted\": \
+     kswapd, direct and cgroup-limit reclaim, MADV_PAGEOUT) or otherwise (\"dropped\": \
+     truncation, deletion, invalidation).",
+);
 pub const PROCESSES: Family = gauge(
     "vmscope_cgroup_processes",
     "The cgroup's processes vmscope has seen that are alive.",
@@ -188,6 +196,7 @@ pub const FAMILIES: &[Family] = &[
     OOM_KILLS,
     MADVISE_CALLS,
     RECLAIM_STALL,
+    PAGE_CACHE_REMOVED,
     PROCESSES,
     INFO,
     MEMORY_USAGE,
@@ -489,6 +498,21 @@ fn counts(w: &mut Writer, state: &State, rows: &[(String, &CgroupState)]) {
         }
     }
     w.write(&RECLAIM_STALL, stall);
+    if state.usable(probe::PAGE_CACHE_REMOVE) {
+        let removed = rows
+            .iter()
+            .filter_map(|(n, c)| Some((n, c.page_cache_removed?)))
+            .flat_map(|(n, r)| {
+                [("evicted", r.evicted_pages), ("dropped", r.dropped_pages)].map(|(why, v)| {
+                    (
+                        vec![("cgroup", n.clone()), ("reason", why.into())],
+                        v.to_string(),
+                    )
+                })
+            })
+            .collect();
+        w.write(&PAGE_CACHE_REMOVED, removed);
+    }
     w.write(
         &PROCESSES,
         rows.iter()
@@ -636,6 +660,7 @@ mod tests {
                 ..Default::default()
             }),
             container_name: None,
+            page_cache_removed: None,
         }
     }
 

@@ -283,6 +283,7 @@ fn representative() -> State {
         probe::SWAP,
         probe::TLB_FLUSH,
         probe::MADVISE,
+        probe::PAGE_CACHE_REMOVE,
     ] {
         state.probes.push(ProbeStatus::tracepoint(name, true));
     }
@@ -337,6 +338,10 @@ fn representative() -> State {
     let cgroup = CgroupState {
         path: Some("/work".into()),
         books: Some(books),
+        page_cache_removed: Some(crate::model::cgroup::CacheRemovals {
+            evicted_pages: 5,
+            dropped_pages: 2,
+        }),
         counts,
         live: 1,
         ..Default::default()

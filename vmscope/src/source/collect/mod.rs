@@ -9,8 +9,8 @@ use std::{
 use anyhow::Context as _;
 
 use vmscope_common::{
-    CgroupEvent, FAULT_CLASSES, FaultCache, HIST_BUCKETS, ProcStats, cache_flags, cgroup_event,
-    counter, hist, madvise,
+    CacheRemovals, CgroupEvent, FAULT_CLASSES, FaultCache, HIST_BUCKETS, ProcStats, cache_flags,
+    cgroup_event, counter, hist, madvise,
 };
 
 use crate::{
@@ -77,6 +77,8 @@ pub struct Collector {
     listed: HashMap<u64, Instant>,
     /// `CGROUP_EVENTS_LOST` at the last read.
     cgroup_events_lost: u64,
+    /// Each memory cgroup's page-cache removals as last read.
+    cache_removed: HashMap<u64, CacheRemovals>,
     /// Limit-hit counters, to tell which limit an OOM kill answered.
     limits: limits::LimitWatch,
     /// Container names from the runtimes' state on the host.
@@ -121,6 +123,7 @@ impl Collector {
             doomed_mms: Vec::new(),
             names: None,
             listed: HashMap::new(),
+            cache_removed: HashMap::new(),
             cgroup_events_lost: 0,
             limits: limits::LimitWatch::default(),
             containers: Default::default(),
@@ -178,8 +181,11 @@ impl Collector {
         let (hists, stall_ns_by_cpu) = self.changed_hists(probes)?;
         let rmap = probes.rmap.as_mut().map(|s| s.read()).transpose()?;
         let mut oom_kills = self.oom_kills(probes, &cgroup_of);
+        // Read before the upkeep forgets the cgroups removed since the
+        // last read: their last removals are reported with them.
+        let removed = self.cache_removals(probes);
         let mut cgroups_gone = self.cgroup_upkeep(probes, c(counter::CGROUP_EVENTS_LOST));
-        let cgroups = self.cgroups(&procs, &mut cgroups_gone);
+        let cgroups = self.cgroups(&procs, removed.as_ref(), &mut cgroups_gone);
         self.blame_limits(&mut oom_kills, &cgroups, &mut probes.kernel_log);
         for k in &mut oom_kills {
             k.workload = k
@@ -458,8 +464,11 @@ impl Collector {
         } else {
             WALK_REPORTED
         });
-        for (_, path) in names.take_removed() {
+        for (id, path) in names.take_removed() {
             self.limits.forget(&path);
+            // Its count was last reported in the sample that listed it.
+            let _ = probes.cache_removals.remove(&id);
+            self.cache_removed.remove(&id);
         }
         let mut gone: Vec<u64> = self
             .listed
@@ -474,14 +483,53 @@ impl Collector {
         gone
     }
 
-    /// The cgroups of `procs` (those that changed), with their books; one
-    /// already gone is added to `gone`.
-    fn cgroups(&mut self, procs: &[ProcSample], gone: &mut Vec<u64>) -> Vec<CgroupSample> {
+    /// Each memory cgroup's page-cache removals, read whole, and the ids
+    /// samples listed before whose count grew since the last read; `None`
+    /// when the hook is not attached.
+    fn cache_removals(
+        &mut self,
+        probes: &Loaded,
+    ) -> Option<(HashMap<u64, CacheRemovals>, Vec<u64>)> {
+        if !crate::model::probes::probe_usable(
+            &probes.probes,
+            crate::model::probes::names::PAGE_CACHE_REMOVE,
+        ) {
+            return None;
+        }
+        let now: HashMap<u64, CacheRemovals> = probes
+            .cache_removals
+            .iter()
+            .filter_map(Result::ok)
+            .collect();
+        let grew = now
+            .iter()
+            .filter(|(id, v)| self.cache_removed.get(id) != Some(v))
+            .map(|(id, _)| *id)
+            .filter(|id| self.listed.contains_key(id))
+            .collect();
+        self.cache_removed.clone_from(&now);
+        Some((now, grew))
+    }
+
+    /// The cgroups of `procs` (those that changed), and those listed before
+    /// whose page-cache removals grew, with their books; one already gone
+    /// is added to `gone`.
+    fn cgroups(
+        &mut self,
+        procs: &[ProcSample],
+        removed: Option<&(HashMap<u64, CacheRemovals>, Vec<u64>)>,
+        gone: &mut Vec<u64>,
+    ) -> Vec<CgroupSample> {
         let Some(names) = self.names.as_mut() else {
             return Vec::new();
         };
-        let ids: std::collections::BTreeSet<u64> =
-            procs.iter().map(|p| p.cgroup).filter(|c| *c != 0).collect();
+        let grew = removed.iter().flat_map(|(_, grew)| grew);
+        let ids: std::collections::BTreeSet<u64> = procs
+            .iter()
+            .map(|p| p.cgroup)
+            .filter(|c| *c != 0)
+            .chain(grew.copied())
+            .collect();
         let now = Instant::now();
         ids.into_iter()
             .map(|id| {
@@ -503,11 +551,19 @@ impl Collector {
                         self.containers
                             .name(w.runtime.as_deref(), w.container.as_deref()?)
                     });
+                let page_cache_removed = removed.map(|(counts, _)| {
+                    let c = counts.get(&id).copied().unwrap_or_default();
+                    crate::model::cgroup::CacheRemovals {
+                        evicted_pages: c.evicted,
+                        dropped_pages: c.dropped,
+                    }
+                });
                 CgroupSample {
                     id,
                     path,
                     books,
                     container_name,
+                    page_cache_removed,
                 }
             })
             .collect()

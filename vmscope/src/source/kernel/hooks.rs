@@ -247,6 +247,14 @@ pub const ALL: &[Hook] = &[
         "page-cache reads and the read hit ratio unavailable (the tracepoint is 6.11 on)",
     ),
     hook(
+        "filemap",
+        "mm_filemap_delete_from_page_cache",
+        "page-cache evictions (by reclaim) and other removals, system-wide and per memory \
+         cgroup (as tp_btf only: the record does not name the cgroup)",
+        "page-cache evictions unavailable; the cgroup's refaults and cache size come from \
+         memory.stat",
+    ),
+    hook(
         "memcg",
         "count_memcg_events",
         "huge-page faults per process and cgroup, with --thp-faults (off by default: it runs on \

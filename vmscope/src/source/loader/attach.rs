@@ -63,6 +63,9 @@ pub(super) fn attach_spec(
     if s.optional.is_some() {
         return attach_classic_first(ebpf, s, plan, btf_ok);
     }
+    if let (Some(why), Some(prog)) = (s.btf_only, s.btf_prog) {
+        return attach_btf_only(ebpf, prog, plan, btf_ok, why);
+    }
     let (Some(prog), Ok((event, _))) = (s.btf_prog, &plan.event) else {
         let mut status = attach_planned(ebpf, s.category, s.prog, plan);
         if status.attached && status.reason.is_none() {
@@ -92,6 +95,29 @@ pub(super) fn attach_spec(
         status.reason = Some(format!("classic tracepoint, not tp_btf: {why_classic}"));
     }
     status
+}
+
+/// Attaches a hook that has only a BTF tracepoint program, or says why it
+/// could not, and why there is no classic one to stand in.
+fn attach_btf_only(
+    ebpf: &mut Ebpf,
+    prog: &str,
+    plan: HookPlan,
+    btf_ok: &Result<(), String>,
+    why: &str,
+) -> ProbeStatus {
+    let attached = plan
+        .event
+        .and_then(|(event, _)| btf_ok.clone().and_then(|()| attach_btf(ebpf, prog, event)));
+    ProbeStatus {
+        probe: plan.probe,
+        method: "tp_btf".into(),
+        attached: attached.is_ok(),
+        reason: attached
+            .err()
+            .map(|e| format!("{e} (no classic tracepoint stands in: {why})")),
+        deferred: false,
+    }
 }
 
 /// Attaches a hook whose classic program reports more than its BTF one

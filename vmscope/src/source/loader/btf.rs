@@ -79,6 +79,9 @@ pub(super) struct BtfVariants {
     pub(super) shrink: Result<(), String>,
     pub(super) write: Result<(), String>,
     pub(super) swap: Result<(), String>,
+    /// The page-cache removal program reads the folio, its memory cgroup
+    /// and the current task's flags.
+    pub(super) removal: Result<(), String>,
 }
 
 impl BtfVariants {
@@ -110,12 +113,16 @@ impl BtfVariants {
                 offsets[idx] = Some(v);
             }
         });
+        let removal = tracepoints
+            .clone()
+            .and_then(|()| cache_removal_offsets(offsets));
         Self {
             tracepoints,
             fork,
             shrink,
             write,
             swap,
+            removal,
         }
     }
 
@@ -125,6 +132,7 @@ impl BtfVariants {
             Some("sched_process_fork_btf") => &self.fork,
             Some("mm_vmscan_lru_shrink_inactive_btf") => &self.shrink,
             Some("mm_vmscan_write_folio_btf") => &self.write,
+            Some("mm_filemap_delete_from_page_cache_btf") => &self.removal,
             _ => &self.tracepoints,
         }
     }
@@ -160,6 +168,53 @@ pub(super) fn folio_flag_offsets(offsets: &mut [Option<u32>; off::COUNT]) -> Res
         .or_else(|_| btf.field("page", "flags"))?;
     offsets[off::FOLIO_FLAGS] = Some(flags.offset);
     offsets[off::PG_SWAPBACKED] = Some(btf.page_flag("PG_swapbacked")?);
+    Ok(())
+}
+
+/// The page-cache removal program reads a folio's flags, size and memory
+/// cgroup (`memcg_data`, then the cgroup's id as v1 attribution reads it),
+/// and the current task's flags (`PF_MEMALLOC`: an eviction).
+pub(super) fn cache_removal_offsets(offsets: &mut [Option<u32>; off::COUNT]) -> Result<(), String> {
+    let btf = crate::source::kernel::btf::Btf::vmlinux()?;
+    folio_flag_offsets(offsets)?;
+    let memcg = btf
+        .field("folio", "memcg_data")
+        .map_err(|e| format!("{e} (a kernel without memory cgroups)"))?;
+    let nr = btf
+        .field("folio", "_nr_pages")
+        .or_else(|_| btf.field("folio", "_folio_nr_pages"))
+        .map_err(|e| format!("{e}: a large folio's page count is not known"))?;
+    if nr.size != 4 || memcg.size != 8 {
+        return Err(format!(
+            "folio's page count is {} bytes and memcg_data {} here, not 4 and 8",
+            nr.size, memcg.size
+        ));
+    }
+    let flags = btf.field("task_struct", "flags")?;
+    offsets[off::TASK_FLAGS] = Some(flags.offset);
+    offsets[off::FOLIO_MEMCG_DATA] = Some(memcg.offset);
+    offsets[off::FOLIO_NR_PAGES] = Some(nr.offset);
+    offsets[off::PG_HEAD] = Some(btf.page_flag("PG_head")?);
+    offsets[off::MEMCG_CSS] = Some(btf.field("mem_cgroup", "css")?.offset);
+    cgroup_id_chain(&btf, offsets)
+}
+
+/// `cgroup_subsys_state.cgroup->kn->id`: a memory cgroup's id, read by v1
+/// attribution and by the page-cache removal program.
+pub(super) fn cgroup_id_chain(
+    btf: &crate::source::kernel::btf::Btf,
+    offsets: &mut [Option<u32>; off::COUNT],
+) -> Result<(), String> {
+    let id = btf.field("kernfs_node", "id")?;
+    if id.size != 8 {
+        return Err(format!(
+            "kernfs_node.id is {} bytes, not 8 (a kernel before 5.5)",
+            id.size
+        ));
+    }
+    offsets[off::CSS_CGROUP] = Some(btf.field("cgroup_subsys_state", "cgroup")?.offset);
+    offsets[off::CGROUP_KN] = Some(btf.field("cgroup", "kn")?.offset);
+    offsets[off::KN_ID] = Some(id.offset);
     Ok(())
 }
 

@@ -110,6 +110,9 @@ pub struct Loaded {
     /// Cgroups created and removed (`CgroupEvent`), from the
     /// `cgroup_mkdir`/`cgroup_rmdir` programs.
     pub cgroup_events: Option<RingBuf<MapData>>,
+    /// Page-cache pages removed per memory cgroup (the eBPF `pagecache`
+    /// module's `CACHE_REMOVALS`).
+    pub cache_removals: HashMap<MapData, u64, vmscope_common::CacheRemovals>,
 }
 
 /// Where a followed process's counts start.
@@ -370,18 +373,9 @@ fn cgroup_offsets(
         })?;
         let field = |s: &str, f: &str| btf.field(s, f).map(|x| x.offset);
         let memory = btf.cgroup_subsys("memory_cgrp_id")?;
-        let id = btf.field("kernfs_node", "id")?;
-        if id.size != 8 {
-            return Err(format!(
-                "kernfs_node.id is {} bytes, not 8 (a kernel before 5.5)",
-                id.size
-            ));
-        }
+        self::btf::cgroup_id_chain(&btf, offsets)?;
         offsets[off::TASK_CGROUPS] = Some(field("task_struct", "cgroups")?);
         offsets[off::CSS_SET_MEMORY] = Some(field("css_set", "subsys")? + 8 * memory);
-        offsets[off::CSS_CGROUP] = Some(field("cgroup_subsys_state", "cgroup")?);
-        offsets[off::CGROUP_KN] = Some(field("cgroup", "kn")?);
-        offsets[off::KN_ID] = Some(id.offset);
         offsets[off::CGROUP_MODE] = Some(vmscope_common::cgroup_mode::V1_MEMCG);
     } else {
         offsets[off::CGROUP_MODE] = Some(vmscope_common::cgroup_mode::V2);
@@ -466,6 +460,7 @@ impl Loaded {
         let books = HashMap::try_from(take(&mut ebpf, "BOOKS")?)?;
         let track_epoch = Array::try_from(take(&mut ebpf, "TRACK_EPOCH")?)?;
         let scope_path = Array::try_from(take(&mut ebpf, "SCOPE_PATH")?)?;
+        let cache_removals = HashMap::try_from(take(&mut ebpf, "CACHE_REMOVALS")?)?;
         let oom_victims = ebpf
             .take_map("OOM_VICTIMS")
             .map(RingBuf::try_from)
@@ -477,6 +472,7 @@ impl Loaded {
         Ok(Self {
             oom_victims,
             cgroup_events,
+            cache_removals,
             kernel_log: Err("not opened".into()),
             cgroups: Err("not set up".into()),
             scope_path,

@@ -27,6 +27,9 @@ pub(super) struct Spec {
     /// Why a hook without a BTF variant has none (its reason when it
     /// attaches as the classic tracepoint where tp_btf works).
     pub(super) classic_why: Option<&'static str>,
+    /// Why a hook with only a BTF variant has no classic one (`prog` is
+    /// then not in the object, and is never attached).
+    pub(super) btf_only: Option<&'static str>,
 }
 
 impl Spec {
@@ -37,6 +40,12 @@ impl Spec {
 
     pub(super) const fn btf(mut self, prog: &'static str) -> Spec {
         self.btf_prog = Some(prog);
+        self
+    }
+
+    pub(super) const fn btf_only(mut self, prog: &'static str, why: &'static str) -> Spec {
+        self.btf_prog = Some(prog);
+        self.btf_only = Some(why);
         self
     }
 
@@ -61,6 +70,7 @@ pub(super) const fn spec(
         btf_prog: None,
         optional: None,
         classic_why: None,
+        btf_only: None,
     }
 }
 
@@ -207,6 +217,11 @@ pub(super) const SPECS: &[Spec] = &[
         "classic tracepoint by design, not tp_btf: its record gives the file and page range \
          by name, where the BTF arguments are an address_space whose layout moves between \
          kernels",
+    ),
+    spec("filemap", &["mm_filemap_delete_from_page_cache"], &[]).btf_only(
+        "mm_filemap_delete_from_page_cache_btf",
+        "its record names the file and page but not the memory cgroup, which only the \
+         folio (the BTF argument) gives",
     ),
     spec(
         "compaction",
