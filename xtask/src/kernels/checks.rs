@@ -183,6 +183,7 @@ pub fn judge(c: &Console) -> KernelResult {
     checks.push(swap_tiers_check(c));
     checks.push(thp_sizes_check(c));
     checks.push(page_cache_check(c));
+    checks.push(page_cache_evictions_check(c));
     checks.push(cgroup_faults_check(c));
     checks.push(cgroup_swap_check(c));
     checks.push(cgroup_subtree_check(c));
@@ -740,6 +741,56 @@ fn page_cache_check(c: &Console) -> Check {
         Err(e) => return check(NAME, false, e),
     }
     check(NAME, ok, figures.join("; "))
+}
+
+/// Page-cache evictions on cgroup v2: a fresh device read cold from /pe,
+/// whose limit holds a quarter of it. /pe's evictions are most of the
+/// device, and equal (2%) the file pages reclaim freed around the run
+/// (vmstat `pgsteal_file` and the inode steals), as does the system-wide
+/// count: nothing else reclaims in the guest meanwhile.
+fn page_cache_evictions_check(c: &Console) -> Check {
+    const NAME: &str = "page_cache_evictions";
+    let n = guest::PAGE_CACHE_PAGES;
+    let rec = match c.recording("pce") {
+        Ok(r) => r,
+        Err(e) => return check(NAME, false, e),
+    };
+    let probe = rec["probes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["probe"] == "filemap:mm_filemap_delete_from_page_cache");
+    if probe.is_none_or(|p| p["attached"] != true) {
+        return check(
+            NAME,
+            false,
+            format!(
+                "the removal hook is not attached: {}",
+                probe.map_or("not listed".into(), |p| p["reason"].to_string())
+            ),
+        );
+    }
+    let stolen: u64 = ["pgsteal_file", "pginodesteal", "kswapd_inodesteal"]
+        .iter()
+        .map(|k| c.delta("pce.before", "pce.after", k))
+        .sum();
+    let evicted = rec["page_cache"]["cgroups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|g| g["path"] == "/pe")
+        .and_then(|g| g["evicted_pages"].as_u64());
+    let system = u(&rec, "/totals/counters/page_cache_evicted_pages");
+    let ok = evicted.is_some_and(|e| e >= n / 2 && within(e, stolen, 2.0))
+        && evicted.is_some_and(|e| within(system, e, 2.0));
+    check(
+        NAME,
+        ok,
+        format!(
+            "/pe evicted {} of {n} pages vs {stolen} file pages reclaim freed; system-wide {system}",
+            evicted.map_or("null".into(), |e| e.to_string())
+        ),
+    )
 }
 
 fn fork_check(c: &Console) -> Check {

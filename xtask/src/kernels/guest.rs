@@ -42,6 +42,9 @@ pub const COMPACTION_HUGE_MIB: u64 = 32;
 /// A zram device of this size read twice through the page cache.
 pub const PAGE_CACHE_MIB: u64 = 64;
 pub const PAGE_CACHE_PAGES: u64 = PAGE_CACHE_MIB * 256;
+/// The limit of cgroup /pe, which reads another such device cold: reclaim
+/// evicts three quarters of it.
+pub const EVICT_LIMIT_MIB: u64 = PAGE_CACHE_MIB / 4;
 
 /// Huge pages the test child faults for THP by size.
 pub const THP_HUGE: u64 = 32;
@@ -202,6 +205,17 @@ exec 3</dev/zram$D
 rec pc1 -- sh -c "echo \$\$ > /sys/fs/cgroup/p/cgroup.procs && exec $T readpass {pc_pages} /dev/zram$D"
 rec pc2 --cachestat /dev/zram$D -- sh -c "echo \$\$ > /sys/fs/cgroup/p/cgroup.procs && exec $T readpass {pc_pages} /dev/zram$D"
 exec 3<&-
+# Evictions: another fresh device read cold from /pe, whose limit holds a
+# quarter of it, so that its limit's reclaim evicts as the read goes on.
+E=$(cat /sys/class/zram-control/hot_add)
+echo {pc_mib}M > /sys/block/zram$E/disksize
+mkdir -p /sys/fs/cgroup/pe
+echo {evict_limit}M > /sys/fs/cgroup/pe/memory.max
+exec 4</dev/zram$E
+show pce.before /proc/vmstat
+rec pce -- sh -c "echo \$\$ > /sys/fs/cgroup/pe/cgroup.procs && exec $T readpass {pc_pages} /dev/zram$E"
+show pce.after /proc/vmstat
+exec 4<&-
 # record --cgroup on /s while three cgroups are created below it, each given
 # one process that moves itself in, and removed.
 cat > /tmp/subtree.sh <<'EOF'
@@ -270,6 +284,7 @@ poweroff -f
         w2_hot = WSS_TWO[1].1,
         pc_mib = PAGE_CACHE_MIB,
         pc_pages = PAGE_CACHE_PAGES,
+        evict_limit = EVICT_LIMIT_MIB,
     );
     format!("{PREAMBLE}{suite}")
 }
