@@ -221,4 +221,42 @@ mod tests {
         let why = pc.unavailable.expect("a reason");
         assert!(why.contains("no filemap:mm_filemap_get_pages"), "{why}");
     }
+
+    /// Before 6.11 (no read hook) a cgroup's evictions still make it a row,
+    /// its reads absent; a cgroup without the removal hook's counts has
+    /// them null, not 0; one with neither is not a row.
+    #[test]
+    fn a_cgroups_removals_make_a_row_without_reads_and_are_null_without_the_hook() {
+        use crate::model::{ProcAvailability, cgroup::CacheRemovals, process::ProcSample};
+        let total = ProcSample::default().total(
+            crate::model::probes::FaultSource::Tracepoint,
+            &ProcAvailability::only(&[]),
+        );
+        let cgroup = |id, removed| CgroupTotal {
+            id,
+            path: Some(format!("/c{id}")),
+            totals: total.clone(),
+            books_first: None,
+            books_last: None,
+            page_cache_removed: removed,
+            workload: None,
+        };
+        let removed = CacheRemovals {
+            evicted_pages: 300,
+            dropped_pages: 4,
+        };
+        let pc = page_cache(
+            |_| Some(0),
+            &[],
+            &[],
+            &[cgroup(1, Some(removed)), cgroup(2, None)],
+        );
+        assert_eq!(pc.cgroups.len(), 1, "{:?}", pc.cgroups);
+        let row = &pc.cgroups[0];
+        assert_eq!((row.id, row.reads.as_ref()), (1, None));
+        assert_eq!((row.evicted_pages, row.dropped_pages), (Some(300), Some(4)));
+        let json = serde_json::to_value(row).unwrap();
+        assert!(json.get("read_pages").is_none(), "{json}");
+        assert_eq!(json["evicted_pages"], 300);
+    }
 }
