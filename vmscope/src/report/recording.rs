@@ -37,6 +37,7 @@ fn interesting(name: &str) -> Option<(&'static str, f64)> {
         "vmstat_thp_fault_fallback" => ("THP faults that fell back to small pages/s", 1.0),
         "page_cache_read_pages" => ("pages reads asked the page cache for/s", 1.0),
         "page_cache_added_pages" => ("pages added to the page cache/s", 1.0),
+        "page_cache_evicted_pages" => ("pages evicted from the page cache/s", 1.0),
         "psi_some_stall_us" => ("PSI memory some, % of time", 1e-4),
         "psi_full_stall_us" => ("PSI memory full, % of time", 1e-4),
         _ => return None,
