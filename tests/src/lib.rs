@@ -181,6 +181,34 @@ pub fn record_to<S: AsRef<std::ffi::OsStr>>(
     (o, rec)
 }
 
+/// Writes `bytes` (a multiple of 1 MiB) to a new file at `path` on the
+/// disk, syncs it and drops it from the page cache
+/// (`POSIX_FADV_DONTNEED`), checking with `mincore` that under 1% of it
+/// stayed cached.
+pub fn write_cold_file(path: &Path, bytes: u64) {
+    use std::{io::Write as _, os::fd::AsRawFd as _};
+    const MIB: u64 = 1 << 20;
+    let mut f = std::fs::File::create(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let chunk = vec![0x5au8; MIB as usize];
+    for _ in 0..bytes / MIB {
+        f.write_all(&chunk)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+    f.sync_all()
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    // SAFETY: a plain syscall on an open descriptor.
+    let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(r, 0, "posix_fadvise");
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    let cached = resident_pages(path, bytes as usize);
+    assert!(
+        cached < bytes / page / 100,
+        "{} stayed cached after POSIX_FADV_DONTNEED: {cached} pages",
+        path.display()
+    );
+}
+
 /// Pages of the first `len` bytes of the file at `path` in the page cache,
 /// by the kernel's own count (`mincore` on a shared mapping of them).
 pub fn resident_pages(path: &Path, len: usize) -> u64 {

@@ -10,7 +10,7 @@
 //! them before.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
-use std::{io::Write as _, os::fd::AsRawFd as _, time::Duration};
+use std::time::Duration;
 
 use vmscope_tests::{pressure, *};
 
@@ -27,20 +27,7 @@ fn page_bytes() -> u64 {
 fn cold_file(bytes: u64) -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let path = dir.path().join("data");
-    let mut f = std::fs::File::create(&path).unwrap();
-    let chunk = vec![0x5au8; MIB as usize];
-    for _ in 0..bytes / MIB {
-        f.write_all(&chunk).unwrap();
-    }
-    f.sync_all().unwrap();
-    // SAFETY: a plain syscall on an open descriptor.
-    let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    assert_eq!(r, 0, "posix_fadvise");
-    let cached = resident_pages(&path, bytes as usize);
-    assert!(
-        cached < bytes / page_bytes() / 100,
-        "the file stayed cached after POSIX_FADV_DONTNEED: {cached} pages"
-    );
+    write_cold_file(&path, bytes);
     (dir, path)
 }
 

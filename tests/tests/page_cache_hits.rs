@@ -9,7 +9,7 @@
 //! `workingset_refault_file`).
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
-use std::{io::Write as _, os::fd::AsRawFd as _, time::Duration};
+use std::time::Duration;
 
 use vmscope_tests::{pressure, *};
 
@@ -28,27 +28,13 @@ impl ColdFile {
     fn new() -> ColdFile {
         let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         let path = dir.path().join("data");
-        let mut f = std::fs::File::create(&path).unwrap();
-        let chunk = vec![0x5au8; MIB as usize];
-        for _ in 0..GIB / MIB {
-            f.write_all(&chunk).unwrap();
-        }
-        f.sync_all().unwrap();
-        // SAFETY: a plain syscall on an open descriptor.
-        let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-        assert_eq!(r, 0, "posix_fadvise");
+        write_cold_file(&path, GIB);
         let pages = GIB / page_bytes();
-        let file = ColdFile {
+        ColdFile {
             _dir: dir,
             path,
             pages,
-        };
-        assert!(
-            file.resident() < pages / 100,
-            "the file stayed cached after POSIX_FADV_DONTNEED: {} of {pages} pages",
-            file.resident()
-        );
-        file
+        }
     }
 
     /// Its pages in the page cache, by the kernel's count (`mincore`).

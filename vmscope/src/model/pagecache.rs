@@ -255,7 +255,7 @@ mod tests {
         let row = &pc.cgroups[0];
         assert_eq!((row.id, row.reads.as_ref()), (1, None));
         assert_eq!((row.evicted_pages, row.dropped_pages), (Some(300), Some(4)));
-        let json = serde_json::to_value(row).unwrap();
+        let json = serde_json::to_value(row).expect("a row serializes");
         assert!(json.get("read_pages").is_none(), "{json}");
         assert_eq!(json["evicted_pages"], 300);
     }
