@@ -309,6 +309,50 @@ fn readpass(pages: usize, path: &std::path::Path) {
     }
 }
 
+/// Maps the first PAGES pages of `path` shared, touches each, and asks
+/// the kernel to page them out (MADV_PAGEOUT): reclaim in this task,
+/// which writes nothing back for clean file pages and evicts them. Prints
+/// `pageout RESIDENT_BEFORE RESIDENT_AFTER` (`mincore`).
+fn pageout(pages: usize, path: &std::path::Path) {
+    use std::os::fd::AsRawFd as _;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let len = pages * page_size();
+    // SAFETY: a fresh shared mapping of the file's first `len` bytes,
+    // read one byte per page, advised and unmapped below. No readahead:
+    // each fault brings one page, which MADV_PAGEOUT can take (it skips
+    // a large folio it cannot split).
+    unsafe {
+        assert_eq!(
+            libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM),
+            0,
+            "posix_fadvise"
+        );
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED, "mmap");
+        let mut sum = 0u64;
+        for i in (0..len).step_by(page_size()) {
+            sum += u64::from(std::ptr::read_volatile(p.cast::<u8>().add(i)));
+        }
+        std::hint::black_box(sum);
+        let before = resident(p, len);
+        assert_eq!(libc::madvise(p, len, libc::MADV_PAGEOUT), 0, "MADV_PAGEOUT");
+        let after = resident(p, len);
+        println!("pageout {before} {after}");
+        libc::munmap(p, len);
+    }
+}
+
 /// Pages of the mapping `p..p+len` in the page cache (`mincore`).
 fn resident(p: *mut libc::c_void, len: usize) -> usize {
     let mut vec = vec![0u8; len.div_ceil(page_size())];
@@ -918,6 +962,13 @@ fn main() {
                 std::process::exit(2)
             };
             readpass(n as usize, std::path::Path::new(path))
+        }
+        "pageout" => {
+            let Some(path) = args.get(2) else {
+                eprintln!("usage: vmscope-testchild pageout PAGES FILE");
+                std::process::exit(2)
+            };
+            pageout(n as usize, std::path::Path::new(path))
         }
         "majfault" | "readfile" => {
             let dir = report_to
