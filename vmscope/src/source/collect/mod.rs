@@ -485,10 +485,13 @@ impl Collector {
 
     /// Each memory cgroup's page-cache removals, read whole, and the ids
     /// samples listed before whose count grew since the last read; `None`
-    /// when the hook is not attached.
+    /// when the hook is not attached. Past half the map's room, the
+    /// entries of cgroups no sample listed (which none reports, such as
+    /// removed cgroups whose pages the kernel still holds) are deleted, so
+    /// that the cgroups listed keep finding room.
     fn cache_removals(
         &mut self,
-        probes: &Loaded,
+        probes: &mut Loaded,
     ) -> Option<(HashMap<u64, CacheRemovals>, Vec<u64>)> {
         if !crate::model::probes::probe_usable(
             &probes.probes,
@@ -507,6 +510,11 @@ impl Collector {
             .map(|(id, _)| *id)
             .filter(|id| self.listed.contains_key(id))
             .collect();
+        if now.len() > vmscope_common::CACHE_CGROUPS as usize / 2 {
+            for id in now.keys().filter(|id| !self.listed.contains_key(id)) {
+                let _ = probes.cache_removals.remove(id);
+            }
+        }
         self.cache_removed.clone_from(&now);
         Some((now, grew))
     }
