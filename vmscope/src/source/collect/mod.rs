@@ -510,10 +510,9 @@ impl Collector {
             .map(|(id, _)| *id)
             .filter(|id| self.listed.contains_key(id))
             .collect();
-        if now.len() > vmscope_common::CACHE_CGROUPS as usize / 2 {
-            for id in now.keys().filter(|id| !self.listed.contains_key(id)) {
-                let _ = probes.cache_removals.remove(id);
-            }
+        let room = vmscope_common::CACHE_CGROUPS as usize;
+        for id in unreported(now.keys(), room, |id| self.listed.contains_key(id)) {
+            let _ = probes.cache_removals.remove(&id);
         }
         self.cache_removed.clone_from(&now);
         Some((now, grew))
@@ -590,6 +589,20 @@ impl Collector {
         self.gup_floor.remove(&pid);
         self.mm.gone.by_tgid.remove(&pid);
     }
+}
+
+/// The per-cgroup removal counts to delete from a map of `room` entries
+/// holding `ids`: once it is past half full, those of cgroups no sample
+/// listed.
+fn unreported<'a>(
+    ids: impl ExactSizeIterator<Item = &'a u64>,
+    room: usize,
+    listed: impl Fn(&u64) -> bool,
+) -> Vec<u64> {
+    if ids.len() <= room / 2 {
+        return Vec::new();
+    }
+    ids.filter(|id| !listed(id)).copied().collect()
 }
 
 /// The catalogue's counters by key, and the per-mm swap sums named like
@@ -898,6 +911,18 @@ mod tests {
     use vmscope_common::MmSwap;
 
     use super::*;
+
+    /// Up to half full nothing goes; past it, the cgroups never listed go
+    /// and the listed ones stay.
+    #[test]
+    fn past_half_the_room_the_unlisted_cgroups_counts_go() {
+        let listed = |id: &u64| id.is_multiple_of(2);
+        let ids: Vec<u64> = (1..=5).collect();
+        assert!(unreported(ids.iter(), 10, listed).is_empty());
+        let mut gone = unreported(ids.iter(), 8, listed);
+        gone.sort_unstable();
+        assert_eq!(gone, [1, 3, 5]);
+    }
 
     #[test]
     fn cached_faults_are_added_to_their_process_only_when_in_scope() {
