@@ -9,8 +9,8 @@ use std::{
 use anyhow::Context as _;
 
 use vmscope_common::{
-    CacheRemovals, CgroupEvent, FAULT_CLASSES, FaultCache, HIST_BUCKETS, ProcStats, cache_flags,
-    cgroup_event, counter, hist, madvise,
+    CacheRemovals, FAULT_CLASSES, FaultCache, HIST_BUCKETS, ProcStats, cache_flags, counter, hist,
+    madvise,
 };
 
 use crate::{
@@ -32,6 +32,7 @@ use crate::model::sample::{
     MadviseCounts, Sample,
 };
 
+mod cgroups;
 mod levels;
 mod oom;
 mod swap;
@@ -425,163 +426,6 @@ impl Collector {
         }
     }
 
-    /// The OOM victims' records since the last read (draining the ring
-    /// buffer is reading it), on the recording's clock, each with its
-    /// memory cgroup as it stands now.
-    /// Takes in the cgroups created and removed since the last read (a
-    /// walk of the hierarchy stands in, less often, where the kernel does
-    /// not report them or some reports were lost), and returns those that
-    /// samples listed and are now gone. The limit watcher forgets the
-    /// removed ones.
-    fn cgroup_upkeep(&mut self, probes: &mut Loaded, lost: u64) -> Vec<u64> {
-        let Some(names) = self.names.as_mut() else {
-            return Vec::new();
-        };
-        let reported = crate::model::probes::probe_usable(&probes.probes, CGROUP_MKDIR)
-            && crate::model::probes::probe_usable(&probes.probes, CGROUP_RMDIR);
-        if let Some(ring) = probes.cgroup_events.as_mut() {
-            while let Some(item) = ring.next() {
-                if item.len() < std::mem::size_of::<CgroupEvent>() {
-                    continue;
-                }
-                // SAFETY: a whole record; `CgroupEvent` is plain integers
-                // and bytes, any bit pattern valid, read unaligned.
-                let e = unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<CgroupEvent>()) };
-                match e.kind {
-                    cgroup_event::CREATED if e.len > 0 => {
-                        let len = (e.len as usize).min(e.path.len());
-                        names.created(e.id, String::from_utf8_lossy(&e.path[..len]).into_owned());
-                    }
-                    cgroup_event::REMOVED => names.removed(e.id),
-                    _ => {}
-                }
-            }
-        }
-        let missed = !reported || lost != self.cgroup_events_lost;
-        self.cgroup_events_lost = lost;
-        names.refresh(if missed {
-            WALK_UNREPORTED
-        } else {
-            WALK_REPORTED
-        });
-        for (id, path) in names.take_removed() {
-            self.limits.forget(&path);
-            // Its count was last reported in the sample that listed it.
-            let _ = probes.cache_removals.remove(&id);
-            self.cache_removed.remove(&id);
-        }
-        let mut gone: Vec<u64> = self
-            .listed
-            .iter()
-            .filter(|(id, since)| names.gone_since(**id, **since))
-            .map(|(&id, _)| id)
-            .collect();
-        gone.sort_unstable();
-        for id in &gone {
-            self.listed.remove(id);
-        }
-        gone
-    }
-
-    /// Each memory cgroup's page-cache removals, read whole, and the ids
-    /// samples listed before whose count grew since the last read; `None`
-    /// when the hook is not attached. Past half the map's room, the
-    /// entries of cgroups no sample listed (which none reports, such as
-    /// removed cgroups whose pages the kernel still holds) are deleted, so
-    /// that the cgroups listed keep finding room.
-    fn cache_removals(
-        &mut self,
-        probes: &mut Loaded,
-    ) -> Option<(HashMap<u64, CacheRemovals>, Vec<u64>)> {
-        if !crate::model::probes::probe_usable(
-            &probes.probes,
-            crate::model::probes::names::PAGE_CACHE_REMOVE,
-        ) {
-            return None;
-        }
-        let now: HashMap<u64, CacheRemovals> = probes
-            .cache_removals
-            .iter()
-            .filter_map(Result::ok)
-            .collect();
-        let grew = now
-            .iter()
-            .filter(|(id, v)| self.cache_removed.get(id) != Some(v))
-            .map(|(id, _)| *id)
-            .filter(|id| self.listed.contains_key(id))
-            .collect();
-        let room = vmscope_common::CACHE_CGROUPS as usize;
-        for id in unreported(now.keys(), room, |id| self.listed.contains_key(id)) {
-            let _ = probes.cache_removals.remove(&id);
-        }
-        self.cache_removed.clone_from(&now);
-        Some((now, grew))
-    }
-
-    /// The cgroups of `procs` (those that changed), and those listed before
-    /// whose page-cache removals grew, with their books; one already gone
-    /// is added to `gone`.
-    fn cgroups(
-        &mut self,
-        procs: &[ProcSample],
-        removed: Option<&(HashMap<u64, CacheRemovals>, Vec<u64>)>,
-        gone: &mut Vec<u64>,
-    ) -> Vec<CgroupSample> {
-        let Some(names) = self.names.as_mut() else {
-            return Vec::new();
-        };
-        let grew = removed.iter().flat_map(|(_, grew)| grew);
-        let ids: std::collections::BTreeSet<u64> = procs
-            .iter()
-            .map(|p| p.cgroup)
-            .filter(|c| *c != 0)
-            .chain(grew.copied())
-            .collect();
-        let now = Instant::now();
-        ids.into_iter()
-            .map(|id| {
-                let path = names.path(id);
-                if !self.listed.contains_key(&id) && !gone.contains(&id) {
-                    if names.gone_since(id, now) {
-                        gone.push(id);
-                    } else {
-                        self.listed.insert(id, now);
-                    }
-                }
-                let books = path
-                    .as_deref()
-                    .and_then(|p| cgroupfs::books(names.hierarchy(), p));
-                let container_name = path
-                    .as_deref()
-                    .and_then(crate::model::identity::Identity::from_path)
-                    .and_then(|w| {
-                        self.containers
-                            .name(w.runtime.as_deref(), w.container.as_deref()?)
-                    });
-                let page_cache_removed = removed.map(|(counts, _)| {
-                    let c = counts.get(&id).copied().unwrap_or_default();
-                    crate::model::cgroup::CacheRemovals {
-                        evicted_pages: c.evicted,
-                        dropped_pages: c.dropped,
-                    }
-                });
-                CgroupSample {
-                    id,
-                    path,
-                    books,
-                    container_name,
-                    page_cache_removed,
-                }
-            })
-            .collect()
-    }
-
-    /// The name of the container `w` is, from its runtime's state.
-    fn container_name(&mut self, w: &crate::model::identity::Identity) -> Option<String> {
-        let id = w.container.as_deref()?;
-        self.containers.name(w.runtime.as_deref(), id)
-    }
-
     /// Drops what is kept about `pid`'s process, which has ended.
     fn forget(&mut self, pid: u32) {
         self.last.remove(&pid);
@@ -589,20 +433,6 @@ impl Collector {
         self.gup_floor.remove(&pid);
         self.mm.gone.by_tgid.remove(&pid);
     }
-}
-
-/// The per-cgroup removal counts to delete from a map of `room` entries
-/// holding `ids`: once it is past half full, those of cgroups no sample
-/// listed.
-fn unreported<'a>(
-    ids: impl ExactSizeIterator<Item = &'a u64>,
-    room: usize,
-    listed: impl Fn(&u64) -> bool,
-) -> Vec<u64> {
-    if ids.len() <= room / 2 {
-        return Vec::new();
-    }
-    ids.filter(|id| !listed(id)).copied().collect()
 }
 
 /// The catalogue's counters by key, and the per-mm swap sums named like
@@ -911,18 +741,6 @@ mod tests {
     use vmscope_common::MmSwap;
 
     use super::*;
-
-    /// Up to half full nothing goes; past it, the cgroups never listed go
-    /// and the listed ones stay.
-    #[test]
-    fn past_half_the_room_the_unlisted_cgroups_counts_go() {
-        let listed = |id: &u64| id.is_multiple_of(2);
-        let ids: Vec<u64> = (1..=5).collect();
-        assert!(unreported(ids.iter(), 10, listed).is_empty());
-        let mut gone = unreported(ids.iter(), 8, listed);
-        gone.sort_unstable();
-        assert_eq!(gone, [1, 3, 5]);
-    }
 
     #[test]
     fn cached_faults_are_added_to_their_process_only_when_in_scope() {
