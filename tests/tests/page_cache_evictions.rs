@@ -65,15 +65,6 @@ fn row<'a>(rec: &'a serde_json::Value, cg: &pressure::MemCgroup) -> &'a serde_js
         .unwrap_or_else(|| panic!("no row for {leaf} in {pc:#}"))
 }
 
-fn attached(rec: &serde_json::Value) -> &serde_json::Value {
-    rec["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["probe"] == PROBE)
-        .unwrap_or_else(|| panic!("no {PROBE} in {:#}", rec["probes"]))
-}
-
 #[test]
 fn a_cgroups_evictions_equal_the_file_pages_reclaim_freed_and_what_is_left_its_cache() {
     if !root_or_skip(
@@ -96,7 +87,7 @@ fn a_cgroups_evictions_equal_the_file_pages_reclaim_freed_and_what_is_left_its_c
     let (o, rec) = record_to(dir.path(), "evict", &wrapped, &[], Duration::from_secs(300));
     let after = stolen(&pressure::vmstat());
     assert!(o.status.success(), "{:?} {}", o.status, text(&o.stderr));
-    let probe = attached(&rec);
+    let probe = probe(&rec, PROBE);
     assert_eq!(probe["attached"], true, "{probe}");
     let cache_left = cache_bytes(&cg) / page_bytes();
     let r = row(&rec, &cg);
@@ -258,7 +249,7 @@ fn without_the_removal_hook_evictions_are_unavailable_not_zero() {
         Duration::from_secs(60),
     );
     assert!(o.status.success(), "{:?} {}", o.status, text(&o.stderr));
-    let probe = attached(&rec);
+    let probe = probe(&rec, PROBE);
     assert_eq!(probe["attached"], false, "{probe}");
     assert!(
         probe["reason"]

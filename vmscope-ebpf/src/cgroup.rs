@@ -253,7 +253,7 @@ pub fn current_key() -> Option<u64> {
 }
 
 #[inline(always)]
-fn read_u64(addr: usize) -> Option<u64> {
+pub fn read_u64(addr: usize) -> Option<u64> {
     // SAFETY: kernel reads through the helper, which checks them.
     unsafe { bpf_probe_read_kernel(addr as *const u64) }
         .ok()
@@ -266,7 +266,14 @@ fn v1_memcg() -> Option<u64> {
     let task = unsafe { bpf_get_current_task() } as usize;
     let set = read_u64(task + maps::offset(off::TASK_CGROUPS))?;
     let css = read_u64(set as usize + maps::offset(off::CSS_SET_MEMORY))?;
-    let cgrp = read_u64(css as usize + maps::offset(off::CSS_CGROUP))?;
+    css_cgroup_id(css as usize)
+}
+
+/// `css->cgroup->kn->id`: the id of the cgroup a subsystem state is of
+/// (a memory cgroup's, for v1 keys and page-cache removals).
+#[inline(always)]
+pub fn css_cgroup_id(css: usize) -> Option<u64> {
+    let cgrp = read_u64(css + maps::offset(off::CSS_CGROUP))?;
     let kn = read_u64(cgrp as usize + maps::offset(off::CGROUP_KN))?;
     read_u64(kn as usize + maps::offset(off::KN_ID))
 }

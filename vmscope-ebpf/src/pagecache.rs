@@ -203,10 +203,7 @@ fn memcg_id(at: usize) -> Option<u64> {
     if memcg == 0 {
         return None;
     }
-    let css = memcg + maps::offset(off::MEMCG_CSS);
-    let cgrp = read::<u64>(css + maps::offset(off::CSS_CGROUP)).filter(|v| *v != 0)?;
-    let kn = read::<u64>(cgrp as usize + maps::offset(off::CGROUP_KN)).filter(|v| *v != 0)?;
-    read::<u64>(kn as usize + maps::offset(off::KN_ID)).filter(|v| *v != 0)
+    crate::cgroup::css_cgroup_id(memcg + maps::offset(off::MEMCG_CSS))
 }
 
 /// The cgroup's entry, made on its first removal.

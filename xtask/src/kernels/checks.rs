@@ -99,6 +99,14 @@ fn within(got: u64, want: u64, pct: f64) -> bool {
     want > 0 && (got as f64 - want as f64).abs() <= want as f64 * pct / 100.0
 }
 
+/// A recording's entry for `name` in its probe list.
+fn probe_entry<'a>(rec: &'a Value, name: &str) -> Option<&'a Value> {
+    rec["probes"]
+        .as_array()?
+        .iter()
+        .find(|p| p["probe"] == name)
+}
+
 fn u(v: &Value, pointer: &str) -> u64 {
     v.pointer(pointer).and_then(Value::as_u64).unwrap_or(0)
 }
@@ -252,11 +260,8 @@ fn doctor_check(c: &Console, doctor: &Value, kinds: &BTreeMap<String, String>) -
         }
     }
     let method_of = |probe: &str| {
-        rec["probes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|p| p["probe"] == probe && p["attached"] == true)
+        probe_entry(&rec, probe)
+            .filter(|p| p["attached"] == true)
             .and_then(|p| p["method"].as_str())
             .unwrap_or("none")
             .to_string()
@@ -530,11 +535,7 @@ fn swap_figures(c: &Console, name: &str) -> Result<(u64, u64, u64, u64, String),
     }
     let rec = c.recording(name)?;
     let (out, inn) = swap_sums(&rec);
-    let method = rec["probes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["probe"] == "kmem:rss_stat")
+    let method = probe_entry(&rec, "kmem:rss_stat")
         .and_then(|p| p["method"].as_str())
         .unwrap_or("none")
         .to_string();
@@ -755,11 +756,7 @@ fn page_cache_evictions_check(c: &Console) -> Check {
         Ok(r) => r,
         Err(e) => return check(NAME, false, e),
     };
-    let probe = rec["probes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["probe"] == "filemap:mm_filemap_delete_from_page_cache");
+    let probe = probe_entry(&rec, "filemap:mm_filemap_delete_from_page_cache");
     if probe.is_none_or(|p| p["attached"] != true) {
         return check(
             NAME,
@@ -847,11 +844,7 @@ fn cgroup_subtree_check(c: &Console) -> Check {
     };
     // The move hook that follows by path must be the classic program: the
     // per-interval scan behind it misses a short-lived cgroup.
-    let hook = rec["probes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["probe"] == "cgroup:cgroup_attach_task");
+    let hook = probe_entry(&rec, "cgroup:cgroup_attach_task");
     let method = hook.and_then(|p| p["method"].as_str()).unwrap_or("absent");
     let mut ok = method == "tracepoint";
     let mut figures = Vec::new();
