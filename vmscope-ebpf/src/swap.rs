@@ -155,12 +155,6 @@ static PCPU_PROBE: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
 #[map]
 static SCRATCH: PerCpuArray<[u64; 129]> = PerCpuArray::with_max_entries(1, 0);
 
-#[inline(always)]
-fn read_u64(addr: u64) -> Option<u64> {
-    // SAFETY: a kernel address; the helper checks the read.
-    unsafe { bpf_probe_read_kernel(addr as *const u64) }.ok()
-}
-
 /// Learns the per-CPU offsets; false if it cannot.
 #[inline(never)]
 fn learn_pcpu_offsets() -> bool {
@@ -208,16 +202,37 @@ fn learn_pcpu_offsets() -> bool {
     true
 }
 
-/// The sum of a `struct percpu_counter` at `pc`: its count plus every CPU's
-/// part, as `percpu_counter_sum` computes it (without the lock).
+/// A load through a BTF-typed kernel pointer (a BTF tracepoint's argument,
+/// the task `bpf_get_current_task_btf` returns, its saved registers, or a
+/// pointer field loaded from one of them) at a field offset the loader took
+/// from the kernel's BTF. The offset is a read-only global, so the verifier
+/// knows it, checks the field against the kernel's BTF, and makes the load
+/// one that cannot fault (a bad address reads 0): one instruction, where
+/// `bpf_probe_read_kernel` is a helper call. The swap probe runs on every
+/// RSS change, so on a swapping workload this is most of its cost.
+///
+/// # Safety
+/// `base` must be such a pointer and `at` the offset of a field of type `T`.
+#[inline(always)]
+unsafe fn field<T: Copy>(base: u64, at: usize) -> T {
+    // SAFETY: as the caller promises; the verifier checks it at load time.
+    unsafe { core::ptr::read_volatile((base as usize + at) as *const T) }
+}
+
+/// The sum of the `struct percpu_counter` at `pc`, a field of a BTF-typed
+/// `mm`: its count plus every CPU's part, as `percpu_counter_sum` computes
+/// it (without the lock). The parts are behind a per-CPU pointer, which is
+/// read with the helper.
 #[inline(always)]
 fn percpu_sum(pc: u64) -> Option<i64> {
     let ready = PCPU_OFF.get(MAX_CPUS).copied().unwrap_or(0) == 1;
     if !ready && !learn_pcpu_offsets() {
         return None;
     }
-    let mut sum = read_u64(pc + maps::offset(off::PCPU_COUNT) as u64)? as i64;
-    let counters = read_u64(pc + maps::offset(off::PCPU_COUNTERS) as u64)?;
+    // SAFETY: `pc` is inside the mm the tracepoint passed; the offsets are
+    // `struct percpu_counter`'s `count` (s64) and `counters` (a pointer).
+    let mut sum: i64 = unsafe { field(pc, maps::offset(off::PCPU_COUNT)) };
+    let counters: u64 = unsafe { field(pc, maps::offset(off::PCPU_COUNTERS)) };
     let nr = maps::offset(off::NR_CPUS) as u32;
     for cpu in 0..MAX_CPUS {
         if cpu >= nr {
@@ -237,7 +252,8 @@ fn percpu_sum(pc: u64) -> Option<i64> {
 
 /// `rss_stat(mm, member)` as a BTF tracepoint: no trace record is built, so
 /// the kernel does not sum the counter on every RSS change; only swap-entry
-/// changes are looked at, summed here.
+/// changes are looked at, summed here. `mm` is BTF-typed, so its fields
+/// (and the current task's) are plain loads.
 #[inline(always)]
 pub fn on_rss_stat_btf(mm: u64, member: i32) {
     if member != MM_SWAPENTS {
@@ -248,17 +264,13 @@ pub fn on_rss_stat_btf(mm: u64, member: i32) {
         return;
     };
     let shift = maps::offset(off::PAGE_SHIFT) as u32 & 31;
-    let task = unsafe { aya_ebpf::helpers::bpf_get_current_task() };
-    let curr = read_u64(task + maps::offset(off::TASK_MM) as u64) == Some(mm);
-    let owner = read_u64(mm + maps::offset(off::MM_OWNER) as u64)
-        .filter(|&t| t != 0)
-        .and_then(|t| {
-            // SAFETY: the owner task's tgid; the helper checks the read.
-            unsafe {
-                bpf_probe_read_kernel((t + maps::offset(off::TASK_TGID) as u64) as *const u32)
-            }
-            .ok()
-        })
+    let task = unsafe { raw::bpf_get_current_task_btf() } as u64;
+    // SAFETY: `task_struct.mm` and `mm_struct.owner` (pointers) and
+    // `task_struct.tgid` (pid_t), through BTF-typed pointers.
+    let curr = unsafe { field::<u64>(task, maps::offset(off::TASK_MM)) } == mm;
+    let owner_task: u64 = unsafe { field(mm, maps::offset(off::MM_OWNER)) };
+    let owner = (owner_task != 0)
+        .then(|| unsafe { field::<u32>(owner_task, maps::offset(off::TASK_TGID)) })
         .filter(|&tgid| !maps::filter_enabled() || maps::TRACKED.get_ptr(tgid).is_some());
     on_swapents(mm, curr, pages << shift, owner);
 }
@@ -284,11 +296,9 @@ fn unmapping() -> bool {
         return false;
     }
     // SAFETY: the current task, as the helper's BTF-typed argument.
-    let regs = unsafe { raw::bpf_task_pt_regs(raw::bpf_get_current_task_btf()) } as usize;
-    let read = |at: usize| {
-        // SAFETY: a saved register; the helper checks the read.
-        unsafe { bpf_probe_read_kernel((regs + at) as *const u64) }.unwrap_or(u64::MAX)
-    };
+    let regs = unsafe { raw::bpf_task_pt_regs(raw::bpf_get_current_task_btf()) } as u64;
+    // SAFETY: a saved register (`unsigned long`) of the BTF-typed pt_regs.
+    let read = |at: usize| unsafe { field::<u64>(regs, at) };
     match read(at) {
         syscall::MUNMAP | syscall::MREMAP | syscall::BRK | syscall::MMAP => true,
         syscall::MADVISE => !madvise::populates(read(maps::offset(off::PT_REGS_ARG3))),
@@ -305,12 +315,10 @@ fn in_reclaim() -> bool {
     if at == 0 {
         return true;
     }
-    let task = unsafe { aya_ebpf::helpers::bpf_get_current_task() } as usize;
-    // SAFETY: the current task's address; the helper checks the read.
-    match unsafe { aya_ebpf::helpers::bpf_probe_read_kernel((task + at) as *const u32) } {
-        Ok(flags) => flags & PF_MEMALLOC != 0,
-        Err(_) => true,
-    }
+    let task = unsafe { raw::bpf_get_current_task_btf() } as u64;
+    // SAFETY: `task_struct.flags` (unsigned int) of the BTF-typed task.
+    let flags = unsafe { field::<u32>(task, at) };
+    flags & PF_MEMALLOC != 0
 }
 
 /// Records that `mm_id` belongs to the current process.
