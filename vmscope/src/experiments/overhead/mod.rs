@@ -222,13 +222,16 @@ pub(super) fn bpftrace_installed() -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// How long the peer has to attach and print its ready line.
+const PEER_READY: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Runs `f` while the bpftrace `program` is attached (it prints "ready" in
 /// its BEGIN block).
 pub(super) fn with_bpftrace<T>(
     program: &str,
     f: impl FnOnce() -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
-    use std::io::{BufRead as _, Read as _};
+    use std::io::BufRead as _;
     let mut cmd = std::process::Command::new("bpftrace");
     // Started while `overhead --workloads` holds Ctrl-C: SIGINT must still
     // stop it.
@@ -240,20 +243,38 @@ pub(super) fn with_bpftrace<T>(
         .spawn()
         .context("starting bpftrace")?;
     let stdout = child.stdout.take().context("bpftrace's stdout")?;
-    let mut lines = std::io::BufReader::new(stdout);
-    let mut line = String::new();
-    let ready = loop {
-        line.clear();
-        match lines.read_line(&mut line) {
-            Ok(0) | Err(_) => break false,
-            Ok(_) if line.trim() == "ready" => break true,
-            Ok(_) => {}
+    // Its lines are read on a thread, to the end (so that it never blocks
+    // on a full pipe), and its ready line awaited with a deadline: a peer
+    // that attaches but never says so must not hang the bench.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut lines = std::io::BufReader::new(stdout);
+        let mut line = String::new();
+        let mut told = false;
+        loop {
+            line.clear();
+            match lines.read_line(&mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) if !told && line.trim() == "ready" => {
+                    told = true;
+                    let _ = tx.send(());
+                }
+                Ok(_) => {}
+            }
         }
-    };
-    let result = if ready {
-        f()
-    } else {
-        Err(anyhow::anyhow!("bpftrace exited before attaching"))
+    });
+    let result = match rx.recv_timeout(PEER_READY) {
+        Ok(()) => f(),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+            Err(anyhow::anyhow!("bpftrace exited before attaching"))
+        }
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+            let _ = child.kill();
+            Err(anyhow::anyhow!(
+                "bpftrace printed no ready line in {} s; stopped it (run the bench without it: apt-get remove bpftrace)",
+                PEER_READY.as_secs()
+            ))
+        }
     };
     if let Ok(pid) = i32::try_from(child.id()) {
         // SIGINT: bpftrace prints its map and detaches.
@@ -262,7 +283,7 @@ pub(super) fn with_bpftrace<T>(
             rustix::process::Signal::INT,
         );
     }
-    let _ = lines.read_to_end(&mut Vec::new());
+    let _ = reader.join();
     let _ = child.wait();
     result
 }
