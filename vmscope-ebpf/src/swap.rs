@@ -208,8 +208,7 @@ fn learn_pcpu_offsets() -> bool {
 /// from the kernel's BTF. The offset is a read-only global, so the verifier
 /// knows it, checks the field against the kernel's BTF, and makes the load
 /// one that cannot fault (a bad address reads 0): one instruction, where
-/// `bpf_probe_read_kernel` is a helper call. The swap probe runs on every
-/// RSS change, so on a swapping workload this is most of its cost.
+/// `bpf_probe_read_kernel` is a helper call.
 ///
 /// # Safety
 /// `base` must be such a pointer and `at` the offset of a field of type `T`.

@@ -231,7 +231,7 @@ pub(super) fn with_bpftrace<T>(
     program: &str,
     f: impl FnOnce() -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
-    use std::io::BufRead as _;
+    use std::io::Read as _;
     let mut cmd = std::process::Command::new("bpftrace");
     // Started while `overhead --workloads` holds Ctrl-C: SIGINT must still
     // stop it.
@@ -242,33 +242,11 @@ pub(super) fn with_bpftrace<T>(
         .stderr(std::process::Stdio::null())
         .spawn()
         .context("starting bpftrace")?;
-    let stdout = child.stdout.take().context("bpftrace's stdout")?;
-    // Its lines are read on a thread, to the end (so that it never blocks
-    // on a full pipe), and its ready line awaited with a deadline: a peer
-    // that attaches but never says so must not hang the bench.
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        let mut lines = std::io::BufReader::new(stdout);
-        let mut line = String::new();
-        let mut told = false;
-        loop {
-            line.clear();
-            match lines.read_line(&mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) if !told && line.trim() == "ready" => {
-                    told = true;
-                    let _ = tx.send(());
-                }
-                Ok(_) => {}
-            }
-        }
-    });
-    let result = match rx.recv_timeout(PEER_READY) {
-        Ok(()) => f(),
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-            Err(anyhow::anyhow!("bpftrace exited before attaching"))
-        }
-        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+    let mut stdout = child.stdout.take().context("bpftrace's stdout")?;
+    let result = match await_ready(&mut stdout, PEER_READY) {
+        Ready::Said => f(),
+        Ready::Exited => Err(anyhow::anyhow!("bpftrace exited before attaching")),
+        Ready::Silent => {
             let _ = child.kill();
             Err(anyhow::anyhow!(
                 "bpftrace printed no ready line in {} s; stopped it (run the bench without it: apt-get remove bpftrace)",
@@ -283,9 +261,55 @@ pub(super) fn with_bpftrace<T>(
             rustix::process::Signal::INT,
         );
     }
-    let _ = reader.join();
+    let _ = stdout.read_to_end(&mut Vec::new());
     let _ = child.wait();
     result
+}
+
+/// What the peer said before its deadline.
+#[derive(Debug, PartialEq, Eq)]
+enum Ready {
+    Said,
+    Exited,
+    Silent,
+}
+
+/// Reads the peer's output until a whole line says "ready", it ends, or
+/// `within` passes: a peer that attaches but never says so must not
+/// hang the bench. Polled on this thread, not read on another: the swap
+/// loop forks while the peer runs, and its child relies on this process
+/// having one thread.
+fn await_ready(out: &mut std::process::ChildStdout, within: std::time::Duration) -> Ready {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    use std::io::Read as _;
+    let deadline = std::time::Instant::now() + within;
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 512];
+    loop {
+        // Whole lines only: the last piece has no newline yet.
+        let mut lines: Vec<&[u8]> = seen.split(|&b| b == b'\n').collect();
+        lines.pop();
+        if lines.iter().any(|l| l.trim_ascii() == b"ready") {
+            return Ready::Said;
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Ready::Silent;
+        }
+        let wait = Timespec {
+            tv_sec: left.as_secs() as i64,
+            tv_nsec: i64::from(left.subsec_nanos()),
+        };
+        let mut pfd = [PollFd::new(&*out, PollFlags::IN)];
+        if poll(&mut pfd, Some(&wait)).unwrap_or(0) == 0 {
+            continue;
+        }
+        match out.read(&mut buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Ok(0) | Err(_) => return Ready::Exited,
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+        }
+    }
 }
 
 fn measure(mode: Mode, hooks: &[Vec<AttachedHook>; 3], args: &OverheadArgs) -> anyhow::Result<f64> {
@@ -497,5 +521,51 @@ fn print_costs(modes: &[Mode], m: &[f64], args: &OverheadArgs) {
     if let Some(bt) = at(Mode::Bpftrace) {
         println!("peer:");
         println!("  bpftrace one-liner / nothing {:.3}", bt / nothing);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// What `await_ready` makes of a child printing `script`'s output.
+    fn ready_of(script: &str, within: Duration) -> (Ready, Duration) {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh runs");
+        let mut out = child.stdout.take().expect("piped");
+        let t = Instant::now();
+        let r = await_ready(&mut out, within);
+        let took = t.elapsed();
+        let _ = child.kill();
+        let _ = child.wait();
+        (r, took)
+    }
+
+    #[test]
+    fn the_peer_is_ready_once_a_whole_line_says_so() {
+        let (r, took) = ready_of(
+            "printf 'attaching\\nready\\n'; sleep 5",
+            Duration::from_secs(4),
+        );
+        assert_eq!(r, Ready::Said);
+        assert!(took < Duration::from_secs(2), "took {took:?}");
+    }
+
+    #[test]
+    fn a_peer_that_ends_first_has_exited() {
+        let (r, _) = ready_of("printf 'no probes\\n'", Duration::from_secs(4));
+        assert_eq!(r, Ready::Exited);
+    }
+
+    #[test]
+    fn a_silent_peer_is_given_up_at_the_deadline() {
+        // "ready" without its newline is not yet a line.
+        let (r, took) = ready_of("printf ready; sleep 5", Duration::from_millis(300));
+        assert_eq!(r, Ready::Silent);
+        assert!(took < Duration::from_secs(2), "took {took:?}");
     }
 }

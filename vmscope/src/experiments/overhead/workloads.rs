@@ -448,16 +448,21 @@ fn on_cpu(cmd: &mut Command, cpu: usize) -> &mut Command {
         return cmd;
     }
     // SAFETY: the closure makes one syscall on the child's own affinity.
+    unsafe { cmd.pre_exec(move || pin_to(cpu)) }
+}
+
+/// Pins the calling thread to CPU `cpu`.
+fn pin_to(cpu: usize) -> std::io::Result<()> {
+    // SAFETY: a zeroed cpu_set_t is valid; the call sets only the calling
+    // thread's affinity.
     unsafe {
-        cmd.pre_exec(move || {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        })
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
     }
+    Ok(())
 }
 
 /// The SET and GET requests per second from redis-benchmark's `--csv`
@@ -565,28 +570,26 @@ unsafe fn swap_child(procs: &CString, pages: usize, page: usize) -> ! {
 ///
 /// Left to the scheduler, the swap loop's child (the same loop, run alone
 /// from a shell) paid TLB shootdowns and ran slow in six runs of eight,
-/// and ran fast in all sixteen runs started on one CPU: once its mm has been on both CPUs, the
-/// pages reclaim unmaps are flushed from the other CPU's TLB too, by
-/// interrupts between CPUs, which a virtual machine makes dear. Pinning
-/// the child once it runs is not enough (it may start on the other CPU),
-/// so it is made on CPU 0. Inside the bench that leaves about one run in
-/// five with them, for a reason not found; see `swap_loop_best`.
+/// and ran fast in all sixteen runs started on one CPU: once its mm has
+/// been on both CPUs, the pages reclaim unmaps are flushed from the other
+/// CPU's TLB too, by interrupts between CPUs, which a virtual machine
+/// makes dear. Pinning the child once it runs is not enough (it may start
+/// on the other CPU), so it is made on CPU 0. Inside the bench that leaves
+/// about one run in five with them, for a reason not found; see
+/// `swap_loop_best`.
 fn on_first_cpu<T>(f: impl FnOnce() -> T) -> T {
     let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: zeroed cpu_set_t values are valid; the calls read and set
-    // only the calling thread's affinity.
-    unsafe {
-        let mut before: libc::cpu_set_t = std::mem::zeroed();
-        let mut first: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(0, &mut first);
-        let pinned = libc::sched_getaffinity(0, size, &mut before) == 0
-            && libc::sched_setaffinity(0, size, &first) == 0;
-        let out = f();
-        if pinned {
-            libc::sched_setaffinity(0, size, &before);
-        }
-        out
+    // SAFETY: a zeroed cpu_set_t is valid; the calls read and set only the
+    // calling thread's affinity.
+    let mut before: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let saved = unsafe { libc::sched_getaffinity(0, size, &mut before) } == 0;
+    let pinned = saved && pin_to(0).is_ok();
+    let out = f();
+    if pinned {
+        // SAFETY: as above.
+        unsafe { libc::sched_setaffinity(0, size, &before) };
     }
+    out
 }
 
 fn print(modes: &[Watching], med: &[[f64; 5]], rounds: u32, bench: &Bench) {
