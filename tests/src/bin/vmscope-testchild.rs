@@ -144,7 +144,18 @@ fn shootdown(n: usize) {
     static DONE: AtomicUsize = AtomicUsize::new(0);
     static STOP: AtomicBool = AtomicBool::new(false);
     let ps = page_size();
+    // The two threads on two CPUs, so that each munmap has a CPU to
+    // interrupt: left to the scheduler on a busy host, both may share one
+    // CPU, and then the kernel needs no interrupt at all.
+    let cpus = allowed_cpus();
+    let pair = (cpus.len() >= 2).then(|| (cpus[0], cpus[1]));
+    if let Some((main, _)) = pair {
+        pin_to(main);
+    }
     let helper = std::thread::spawn(move || {
+        if let Some((_, other)) = pair {
+            pin_to(other);
+        }
         while !STOP.load(Ordering::Relaxed) {
             let r = REGION.load(Ordering::Acquire);
             if r != 0 && DONE.load(Ordering::Relaxed) != r {
@@ -167,6 +178,40 @@ fn shootdown(n: usize) {
     }
     STOP.store(true, Ordering::Relaxed);
     helper.join().unwrap();
+}
+
+/// The CPUs this thread may run on, lowest first.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is valid, and the kernel fills it.
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
+            0,
+            "sched_getaffinity: {}",
+            std::io::Error::last_os_error()
+        );
+        set
+    };
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: reads a bit of our own set, within its size.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
+}
+
+/// Keeps the calling thread on `cpu` alone.
+fn pin_to(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is valid; the set is ours.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0,
+            "sched_setaffinity to CPU {cpu}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
 }
 
 /// Lazily freed memory, then pressure so reclaim frees it.
@@ -834,17 +879,8 @@ fn swap_in(p: *mut u8, pages: usize, mode: &str) {
 /// what a process does that a runtime or a service manager moves while
 /// it runs, with no syscall in between that would look its books up.
 fn moveto(pages: usize, procs: &str) {
-    // SAFETY: a zeroed cpu_set_t is valid; sched_getcpu has no
-    // preconditions; the set is ours.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(libc::sched_getcpu() as usize, &mut set);
-        assert_eq!(
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
-            0,
-            "sched_setaffinity"
-        );
-    }
+    // SAFETY: sched_getcpu has no preconditions.
+    pin_to(unsafe { libc::sched_getcpu() } as usize);
     let len = 2 * pages * page_size();
     let p = map(len);
     // SAFETY: the whole mapping.
