@@ -130,7 +130,10 @@ fn slowloris_of_600_leaves_prometheus_and_other_peers_served() {
                 }
             }
         }
-        (conns, reopened, answered)
+        // No more re-opening: the connections left are watched here, on
+        // this thread, so that a close is seen when it happens, not when
+        // the main thread is done asking Prometheus.
+        (Aftermath::watch(conns), reopened, answered)
     });
 
     // Meanwhile fresh connections from the attacker's own address, which
@@ -162,31 +165,7 @@ fn slowloris_of_600_leaves_prometheus_and_other_peers_served() {
     let scrapes = prom.value(&format!("count_over_time(up[{window}])"));
     let min_up = prom.value(&format!("min_over_time(up[{window}])"));
     let slowest = prom.value(&format!("max_over_time(scrape_duration_seconds[{window}])"));
-    let (mut conns, reopened, answered) = attacker.join().unwrap();
-    let attack_end = Instant::now();
-
-    // No more re-opening: every connection left is closed by the server
-    // within the head timeout (and some slack) of its opening.
-    let mut late = Vec::new();
-    let mut longest = Duration::ZERO;
-    let mut open: Vec<Slow> = conns.iter_mut().filter_map(Option::take).collect();
-    let held = open.len();
-    let mut answered_after = 0;
-    while !open.is_empty() && attack_end.elapsed() < HEAD_TIMEOUT + Duration::from_secs(10) {
-        open.retain_mut(|c| {
-            if closed(&mut c.s, &mut answered_after) {
-                let lived = c.opened.elapsed();
-                longest = longest.max(lived);
-                if lived > HEAD_TIMEOUT + Duration::from_secs(2) {
-                    late.push(lived);
-                }
-                false
-            } else {
-                true
-            }
-        });
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (after, reopened, answered) = attacker.join().unwrap();
     let (body, _) = scrape_from(OTHER, addr);
     let max_other = other.iter().max().copied().unwrap_or_default();
     eprintln!(
@@ -199,14 +178,14 @@ fn slowloris_of_600_leaves_prometheus_and_other_peers_served() {
         ATTACK.as_secs_f64(),
         other.len(),
         max_other.as_secs_f64() * 1e3,
-        open.len(),
-        attack_end.elapsed().as_secs_f64(),
-        longest.as_secs_f64(),
+        after.open,
+        after.watched.as_secs_f64(),
+        after.longest.as_secs_f64(),
         dropped(&body, "peer_limit"),
         dropped(&body, "head_timeout"),
     );
     assert_eq!(
-        (answered, answered_after),
+        (answered, after.answered),
         (0, 0),
         "the server answered bytes to an unfinished request head"
     );
@@ -234,12 +213,63 @@ fn slowloris_of_600_leaves_prometheus_and_other_peers_served() {
         "a GET from {OTHER} took {max_other:?} during the attack: {other:?}"
     );
     assert!(
-        open.is_empty() && late.is_empty(),
-        "{} of the {held} slow connections open at the end are still open; {} closed later than \
-         {HEAD_TIMEOUT:?} + 2 s after opening: {late:?}",
-        open.len(),
-        late.len()
+        after.open == 0 && after.late.is_empty(),
+        "{} of the {} slow connections open at the end are still open; {} closed later than \
+         {HEAD_TIMEOUT:?} + 2 s after opening: {:?}",
+        after.open,
+        after.held,
+        after.late.len(),
+        after.late
     );
+}
+
+/// The slow connections left open when the attack ends, watched until the
+/// server has closed them all (or for the head timeout and 10 s more).
+struct Aftermath {
+    /// How many were open when the attack ended.
+    held: usize,
+    /// How many were still open when the watch gave up.
+    open: usize,
+    /// Lifetimes of those closed later than the head timeout and 2 s.
+    late: Vec<Duration>,
+    longest: Duration,
+    /// Bytes the server sent on them (it must send none).
+    answered: usize,
+    /// How long the watch took.
+    watched: Duration,
+}
+
+impl Aftermath {
+    fn watch(conns: Vec<Option<Slow>>) -> Aftermath {
+        let start = Instant::now();
+        let mut open: Vec<Slow> = conns.into_iter().flatten().collect();
+        let mut a = Aftermath {
+            held: open.len(),
+            open: 0,
+            late: Vec::new(),
+            longest: Duration::ZERO,
+            answered: 0,
+            watched: Duration::ZERO,
+        };
+        while !open.is_empty() && start.elapsed() < HEAD_TIMEOUT + Duration::from_secs(10) {
+            open.retain_mut(|c| {
+                if closed(&mut c.s, &mut a.answered) {
+                    let lived = c.opened.elapsed();
+                    a.longest = a.longest.max(lived);
+                    if lived > HEAD_TIMEOUT + Duration::from_secs(2) {
+                        a.late.push(lived);
+                    }
+                    false
+                } else {
+                    true
+                }
+            });
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        a.open = open.len();
+        a.watched = start.elapsed();
+        a
+    }
 }
 
 /// Peer addresses in the keep-alive crowd: 127.0.0.2 and up.
