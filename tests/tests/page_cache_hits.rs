@@ -150,6 +150,13 @@ impl Hits {
     }
 }
 
+/// The tests one at a time: each writes and reads a 1 GiB file, two of
+/// them through a 256 MiB limit, and each counts its cgroup's refaults.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn page_bytes() -> u64 {
     // SAFETY: sysconf has no preconditions.
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as u64 }
@@ -174,6 +181,7 @@ fn a_second_pass_in_a_cgroup_that_holds_the_file_hits_every_cached_page() {
     if !root_or_skip("a_second_pass_in_a_cgroup_that_holds_the_file_hits_every_cached_page") {
         return;
     }
+    let _one = one_at_a_time();
     let file = ColdFile::new();
     let cg = pressure::MemCgroup::new(4 * GIB);
     file.read_in(&cg);
@@ -186,11 +194,24 @@ fn a_second_pass_in_a_cgroup_that_holds_the_file_hits_every_cached_page() {
     );
     let (hits, refaults) = file.record_in(&cg, "second-pass-4g");
     hits.check_reads(&file);
-    // Nothing was evicted, so nothing is read again after an eviction.
-    hits.check_refaults(refaults, 0, 0.0);
+    // The cgroup's limit evicts nothing. Pages it had evicted before, or
+    // that the host's own reclaim takes during the pass, and that the
+    // child reads (the file, or at exec its own binary and libraries),
+    // are refaults by the kernel's count, and the pass adds each. So the
+    // pages added are those of the file not cached before the pass, and
+    // those refaults. One CI run saw 515.
+    assert!(
+        refaults <= file.pages / 100,
+        "{refaults} pages refaulted during the pass, more than 1% of the file: not the test's \
+         condition (a cgroup that holds the file)"
+    );
+    let uncached = file.pages - cached.min(file.pages);
+    hits.check_refaults(refaults, hits.added.saturating_sub(uncached), 0.0);
+    let want = want - refaults as f64 / file.pages as f64;
     assert!(
         hits.ratio >= 0.95 && (hits.ratio - want).abs() <= 0.01,
-        "hit ratio {:.4} with {cached} of {} pages cached before the pass: {hits:?}",
+        "hit ratio {:.4} with {cached} of {} pages cached before the pass and {refaults} \
+         refaulted during it: {hits:?}",
         hits.ratio,
         file.pages
     );
@@ -201,6 +222,7 @@ fn a_second_pass_in_a_cgroup_a_quarter_of_the_file_mostly_misses() {
     if !root_or_skip("a_second_pass_in_a_cgroup_a_quarter_of_the_file_mostly_misses") {
         return;
     }
+    let _one = one_at_a_time();
     let file = ColdFile::new();
     let cg = pressure::MemCgroup::new(256 * MIB);
     file.read_in(&cg);
@@ -218,6 +240,7 @@ fn a_cold_read_of_a_file_larger_than_the_cgroup_hits_nothing() {
     if !root_or_skip("a_cold_read_of_a_file_larger_than_the_cgroup_hits_nothing") {
         return;
     }
+    let _one = one_at_a_time();
     let file = ColdFile::new();
     let cg = pressure::MemCgroup::new(256 * MIB);
     let (hits, refaults) = file.record_in(&cg, "cold-256m");
