@@ -1,8 +1,8 @@
 //! `vmscope overhead --workloads` measures every workload under every mode
-//! (nothing, record and serve as their own processes, the peer where
-//! installed) and leaves the system as it found it: the zram swap device
-//! and the memory cgroup it made are gone afterwards, also when Ctrl-C
-//! stops it half-way. The figures themselves are a benchmark's, not a
+//! (nothing, record and serve as their own processes, empty programs on
+//! the same hooks, the peer where installed) and leaves the system as it
+//! found it: the zram swap device and the memory cgroup it made are gone
+//! afterwards, also when Ctrl-C stops it half-way. The figures themselves are a benchmark's, not a
 //! test's: only their presence and sign are checked here.
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
@@ -43,7 +43,7 @@ fn workloads_bench_fills_every_cell_and_restores_the_system() {
     ok(&o, "overhead --workloads");
     let out = text(&o.stdout);
     let header = out.lines().nth(1).unwrap();
-    for mode in ["nothing", "record", "serve"] {
+    for mode in ["nothing", "record", "serve", "floor"] {
         assert!(header.contains(mode), "no {mode} column: {out}");
     }
     let columns = header.split_whitespace().count() - 2; // "workload unit"

@@ -97,7 +97,7 @@ pub(super) fn system_wide(swap: SwapAttach) -> LoadOptions {
 }
 
 /// A hook vmscope attached, and how.
-struct AttachedHook {
+pub(super) struct AttachedHook {
     category: String,
     event: String,
     btf: bool,
@@ -107,9 +107,9 @@ struct AttachedHook {
 /// same way (classic or BTF-typed), so the kernel does the same work to fire
 /// them (e.g. `kmem:rss_stat` sums its counter for each classic event) and
 /// only the programs' bodies differ.
-fn floor(hooks: &[AttachedHook]) -> anyhow::Result<Vec<Ebpf>> {
+pub(super) fn floor(hooks: &[AttachedHook]) -> anyhow::Result<Vec<Ebpf>> {
     let mut loaded = Vec::new();
-    let mut classic = Ebpf::load(loader::object()?).context("loading the eBPF object")?;
+    let mut classic = load_small()?;
     let p: &mut TracePoint = classic
         .program_mut("probe_tracepoint")
         .context("program probe_tracepoint missing")?
@@ -124,7 +124,7 @@ fn floor(hooks: &[AttachedHook]) -> anyhow::Result<Vec<Ebpf>> {
     for h in hooks.iter().filter(|h| h.btf) {
         let btf = crate::source::kernel::btf::aya_vmlinux().map_err(|e| anyhow::anyhow!(e))?;
         // One object per hook: a BTF program is loaded for one event.
-        let mut ebpf = Ebpf::load(loader::object()?).context("loading the eBPF object")?;
+        let mut ebpf = load_small()?;
         let p: &mut BtfTracePoint = ebpf
             .program_mut("probe_tp_btf")
             .context("program probe_tp_btf missing")?
@@ -137,8 +137,27 @@ fn floor(hooks: &[AttachedHook]) -> anyhow::Result<Vec<Ebpf>> {
     Ok(loaded)
 }
 
+/// The eBPF object with every map at one entry (the ring buffer, whose
+/// size the kernel constrains, as it is). The empty programs use no map,
+/// but loading the object makes them all: at full size, the floor's 25 or
+/// so copies held about 540 MB of kernel memory here, which no tool with
+/// empty programs would.
+fn load_small() -> anyhow::Result<Ebpf> {
+    /// `BPF_MAP_TYPE_RINGBUF`: a power of two of pages.
+    const RINGBUF: u32 = 27;
+    let object = loader::object()?;
+    let parsed = aya_obj::Object::parse(object).context("parsing the eBPF object")?;
+    let mut small = aya::EbpfLoader::new();
+    for (name, map) in &parsed.maps {
+        if map.map_type() != RINGBUF && map.max_entries() > 1 {
+            small.map_max_entries(name, 1);
+        }
+    }
+    small.load(object).context("loading the eBPF object")
+}
+
 /// The tracepoints a full load attaches (with or without the swap probe).
-fn attached_hooks(swap: SwapAttach) -> anyhow::Result<Vec<AttachedHook>> {
+pub(super) fn attached_hooks(swap: SwapAttach) -> anyhow::Result<Vec<AttachedHook>> {
     let probes = loader::load(&system_wide(swap))?;
     Ok(probes
         .probes
