@@ -845,12 +845,40 @@ mod tests {
         let (s, _) = b.update(vec![(1, mm(10, 120, 5))], &none, 4096);
         assert_eq!((s.out, s.entries), (170, 1));
         assert_eq!(s.by_tgid[&11], (50, 0));
-        // Address 1 reused by another process's mm: the old one's counts
-        // stay, the new one's add.
+        // Address 1 reused by another process's mm, its entry made afresh
+        // (counts lower): the old one's counts stay, the new one's add.
         let (s, _) = b.update(vec![(1, mm(12, 3, 0))], &none, 4096);
         assert_eq!(s.out, 173);
         assert_eq!(s.by_tgid[&10], (120, 5));
         assert_eq!(s.by_tgid[&12], (3, 0));
+    }
+
+    #[test]
+    fn a_reused_address_whose_entry_counts_on_charges_each_owner_its_own() {
+        let none = std::collections::HashSet::new();
+        let mut b = MmBooks::default();
+        let (s, _) = b.update(vec![(1, mm(10, 100, 5))], &none, 4096);
+        assert_eq!((s.out, s.inn), (100, 5));
+        // Process 10 died; process 11's mm took its address and its
+        // entry, which counted on from 100 out, 5 in.
+        let (s, _) = b.update(vec![(1, mm(11, 130, 25))], &none, 4096);
+        assert_eq!((s.out, s.inn), (130, 25));
+        assert_eq!(s.by_tgid[&10], (100, 5));
+        assert_eq!(s.by_tgid[&11], (30, 20));
+        // Read again: 11 is charged what follows its base only.
+        let (s, _) = b.update(vec![(1, mm(11, 140, 25))], &none, 4096);
+        assert_eq!((s.out, s.inn), (140, 25));
+        assert_eq!(s.by_tgid[&11], (40, 20));
+        // And a third owner in a row, then the entry evicted: nothing
+        // counted twice, nothing lost.
+        let (s, _) = b.update(vec![(1, mm(12, 150, 30))], &none, 4096);
+        assert_eq!((s.out, s.inn), (150, 30));
+        assert_eq!(s.by_tgid[&11], (40, 20));
+        assert_eq!(s.by_tgid[&12], (10, 5));
+        let (s, _) = b.update(vec![], &none, 4096);
+        assert_eq!((s.out, s.inn), (150, 30));
+        assert_eq!(s.by_tgid[&12], (10, 5));
+        assert!(b.base.is_empty());
     }
 
     #[test]

@@ -51,9 +51,17 @@ impl Collector {
 /// entries that have since gone (evicted, deleted at their owner's exit,
 /// or replaced by a new mm at the same address) had counted, so that the
 /// sums never decrease whatever the map drops.
+///
+/// A new mm at a dead one's address (the allocator hands it out again at
+/// once, so short-lived processes in a row share one) finds the dead one's
+/// entry and counts on from its totals, under its own owner. What the
+/// entry had counted when its owner changed is then the new owner's base,
+/// taken off what the entry shows from there on; the old owner keeps it.
 #[derive(Default)]
 pub(super) struct MmBooks {
     pub(super) last: HashMap<u64, MmSwap>,
+    /// Per key, the counts of the entry's earlier owners (absent: none).
+    pub(super) base: HashMap<u64, MmSwap>,
     pub(super) gone: SwapSums,
     pub(super) pruned: u64,
 }
@@ -84,22 +92,35 @@ impl MmBooks {
         };
         let mut live = SwapSums::default();
         let mut now: HashMap<u64, MmSwap> = HashMap::with_capacity(all.len());
+        let mut bases: HashMap<u64, MmSwap> = HashMap::new();
         for (key, mm) in all {
             live.entries += 1;
-            add_to(&mut live, &mm, true);
-            // The same key with an owner or counts that do not follow on
-            // is a new mm at a reused address: the old one has gone.
+            let mut base = self.base.remove(&key).unwrap_or_default();
+            // The same key with another owner, or with counts that went
+            // down, is a new mm at a reused address: the old one has gone
+            // with what it counted over its base.
             if let Some(old) = self.last.remove(&key)
                 && !follows(&old, &mm)
             {
-                add_to(&mut self.gone, &old, true);
+                add_to(&mut self.gone, &less(&old, &base), true);
+                base = if counts_follow(&old, &mm) {
+                    old
+                } else {
+                    MmSwap::default()
+                };
+            }
+            add_to(&mut live, &less(&mm, &base), true);
+            if base != MmSwap::default() {
+                bases.insert(key, base);
             }
             now.insert(key, mm);
         }
         // Entries no longer in the map keep what they had counted.
-        for old in std::mem::replace(&mut self.last, now).into_values() {
-            add_to(&mut self.gone, &old, true);
+        for (key, old) in std::mem::replace(&mut self.last, now) {
+            let base = self.base.remove(&key).unwrap_or_default();
+            add_to(&mut self.gone, &less(&old, &base), true);
         }
+        self.base = bases;
         let mut s = live;
         let g = &self.gone;
         s.out += g.out;
@@ -124,7 +145,8 @@ impl MmBooks {
             // System-wide only: the owner's per-process figures end with it
             // (a later process under its pid starts from zero).
             if let Some(old) = self.last.remove(key) {
-                add_to(&mut self.gone, &old, false);
+                let base = self.base.remove(key).unwrap_or_default();
+                add_to(&mut self.gone, &less(&old, &base), false);
             }
         }
         (s, doomed)
@@ -134,9 +156,25 @@ impl MmBooks {
 /// Whether `new` is `old` read again later: the same owner (or the owner
 /// learned since) and no counter lower.
 fn follows(old: &MmSwap, new: &MmSwap) -> bool {
-    (old.tgid == new.tgid || old.tgid == 0)
-        && new.out_bytes >= old.out_bytes
+    (old.tgid == new.tgid || old.tgid == 0) && counts_follow(old, new)
+}
+
+/// Whether no counter of `new` is lower than `old`'s: the entry counted
+/// on (whoever owns it now), rather than being made afresh.
+fn counts_follow(old: &MmSwap, new: &MmSwap) -> bool {
+    new.out_bytes >= old.out_bytes
         && new.in_bytes >= old.in_bytes
         && new.freed_bytes >= old.freed_bytes
         && new.copied_bytes >= old.copied_bytes
+}
+
+/// `mm`'s counts over `base`'s, under `mm`'s owner.
+fn less(mm: &MmSwap, base: &MmSwap) -> MmSwap {
+    MmSwap {
+        out_bytes: mm.out_bytes.saturating_sub(base.out_bytes),
+        in_bytes: mm.in_bytes.saturating_sub(base.in_bytes),
+        freed_bytes: mm.freed_bytes.saturating_sub(base.freed_bytes),
+        copied_bytes: mm.copied_bytes.saturating_sub(base.copied_bytes),
+        ..*mm
+    }
 }
