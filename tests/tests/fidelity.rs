@@ -343,3 +343,89 @@ fn short_lived_processes_by_the_hundred_keep_their_books() {
     );
     assert_eq!(rec["lost"]["untracked_children"], 0);
 }
+
+/// The swap probe as a BTF tracepoint sizes a swap-entry change from the
+/// current CPU's part of the mm's per-CPU counter, and sums every CPU's
+/// part only on a CPU's first look or after the counter's shared count
+/// moved. Two conditions where that could go wrong, against pswpout and
+/// pswpin: one process whose two threads, on two CPUs, swap their halves
+/// of one mapping out and in at once (both CPUs' parts move, and fold);
+/// and 150 short-lived processes that swap one after another (each a new
+/// mm, often at a dead one's address, whose parts start again at 0).
+#[test]
+fn swap_sized_from_one_cpus_part_keeps_the_books_across_threads_and_short_lives() {
+    if !root_or_skip("swap_sized_from_one_cpus_part_keeps_the_books_across_threads_and_short_lives")
+    {
+        return;
+    }
+    let _lock = pressure::exclusive();
+    let _swap = pressure::ZramSwap::new(1 << 30);
+    let dir = tempfile::tempdir().unwrap();
+    let child = testchild();
+    let threads = [path_str(&child), "rewrite-threads", "40000"];
+    let loop_ = format!(
+        "i=0; while [ $i -lt 150 ]; do {} rewrite 6000 || exit 1; i=$((i+1)); done",
+        child.display()
+    );
+    let short = ["sh", "-c", loop_.as_str()];
+    // 40,000 pages in 64 MiB, written three times; 6,000 pages (23 MiB)
+    // in 16 MiB, written twice, 150 times.
+    for (name, argv, limit) in [
+        ("threads", &threads[..], 64u64 << 20),
+        ("short-lived", &short[..], 16 << 20),
+    ] {
+        let cg = pressure::MemCgroup::new(limit);
+        let before = pressure::vmstat();
+        let wrapped = cg.in_cgroup_argv(argv);
+        let wrapped: Vec<&str> = wrapped.iter().map(String::as_str).collect();
+        let rec = record(dir.path(), name, &wrapped, &[]);
+        let after = pressure::vmstat();
+        let books = |k: &str| after[k] - before[k];
+        let probe = rec["probes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["probe"] == "kmem:rss_stat")
+            .unwrap();
+        assert_eq!(probe["method"], "tp_btf", "{name}: {probe}");
+        let counters = &rec["totals"]["counters"];
+        let c = |k: &str| {
+            counters[k]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{name}: no {k} in {counters:#}"))
+        };
+        let (out, inn, summed) = (
+            c("swap_out_pages"),
+            c("swap_in_pages"),
+            c("swap_summed_changes"),
+        );
+        eprintln!(
+            "{name}: swap-out vmscope {out} vmstat {}; swap-in vmscope {inn} vmstat {}; \
+             {summed} changes summed, {} unsized",
+            books("pswpout"),
+            books("pswpin"),
+            c("swap_unsized_changes"),
+        );
+        assert!(books("pswpout") > 20_000, "{name}: too little swapped out");
+        assert!(books("pswpin") > 20_000, "{name}: too little swapped in");
+        assert_within_pct(
+            &format!("{name}: swap-out vs pswpout"),
+            out,
+            books("pswpout"),
+            1.0,
+        );
+        assert_within_pct(
+            &format!("{name}: swap-in vs pswpin"),
+            inn,
+            books("pswpin"),
+            1.0,
+        );
+        // One swap-entry change per page each way here: were every change
+        // summed, this would be about out + in.
+        assert!(
+            summed > 0 && summed < (out + inn) / 5,
+            "{name}: {summed} of about {} changes were sized by a sum of every CPU's part",
+            out + inn
+        );
+    }
+}

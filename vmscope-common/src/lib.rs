@@ -304,7 +304,12 @@ pub mod off {
     pub const PG_HEAD: usize = 99;
     pub const FOLIO_NR_PAGES: usize = 100;
     pub const MEMCG_CSS: usize = 101;
-    pub const COUNT: usize = 102;
+    /// `mm_struct.context.ctx_id`, an id no other mm since boot has had
+    /// (x86-64; 0: not here): the BTF swap program keys its per-mm map by
+    /// it, so that a new mm at a dead one's address gets an entry of its
+    /// own.
+    pub const MM_CTX_ID: usize = 102;
+    pub const COUNT: usize = 103;
 }
 
 /// x86-64 syscall numbers (a user-space ABI) of the calls vmscope follows.
@@ -467,8 +472,13 @@ pub mod counter {
     /// entry could not be made (the map full): in the two above, in no
     /// cgroup's.
     pub const PAGE_CACHE_REMOVED_UNCHARGED: u32 = PAGE_CACHE_DROPPED + 1;
+    /// Swap-entry changes the BTF swap probe sized by summing every
+    /// possible CPU's part of the mm's counter (its slow path: the first
+    /// change seen on a CPU, or after the counter's shared count moved),
+    /// where the others read only the current CPU's part.
+    pub const SWAP_SUMMED: u32 = PAGE_CACHE_REMOVED_UNCHARGED + 1;
     /// Number of slots in the array.
-    pub const COUNT: u32 = PAGE_CACHE_REMOVED_UNCHARGED + 1;
+    pub const COUNT: u32 = SWAP_SUMMED + 1;
 }
 
 /// Fault counts of the process last seen faulting on one CPU, not yet added
@@ -571,9 +581,14 @@ pub struct MmSwap {
     /// Growth outside reclaim: swap entries copied into a child at fork,
     /// with no I/O (not swap-out).
     pub copied_bytes: u64,
+    /// The BTF program's generation of `last_bytes`: per-CPU views of the
+    /// mm's counter taken under another generation are not used. It
+    /// changes when the count falls to 0, as it does when the mm dies, so
+    /// that a new mm at the same address starts with a full sum.
+    pub generation: u64,
 }
 
-const _: () = assert!(core::mem::size_of::<MmSwap>() == 48);
+const _: () = assert!(core::mem::size_of::<MmSwap>() == 56);
 
 /// `task_struct.flags` bit of a task in memory reclaim (kswapd, direct and
 /// memcg reclaim, MADV_PAGEOUT): swap entries made then are swap-out.

@@ -89,11 +89,28 @@ fn on_event(ev: RssStat) {
     on_swapents(mm_id, curr, ev.size, None);
 }
 
-/// One change of an mm's swap-entry count, `size` its new value in bytes;
-/// `owner` is the mm's owner when known from the mm itself (BTF program).
+/// One change of an mm's swap-entry count, `size` its new value in bytes
+/// (the classic event's record).
 #[inline(always)]
 fn on_swapents(key: u64, curr: bool, size: i64, owner: Option<u32>) {
-    let Some(e) = MMS.get_ptr_mut(key) else {
+    account(MMS.get_ptr_mut(key), key, curr, size, owner, 0);
+}
+
+/// Accounts one change of an mm's swap-entry count: `e` is the mm's entry
+/// (None: not in the map), `size` the count's new value in bytes, `owner`
+/// the mm's owner when known from the mm itself (BTF program), and
+/// `generation` the one `size` was computed under (BTF program; see
+/// `MmSwap::generation`).
+#[inline(always)]
+fn account(
+    e: Option<*mut MmSwap>,
+    key: u64,
+    curr: bool,
+    size: i64,
+    owner: Option<u32>,
+    generation: u64,
+) {
+    let Some(e) = e else {
         // An mm none of whose tasks has been seen since the probe attached
         // (e.g. asleep while its pages go out). Its traffic is kept under
         // owner 0 until an event of its own names the owner, which is then
@@ -102,6 +119,7 @@ fn on_swapents(key: u64, curr: bool, size: i64, owner: Option<u32>) {
             tgid: owner.unwrap_or(0),
             sized: 1,
             last_bytes: size,
+            generation,
             ..Default::default()
         };
         if MMS.insert(key, fresh, 1).is_ok() {
@@ -118,11 +136,17 @@ fn on_swapents(key: u64, curr: bool, size: i64, owner: Option<u32>) {
         if (*e).sized == 0 {
             (*e).sized = 1;
             (*e).last_bytes = size;
+            (*e).generation = generation;
             maps::count(counter::SWAP_UNSIZED);
             return;
         }
         let delta = size - (*e).last_bytes;
         (*e).last_bytes = size;
+        if size == 0 && generation != 0 {
+            // Every per-CPU view of this count is dropped: the mm may be
+            // dying, and a new one may take its address.
+            (*e).generation = maps::now() | 1;
+        }
         if delta > 0 {
             if in_reclaim() {
                 maps::atomic_add(&raw mut (*e).out_bytes, delta as u64);
@@ -218,51 +242,161 @@ unsafe fn field<T: Copy>(base: u64, at: usize) -> T {
     unsafe { core::ptr::read_volatile((base as usize + at) as *const T) }
 }
 
-/// The sum of the `struct percpu_counter` at `pc`, a field of a BTF-typed
-/// `mm`: its count plus every CPU's part, as `percpu_counter_sum` computes
-/// it (without the lock). The parts are behind a per-CPU pointer, which is
-/// read with the helper.
+/// The BTF program's `MMS` key of an mm: its `context.ctx_id`, which no
+/// other mm since boot has had, where the kernel has one; else its address,
+/// which a new mm may take over from a dead one.
 #[inline(always)]
-fn percpu_sum(pc: u64) -> Option<i64> {
-    let ready = PCPU_OFF.get(MAX_CPUS).copied().unwrap_or(0) == 1;
-    if !ready && !learn_pcpu_offsets() {
+fn mm_key(mm: u64) -> u64 {
+    let at = maps::offset(off::MM_CTX_ID);
+    if at == 0 {
+        return mm;
+    }
+    // SAFETY: a u64 field of the BTF-typed mm, at its offset from the BTF.
+    unsafe { field::<u64>(mm, at) }
+}
+
+/// What one CPU last saw of an mm's swap-entry counter.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct PartSeen {
+    /// The counter's per-CPU parts (`counters`), which name it among the
+    /// live mms (0: nothing seen in this slot).
+    counters: u64,
+    /// The mm's entry's generation then.
+    generation: u64,
+    /// The counter's shared `count` then.
+    count: i64,
+    /// This CPU's part of the counter then.
+    part: i64,
+}
+
+/// Slots per CPU of `PARTS`.
+const PART_SLOTS: u32 = 256;
+
+/// Per CPU, a direct-mapped cache of `PartSeen` by counter. Two counters
+/// that share a slot cost each other a full sum, never a wrong size.
+#[map]
+static PARTS: PerCpuArray<PartSeen> = PerCpuArray::with_max_entries(PART_SLOTS, 0);
+
+/// The `PARTS` slot of a counter, by the address of its per-CPU parts (an
+/// mm's counters are one small per-CPU allocation).
+#[inline(always)]
+fn part_slot(counters: u64) -> u32 {
+    ((counters >> 4) ^ (counters >> 12)) as u32 & (PART_SLOTS - 1)
+}
+
+/// Per CPU, where a pointer is stored and read back as a number.
+#[map]
+static AS_NUMBER: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+/// A kernel pointer as a number, which the verifier lets a program hash
+/// (it refuses arithmetic other than adding to a pointer). Through memory
+/// it does not type, a map value; None if the slot cannot be had.
+#[inline(always)]
+fn as_number(ptr: u64) -> Option<u64> {
+    let slot = AS_NUMBER.get_ptr_mut(0)?;
+    // SAFETY: this CPU's slot.
+    unsafe {
+        core::ptr::write_volatile(slot, ptr);
+        Some(core::ptr::read_volatile(slot))
+    }
+}
+
+/// One CPU's part of the `struct percpu_counter` whose per-CPU parts are
+/// at `counters`: read with the helper, at that CPU's per-CPU offset.
+#[inline(always)]
+fn part_of(counters: u64, cpu: u32) -> Option<i64> {
+    let &o = PCPU_OFF.get(cpu)?;
+    if o == 0 {
         return None;
     }
-    // SAFETY: `pc` is inside the mm the tracepoint passed; the offsets are
-    // `struct percpu_counter`'s `count` (s64) and `counters` (a pointer).
-    let mut sum: i64 = unsafe { field(pc, maps::offset(off::PCPU_COUNT)) };
-    let counters: u64 = unsafe { field(pc, maps::offset(off::PCPU_COUNTERS)) };
+    // SAFETY: that CPU's part of the counter; the helper checks the read.
+    unsafe { bpf_probe_read_kernel(counters.wrapping_add(o) as *const i32) }
+        .ok()
+        .map(i64::from)
+}
+
+/// `count` plus every possible CPU's part, as `percpu_counter_sum`
+/// computes it (without the lock).
+#[inline(always)]
+fn sum_parts(count: i64, counters: u64) -> i64 {
+    let mut sum = count;
     let nr = maps::offset(off::NR_CPUS) as u32;
     for cpu in 0..MAX_CPUS {
         if cpu >= nr {
             break;
         }
-        let Some(&o) = PCPU_OFF.get(cpu) else { break };
-        if o == 0 {
-            continue;
-        }
-        // SAFETY: that CPU's part of the counter; the helper checks the read.
-        if let Ok(part) = unsafe { bpf_probe_read_kernel(counters.wrapping_add(o) as *const i32) } {
-            sum += i64::from(part);
+        if let Some(part) = part_of(counters, cpu) {
+            sum += part;
         }
     }
-    Some(sum)
+    sum
 }
 
 /// `rss_stat(mm, member)` as a BTF tracepoint: no trace record is built, so
 /// the kernel does not sum the counter on every RSS change; only swap-entry
-/// changes are looked at, summed here. `mm` is BTF-typed, so its fields
-/// (and the current task's) are plain loads.
+/// changes are looked at. `mm` is BTF-typed, so its fields (and the current
+/// task's) are plain loads.
+///
+/// The change is sized without summing every CPU's part each time. A
+/// `percpu_counter` change on a CPU moves that CPU's part, or, at the batch
+/// size, folds the part into the shared `count`. So while `count` is what
+/// this CPU saw at its last look, the change is what this CPU's part moved
+/// since; otherwise (about once per batch, or the first look) the parts are
+/// summed. One helper read per change instead of one per possible CPU.
 #[inline(always)]
 pub fn on_rss_stat_btf(mm: u64, member: i32) {
     if member != MM_SWAPENTS {
         return;
     }
-    let Some(pages) = percpu_sum(mm + maps::offset(off::MM_SWAPENTS_COUNTER) as u64) else {
+    let ready = PCPU_OFF.get(MAX_CPUS).copied().unwrap_or(0) == 1;
+    if !ready && !learn_pcpu_offsets() {
+        maps::count(counter::SWAP_UNSIZED);
+        return;
+    }
+    let pc = mm + maps::offset(off::MM_SWAPENTS_COUNTER) as u64;
+    // SAFETY: `pc` is inside the mm the tracepoint passed; the offsets are
+    // `struct percpu_counter`'s `count` (s64) and `counters` (a pointer).
+    let count: i64 = unsafe { field(pc, maps::offset(off::PCPU_COUNT)) };
+    let counters: u64 = unsafe { field(pc, maps::offset(off::PCPU_COUNTERS)) };
+    let cpu = unsafe { raw::bpf_get_smp_processor_id() };
+    let Some(part) = part_of(counters, cpu) else {
         maps::count(counter::SWAP_UNSIZED);
         return;
     };
     let shift = maps::offset(off::PAGE_SHIFT) as u32 & 31;
+    let key = mm_key(mm);
+    let entry = MMS.get_ptr_mut(key);
+    let Some(id) = as_number(counters) else {
+        maps::count(counter::SWAP_UNSIZED);
+        return;
+    };
+    let slot = PARTS.get_ptr_mut(part_slot(id));
+    // SAFETY: live map values.
+    let seen = unsafe {
+        match (entry, slot) {
+            (Some(e), Some(s))
+                if (*e).sized == 1
+                    && (*s).counters == id
+                    && (*s).generation == (*e).generation
+                    && (*s).count == count =>
+            {
+                Some(((*e).last_bytes >> shift) + part - (*s).part)
+            }
+            _ => None,
+        }
+    };
+    let pages = seen.unwrap_or_else(|| {
+        maps::count(counter::SWAP_SUMMED);
+        sum_parts(count, counters)
+    });
+    // A sized entry keeps its generation (a sum is the truth under any);
+    // one sized now starts a new one.
+    let generation = match entry {
+        // SAFETY: a live map value.
+        Some(e) if unsafe { (*e).sized == 1 } => unsafe { (*e).generation },
+        _ => maps::now() | 1,
+    };
     let task = unsafe { raw::bpf_get_current_task_btf() } as u64;
     // SAFETY: `task_struct.mm` and `mm_struct.owner` (pointers) and
     // `task_struct.tgid` (pid_t), through BTF-typed pointers.
@@ -271,7 +405,20 @@ pub fn on_rss_stat_btf(mm: u64, member: i32) {
     let owner = (owner_task != 0)
         .then(|| unsafe { field::<u32>(owner_task, maps::offset(off::TASK_TGID)) })
         .filter(|&tgid| !maps::filter_enabled() || maps::TRACKED.get_ptr(tgid).is_some());
-    on_swapents(mm, curr, pages << shift, owner);
+    account(entry, key, curr, pages << shift, owner, generation);
+    if pages != 0
+        && let Some(s) = slot
+    {
+        // SAFETY: this CPU's slot.
+        unsafe {
+            *s = PartSeen {
+                counters: id,
+                generation,
+                count,
+                part,
+            }
+        };
+    }
 }
 
 /// Whether the current task is inside a syscall that zaps its own

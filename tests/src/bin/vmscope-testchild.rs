@@ -12,6 +12,8 @@
 //!                                         allocate and write 2*PAGES more
 //!        vmscope-testchild rewrite PAGES  write PAGES, then write them all again
 //!                                         (under a memcg limit: swap-out, then swap-in)
+//!        vmscope-testchild rewrite-threads PAGES  the same three times, from
+//!                                         two threads on two CPUs, a half each
 //!        vmscope-testchild hold PAGES     write PAGES, wait until FILE (the --report
 //!                                         path + ".go") exists, then write them again
 //!        vmscope-testchild keep PAGES     write PAGES, create FILE (the --report path
@@ -234,6 +236,40 @@ fn rewrite(pages: usize) {
     unsafe { assert_eq!(libc::madvise(p.cast(), len, libc::MADV_NOHUGEPAGE), 0) };
     write_pages(p, pages);
     write_pages(p, pages);
+}
+
+/// `rewrite` from two threads at once, pinned to two CPUs (where there are
+/// two), each writing its half of one mapping three times: one address
+/// space whose swap entries change from both CPUs, interleaved.
+fn rewrite_threads(pages: usize) {
+    let len = pages * page_size();
+    let p = map(len);
+    // SAFETY: the whole mapping.
+    unsafe { assert_eq!(libc::madvise(p.cast(), len, libc::MADV_NOHUGEPAGE), 0) };
+    let cpus = allowed_cpus();
+    let half = pages / 2;
+    let halves = [
+        (p as usize, half),
+        (p as usize + half * page_size(), pages - half),
+    ];
+    let threads: Vec<_> = halves
+        .into_iter()
+        .enumerate()
+        .map(|(i, (at, n))| {
+            let cpu = (cpus.len() >= 2).then(|| cpus[i]);
+            std::thread::spawn(move || {
+                if let Some(cpu) = cpu {
+                    pin_to(cpu);
+                }
+                for _ in 0..3 {
+                    write_pages(at as *mut u8, n);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
 }
 
 /// Like `rewrite`, but every page is filled with pseudo-random bytes, which
@@ -948,6 +984,7 @@ fn main() {
         "lazyfree" => lazyfree(n as usize),
         "rewrite" => rewrite(n as usize),
         "rewrite-random" => rewrite_random(n as usize),
+        "rewrite-threads" => rewrite_threads(n as usize),
         "churn" => churn(n),
         "forks" => forks(n),
         "spin" => spin(n),

@@ -187,6 +187,7 @@ pub fn judge(c: &Console) -> KernelResult {
     checks.push(top_check(c));
     checks.push(serve_check(c));
     checks.push(swap_check(c));
+    checks.push(short_lived_swap_check(c));
     checks.push(fork_check(c));
     checks.push(swap_tiers_check(c));
     checks.push(thp_sizes_check(c));
@@ -567,6 +568,39 @@ fn swap_check(c: &Console) -> Check {
         ),
         Err(e) => check("swap_cgroup_v2", false, e),
     }
+}
+
+/// Short-lived processes swapping one after another: the recording's
+/// attributed swap-out and swap-in against pswpout/pswpin. A new mm often
+/// takes the address of the one before, whose entry the swap probe's map
+/// may still hold; the totals must count each page once.
+fn short_lived_swap_check(c: &Console) -> Check {
+    const NAME: &str = "swap_short_lived";
+    if c.sections.get("swapon").map(|s| s.1) != Some(0) {
+        return check(NAME, false, "zram swap could not be set up in the guest");
+    }
+    let rec = match c.recording("short") {
+        Ok(r) => r,
+        Err(e) => return check(NAME, false, e),
+    };
+    let d = |k: &str| c.delta("short.before", "short.after", k);
+    let (pswpout, pswpin) = (d("pswpout"), d("pswpin"));
+    let (out, inn) = (
+        u(&rec, "/totals/counters/swap_out_pages"),
+        u(&rec, "/totals/counters/swap_in_pages"),
+    );
+    let method = probe_entry(&rec, "kmem:rss_stat")
+        .and_then(|p| p["method"].as_str())
+        .unwrap_or("none");
+    check(
+        NAME,
+        pswpout > 1000 && pswpin > 1000 && within(out, pswpout, 3.0) && within(inn, pswpin, 3.0),
+        format!(
+            "{} processes: out {out} vs pswpout {pswpout}; in {inn} vs pswpin {pswpin} \
+             (rss_stat by {method})",
+            guest::SHORT_LIVED
+        ),
+    )
 }
 
 /// zswap in front of zram: the recording's zswap stores and loads and its

@@ -19,6 +19,10 @@ pub const PERF_PAGES: u64 = 10_000;
 pub const SWAP_PAGES: u64 = 40_000;
 pub const SWAP_LIMIT_MIB: u64 = 64;
 pub const FORK_CHILDREN: u64 = 3;
+/// Processes in a row, each writing `SHORT_PAGES` twice in the same
+/// cgroup: each a new mm, often at the address of the one before.
+pub const SHORT_LIVED: u64 = 20;
+pub const SHORT_PAGES: u64 = 18_000;
 pub const RMAP_SIZE_MIB: u64 = 16;
 pub const RMAP_SHARERS: u64 = 64;
 /// Faulted by one child in each of two cgroup v2 groups, `a` and `b`.
@@ -191,6 +195,9 @@ echo N > /sys/module/zswap/parameters/enabled 2>/dev/null
 show fork.before /proc/vmstat
 rec fork -- sh -c "echo \$\$ > /sys/fs/cgroup/t/cgroup.procs && exec $T forkswap {swap_pages} {fork_children} exit"
 show fork.after /proc/vmstat
+show short.before /proc/vmstat
+rec short -- sh -c "echo \$\$ > /sys/fs/cgroup/t/cgroup.procs && i=0 && while [ \$i -lt {short_lived} ]; do $T rewrite {short_pages} || exit 1; i=\$((i+1)); done"
+show short.after /proc/vmstat
 mkdir -p /sys/fs/cgroup/a /sys/fs/cgroup/b
 rec cgroups -- sh -c "sh -c 'echo \$\$ > /sys/fs/cgroup/a/cgroup.procs && exec $T --report /tmp/cga.ru touch {cg_a}' & sh -c 'echo \$\$ > /sys/fs/cgroup/b/cgroup.procs && exec $T --report /tmp/cgb.ru touch {cg_b}' & wait"
 show cga.ru /tmp/cga.ru
@@ -262,6 +269,8 @@ poweroff -f
         swap_limit = SWAP_LIMIT_MIB,
         swap_pages = SWAP_PAGES,
         fork_children = FORK_CHILDREN,
+        short_lived = SHORT_LIVED,
+        short_pages = SHORT_PAGES,
         rmap_size = RMAP_SIZE_MIB,
         rmap_sharers = RMAP_SHARERS,
         cg_a = CGROUP_A_PAGES,

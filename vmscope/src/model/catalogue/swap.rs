@@ -26,17 +26,31 @@ pub const COUNTER_FAMILIES: &[(&str, &str, &str)] = &[(
 )];
 
 /// Its system-wide counters.
-pub const COUNTERS: &[Counter] = &[c(
-    "swap_unsized_changes",
-    counter::SWAP_UNSIZED,
-    probe::SWAP,
-    "changes",
-    "Swap-entry changes of an address space seen first, which cannot be sized.",
-    Export::Plain(
-        "vmscope_swap_unsized_changes_total",
+pub const COUNTERS: &[Counter] = &[
+    c(
+        "swap_unsized_changes",
+        counter::SWAP_UNSIZED,
+        probe::SWAP,
+        "changes",
         "Swap-entry changes of an address space seen first, which cannot be sized.",
+        Export::Plain(
+            "vmscope_swap_unsized_changes_total",
+            "Swap-entry changes of an address space seen first, which cannot be sized.",
+        ),
     ),
-)];
+    c(
+        "swap_summed_changes",
+        counter::SWAP_SUMMED,
+        probe::SWAP,
+        "changes",
+        SUMMED_HELP,
+        Export::Plain("vmscope_swap_summed_changes_total", SUMMED_HELP),
+    ),
+];
+
+const SUMMED_HELP: &str = "Swap-entry changes the BTF swap probe sized by summing every CPU's part \
+     of the counter (the first on a CPU, or after the shared count moved); the others read one \
+     part.";
 
 /// Its per-mm attributed swap counters, summed by the collector (listed last).
 pub const ATTRIBUTED_COUNTERS: &[Counter] = &[

@@ -291,7 +291,18 @@ pub(super) fn rss_btf_offsets(disabled: &[String]) -> Result<Vec<(usize, u32)>, 
         (off::ARRAY_PPTRS, pptrs),
         (off::NR_CPUS, cpus as u32),
         (off::PAGE_SHIFT, page.trailing_zeros()),
+        // Without it (not x86-64), the map is keyed by the mm's address,
+        // which the collector's books handle when it is reused.
+        (off::MM_CTX_ID, mm_ctx_id(&btf)),
     ])
+}
+
+/// `mm_struct.context.ctx_id` where it is a u64 (x86-64), else 0.
+fn mm_ctx_id(btf: &crate::source::kernel::btf::Btf) -> u32 {
+    btf.field("mm_struct", "context.ctx_id")
+        .ok()
+        .filter(|f| f.size == 8 && f.offset != 0)
+        .map_or(0, |f| f.offset)
 }
 
 /// Offsets in `task_struct` the programs read, from the kernel's BTF.
