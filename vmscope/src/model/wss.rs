@@ -370,8 +370,13 @@ pub struct WssTotals {
     pub setup: WssSetup,
     /// Windows that completed.
     pub windows: u64,
-    /// The scope's working set; null when no window completed (the run
-    /// was shorter than one window).
+    /// Of those, windows that listed no process or cgroup (the scope had
+    /// ended: e.g. the followed command exited within the window), which
+    /// the figures leave out rather than read as 0 bytes.
+    #[serde(default)]
+    pub empty_windows: u64,
+    /// The scope's working set over the windows that listed a process or
+    /// cgroup; null when none did (the run was shorter than one window).
     pub scope: Option<WssFigure>,
     /// The last window's idle-age buckets, by `age_edges_ns` then older.
     pub idle_ages_bytes: Vec<u64>,
@@ -379,7 +384,8 @@ pub struct WssTotals {
     pub cgroups: BTreeMap<String, WssFigure>,
     /// The scanner's CPU time over the run's time, in one CPU's share.
     pub scan_cpu_share: Option<f64>,
-    /// Why no window completed, when none did.
+    /// Why there is no figure: no window completed, or none listed a
+    /// process or cgroup of the scope.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unavailable: Option<String>,
 }
@@ -391,12 +397,17 @@ impl WssTotals {
         let window = window_label(self.setup.window_ns);
         match (&self.scope, &self.unavailable) {
             (Some(f), _) => format!(
-                "working set ({window} window, {}): last {:.1} MiB, max {:.1} MiB, mean {:.1} MiB over {} windows; {} CPU {}",
+                "working set ({window} window, {}): last {:.1} MiB, max {:.1} MiB, mean {:.1} MiB over {} windows{}; {} CPU {}",
                 self.setup.method.name(),
                 mib(f.last_bytes as f64),
                 mib(f.max_bytes as f64),
                 mib(f.mean_bytes),
-                self.windows,
+                self.windows - self.empty_windows.min(self.windows),
+                match self.empty_windows {
+                    0 => String::new(),
+                    1 => " (1 after the scope ended left out)".into(),
+                    n => format!(" ({n} after the scope ended left out)"),
+                },
                 match self.setup.method {
                     WssMethod::Mglru => "aging",
                     _ => "scan",
@@ -416,6 +427,7 @@ impl WssTotals {
 #[derive(Clone, Debug, Default)]
 pub struct WssFold {
     windows: u64,
+    empty: u64,
     scope: Option<(u64, u64, u64, u64)>,
     cgroups: BTreeMap<String, Option<(u64, u64, u64, u64)>>,
     idle_ages: Vec<u64>,
@@ -426,27 +438,37 @@ pub struct WssFold {
 impl WssFold {
     pub fn push(&mut self, w: &WssSample) {
         self.windows += 1;
+        self.cpu_ns += w.scan_cpu_ns;
+        let (start, _) = self.span.get_or_insert((w.start_ns, w.end_ns));
+        self.span = Some((*start, w.end_ns));
+        if w.procs.is_empty() && w.cgroups.is_empty() {
+            // Nothing of the scope was left to measure: not a 0.
+            self.empty += 1;
+            return;
+        }
         WssFigure::push(&mut self.scope, w.total_bytes());
         for (c, b) in w.by_cgroup() {
             WssFigure::push(self.cgroups.entry(c).or_default(), b);
         }
         self.idle_ages = w.idle_ages();
-        self.cpu_ns += w.scan_cpu_ns;
-        let (start, _) = self.span.get_or_insert((w.start_ns, w.end_ns));
-        self.span = Some((*start, w.end_ns));
     }
 
     /// The run's summary.
     pub fn totals(&self, setup: WssSetup) -> WssTotals {
         let span = self.span.map(|(a, b)| b.saturating_sub(a)).unwrap_or(0);
-        let unavailable = (self.windows == 0).then(|| {
-            format!(
+        let unavailable = if self.windows == 0 {
+            Some(format!(
                 "no window of {} s completed in the run",
                 setup.window_ns as f64 / 1e9
-            )
-        });
+            ))
+        } else if self.scope.is_none() {
+            Some("no window listed a process or cgroup of the scope".into())
+        } else {
+            None
+        };
         WssTotals {
             windows: self.windows,
+            empty_windows: self.empty,
             scope: self.scope.map(WssFigure::of),
             idle_ages_bytes: self.idle_ages.clone(),
             cgroups: self
@@ -560,6 +582,43 @@ mod tests {
         assert_eq!(t.idle_ages_bytes, vec![1, 9, 10]);
         assert_eq!(t.scan_cpu_share, Some(0.1));
         assert!(t.unavailable.is_none());
+    }
+
+    #[test]
+    fn a_window_after_the_scope_ended_is_left_out_not_read_as_zero() {
+        let w = |start, procs| WssSample {
+            start_ns: start,
+            end_ns: start + 10,
+            procs,
+            cgroups: vec![],
+            unread: vec![],
+            scan_cpu_ns: 1,
+        };
+        let mut f = WssFold::default();
+        f.push(&w(0, vec![proc(1, "/a", &[1, 4], 10)]));
+        f.push(&w(10, vec![proc(1, "/a", &[1, 6], 10)]));
+        f.push(&w(20, vec![]));
+        let t = f.totals(WssSetup::scan(10, false, vec![]));
+        assert_eq!((t.windows, t.empty_windows), (3, 1));
+        let s = t.scope.as_ref().expect("two windows listed the process");
+        assert_eq!((s.last_bytes, s.max_bytes, s.mean_bytes), (6, 6, 5.0));
+        assert_eq!(t.idle_ages_bytes, vec![1, 5, 4]);
+        assert_eq!(t.scan_cpu_share, Some(0.1));
+        assert!(
+            t.summary()
+                .contains("over 2 windows (1 after the scope ended left out)"),
+            "{}",
+            t.summary()
+        );
+        // Only empty windows: unavailable, with the reason.
+        let mut f = WssFold::default();
+        f.push(&w(0, vec![]));
+        let t = f.totals(WssSetup::scan(10, false, vec![]));
+        assert!(t.scope.is_none());
+        assert_eq!(
+            t.summary(),
+            "working set unavailable: no window listed a process or cgroup of the scope"
+        );
     }
 
     #[test]
