@@ -222,12 +222,7 @@ fn fork_after_swap(
         let wrapped = cg.in_cgroup_argv(&argv);
         let wrapped: Vec<&str> = wrapped.iter().map(String::as_str).collect();
         let rec = record(dir, &format!("{mode}-{method}"), &wrapped, env);
-        let probe = rec["probes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["probe"] == "kmem:rss_stat")
-            .unwrap();
+        let probe = probe(&rec, "kmem:rss_stat");
         assert_eq!(probe["method"], method, "{probe}");
         let mode = format!("{mode} ({method})");
         let mode = mode.as_str();
@@ -240,25 +235,10 @@ fn fork_after_swap(
                 .map(|p| p[k].as_u64().unwrap_or(0))
                 .sum::<u64>()
         };
-        eprintln!(
-            "{mode}: swap-out vmscope {} vmstat {}; swap-in vmscope {} vmstat {}",
-            sum("swap_out_pages"),
-            books("pswpout"),
-            sum("swap_in_pages"),
-            books("pswpin"),
-        );
-        assert!(books("pswpout") > 20_000, "{mode}: too little swapped out");
-        assert!(books("pswpin") > 20_000, "{mode}: too little swapped in");
-        assert_within_pct(
-            &format!("{mode}: swap-out summed over processes vs pswpout"),
-            sum("swap_out_pages"),
-            books("pswpout"),
-            10.0,
-        );
-        assert_within_pct(
-            &format!("{mode}: swap-in summed over processes vs pswpin"),
-            sum("swap_in_pages"),
-            books("pswpin"),
+        assert_swap_books(
+            &format!("{mode}, summed over processes"),
+            [sum("swap_out_pages"), sum("swap_in_pages")],
+            [books("pswpout"), books("pswpin")],
             10.0,
         );
         // The parent did the I/O; the children only copied and dropped
@@ -290,6 +270,24 @@ fn fork_after_swap(
             "{mode}: fork copies not seen: {copied}"
         );
     }
+}
+
+/// vmscope's swap-out and swap-in (`got`) against pswpout and pswpin
+/// (`books`), each over 20,000 pages and within `pct` percent.
+fn assert_swap_books(what: &str, got: [u64; 2], books: [u64; 2], pct: f64) {
+    eprintln!(
+        "{what}: swap-out vmscope {} vmstat {}; swap-in vmscope {} vmstat {}",
+        got[0], books[0], got[1], books[1]
+    );
+    assert!(books[0] > 20_000, "{what}: too little swapped out");
+    assert!(books[1] > 20_000, "{what}: too little swapped in");
+    assert_within_pct(
+        &format!("{what}: swap-out vs pswpout"),
+        got[0],
+        books[0],
+        pct,
+    );
+    assert_within_pct(&format!("{what}: swap-in vs pswpin"), got[1], books[1], pct);
 }
 
 /// Hundreds of short-lived processes, each populating memory from a
@@ -381,12 +379,7 @@ fn swap_sized_from_one_cpus_part_keeps_the_books_across_threads_and_short_lives(
         let rec = record(dir.path(), name, &wrapped, &[]);
         let after = pressure::vmstat();
         let books = |k: &str| after[k] - before[k];
-        let probe = rec["probes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|p| p["probe"] == "kmem:rss_stat")
-            .unwrap();
+        let probe = probe(&rec, "kmem:rss_stat");
         assert_eq!(probe["method"], "tp_btf", "{name}: {probe}");
         let counters = &rec["totals"]["counters"];
         let c = |k: &str| {
@@ -400,26 +393,10 @@ fn swap_sized_from_one_cpus_part_keeps_the_books_across_threads_and_short_lives(
             c("swap_summed_changes"),
         );
         eprintln!(
-            "{name}: swap-out vmscope {out} vmstat {}; swap-in vmscope {inn} vmstat {}; \
-             {summed} changes summed, {} unsized",
-            books("pswpout"),
-            books("pswpin"),
-            c("swap_unsized_changes"),
+            "{name}: {summed} changes summed, {} unsized",
+            c("swap_unsized_changes")
         );
-        assert!(books("pswpout") > 20_000, "{name}: too little swapped out");
-        assert!(books("pswpin") > 20_000, "{name}: too little swapped in");
-        assert_within_pct(
-            &format!("{name}: swap-out vs pswpout"),
-            out,
-            books("pswpout"),
-            1.0,
-        );
-        assert_within_pct(
-            &format!("{name}: swap-in vs pswpin"),
-            inn,
-            books("pswpin"),
-            1.0,
-        );
+        assert_swap_books(name, [out, inn], [books("pswpout"), books("pswpin")], 1.0);
         // One swap-entry change per page each way here: were every change
         // summed, this would be about out + in.
         assert!(

@@ -282,12 +282,7 @@ fn swap_out_is_charged_to_the_owner_not_the_reclaimer() {
         "lowering the limit swapped out only {pushed} pages"
     );
     let rec = read_json(&out);
-    let probe = rec["probes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["probe"] == "kmem:rss_stat")
-        .unwrap();
+    let probe = probe(&rec, "kmem:rss_stat");
     assert_eq!(probe["attached"], true, "{probe}");
     let procs = rec["processes"].as_array().unwrap();
     let row = procs
