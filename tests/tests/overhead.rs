@@ -93,7 +93,18 @@ fn ctrl_c_stops_the_workloads_bench_and_removes_its_swap_and_cgroup() {
     }
     let _lock = pressure::exclusive();
     let swaps = pressure::active_swaps();
-    let mut child = Command::new(vmscope_bin())
+    let mut cmd = Command::new(vmscope_bin());
+    // Ctrl-C at a terminal: SIGINT at its default action, whatever this
+    // test inherited (a harness started in the background ignores it).
+    // SAFETY: only an async-signal-safe call between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt as _;
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = cmd
         .args(["overhead", "--workloads", "-r", "3", "--pages", "16384"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
