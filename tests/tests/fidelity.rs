@@ -245,6 +245,10 @@ fn fork_after_swap(
         // entries. What a child may still be charged is a shared page
         // reclaimed while it mapped it (each mapper's swap-entry count
         // grows) and its own stack pages: a sliver, not the 24k it inherited.
+        // How big a sliver depends on how much reclaim the forks cause
+        // while the children live: all processes together about 470 pages
+        // over pswpout here when idle, and one child 1,689 once in a CI run
+        // with the file's other tests busy beside it.
         let parent = procs
             .iter()
             .max_by_key(|p| p["swap_out_pages"].as_u64().unwrap_or(0))
@@ -258,7 +262,7 @@ fn fork_after_swap(
             let out = c["swap_out_pages"].as_u64().unwrap_or(0);
             let inn = c["swap_in_pages"].as_u64().unwrap_or(0);
             assert!(
-                out < books("pswpout") / 100 && inn < books("pswpin") / 100,
+                out < books("pswpout") / 20 && inn < books("pswpin") / 100,
                 "{mode}: a child that never touched the memory was charged {out} out, {inn} in: {c}"
             );
         }
